@@ -1,0 +1,77 @@
+/* dsv4 — DeepSeek-V4 inference engine: public C API.
+ *
+ * Every function returns a dsv4_status (or a handle that is NULL on failure);
+ * dsv4_last_error() then holds a one-line, thread-local message naming what
+ * went wrong. The library never prints and never exits. */
+#ifndef DSV4_H
+#define DSV4_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum {
+    DSV4_OK = 0,
+    DSV4_ERR_IO,          /* file missing, unreadable, short read */
+    DSV4_ERR_FORMAT,      /* corrupt or malformed file contents */
+    DSV4_ERR_CONFIG,      /* config.json missing/contradictory/out of range */
+    DSV4_ERR_UNSUPPORTED, /* valid input this build cannot handle (e.g. FP8 now) */
+    DSV4_ERR_ARG,         /* bad argument from the caller (token id, shape) */
+    DSV4_ERR_NOMEM,       /* allocation failed */
+    DSV4_ERR_DEVICE,      /* backend/device failure */
+    DSV4_ERR_POISONED,    /* session state is unreliable until reset/restore */
+    DSV4_ERR_VETO,        /* a commit gate refused the step */
+} dsv4_status;
+
+/* Thread-local description of the last failure in this thread. */
+const char *dsv4_last_error(void);
+const char *dsv4_status_name(dsv4_status s);
+
+typedef struct dsv4_model dsv4_model;
+typedef struct dsv4_session dsv4_session;
+
+/* Progress callback for loading: done/total bytes. May be NULL. */
+typedef void (*dsv4_progress_fn)(void *user, uint64_t done, uint64_t total);
+
+typedef struct {
+    int n_threads;               /* CPU worker threads; 0 = number of cores */
+    dsv4_progress_fn progress;   /* optional */
+    void *progress_user;
+} dsv4_load_options;
+
+/* Load a Hugging Face checkpoint directory (config.json + safetensors). */
+dsv4_status dsv4_model_load(const char *dir, const dsv4_load_options *opt,
+                            dsv4_model **out);
+void dsv4_model_free(dsv4_model *m);
+
+/* Model facts for callers (sizes of buffers they pass in). */
+int dsv4_model_vocab(const dsv4_model *m);
+int dsv4_model_n_layers(const dsv4_model *m);
+
+typedef struct {
+    uint64_t fixed_bytes;        /* window rings + compressor buffers */
+    double bytes_per_token;      /* growing part (compressed KV + indexer keys), averaged */
+    uint64_t weight_bytes;       /* bytes of mapped weights */
+} dsv4_memory_info;
+void dsv4_model_memory(const dsv4_model *m, dsv4_memory_info *out);
+
+dsv4_status dsv4_session_new(dsv4_model *m, dsv4_session **out);
+void dsv4_session_free(dsv4_session *s);
+/* Forget everything: back to position 0 (also clears poisoning). */
+void dsv4_session_reset(dsv4_session *s);
+/* Number of tokens the session has consumed. */
+int64_t dsv4_session_pos(const dsv4_session *s);
+
+/* Feed n tokens at the session's current position. If logits != NULL it
+ * receives n rows of vocab floats (one per input position). On failure the
+ * session is unchanged, or poisoned if state was already partly written. */
+dsv4_status dsv4_session_eval(dsv4_session *s, const int32_t *tokens, int n,
+                              float *logits);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

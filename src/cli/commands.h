@@ -1,0 +1,22 @@
+/* CLI subcommands: each lives in its own cmd_*.c and returns the process
+ * exit status (0 ok, 1 runtime error, 2 usage error). */
+#ifndef DSV4_CLI_COMMANDS_H
+#define DSV4_CLI_COMMANDS_H
+
+int cmd_generate(int argc, char **argv);
+int cmd_score(int argc, char **argv);
+int cmd_info(int argc, char **argv);
+int cmd_tokenize(int argc, char **argv);
+int cmd_detokenize(int argc, char **argv);
+
+/* Shared helpers (cli_util.c). */
+/* Parse "1,2 3\n4" (commas and/or whitespace) into a malloc'd array. Returns 0
+ * on success, -1 with a message on stderr. */
+int cli_parse_ids(const char *text, int **ids, int *n, const char *what);
+/* Read a whole file into a NUL-terminated malloc'd buffer; NULL on failure
+ * (message printed). */
+char *cli_read_file(const char *path, size_t *len);
+/* Print "dsv4 CMD: msg" for the library's last error. */
+void cli_report(const char *cmd, const char *what);
+
+#endif

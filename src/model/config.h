@@ -1,0 +1,57 @@
+/* dsv4_config: the model hyper-parameters, normalized from either spelling of
+ * config.json (DeepSeek's official keys or transformers' keys). */
+#ifndef DSV4_MODEL_CONFIG_H
+#define DSV4_MODEL_CONFIG_H
+#include "dsv4.h"
+
+enum { ATTN_SWA = 0, ATTN_CSA = 1, ATTN_HCA = 2 };
+enum { SCORE_SQRTSOFTPLUS = 0, SCORE_SIGMOID = 1, SCORE_SOFTMAX = 2 };
+enum { WFMT_PLAIN = 0, WFMT_FP8 = 1 }; /* FP8/FP4 are refused for now */
+
+#define DSV4_MAX_LAYERS 256
+
+typedef struct {
+    double theta;
+    int yarn;                  /* 1: YaRN-scaled frequencies */
+    double factor;             /* YaRN factor */
+    double orig_max_pos;       /* original_max_position_embeddings */
+    double beta_fast, beta_slow;
+} dsv4_rope_params;
+
+typedef struct {
+    int vocab;            /* vocab_size */
+    int dim;              /* hidden_size */
+    int n_layers;         /* num_hidden_layers (MTP not counted) */
+    int n_heads;          /* num_attention_heads */
+    int head_dim;         /* 512 */
+    int rope_dim;         /* qk_rope_head_dim (partial_rotary_factor * head_dim) */
+    int q_lora;           /* q_lora_rank */
+    int o_groups, o_lora; /* grouped output projection */
+    int window;           /* sliding_window, includes the current token */
+    int attn_kind[DSV4_MAX_LAYERS];   /* ATTN_* per layer */
+    int ratio_csa, ratio_hca;         /* compress rates (4, 128) */
+    int hash_layer[DSV4_MAX_LAYERS];  /* 1: routed by tid2eid[token] */
+    int idx_heads, idx_head_dim, idx_topk;
+    int n_experts, n_active, n_shared, moe_inter;
+    int score_func;       /* SCORE_* */
+    double route_scale;   /* routed_scaling_factor */
+    double swiglu_limit;  /* <= 0: no clamp */
+    int hc_mult, hc_iters;
+    double hc_eps, norm_eps;
+    dsv4_rope_params rope_main;     /* SWA-only layers */
+    dsv4_rope_params rope_compress; /* CSA/HCA layers */
+    int n_mtp;            /* num_nextn_predict_layers */
+    int weight_format;    /* WFMT_*: from quantization_config */
+    int bos_id, eos_id;
+} dsv4_config;
+
+/* Parse config.json text. `path` is only used in messages. On failure returns
+ * DSV4_ERR_CONFIG (or FORMAT for broken JSON) with a message naming the key. */
+dsv4_status config_parse(const char *json, size_t len, const char *path,
+                         dsv4_config *out);
+/* Load and parse DIR/config.json. */
+dsv4_status config_load(const char *dir, dsv4_config *out);
+/* Compression rate of layer l (0 for SWA-only). */
+int config_ratio(const dsv4_config *c, int l);
+
+#endif
