@@ -50,10 +50,13 @@ void dsv4_model_free(dsv4_model *m);
 /* Model facts for callers (sizes of buffers they pass in). */
 int dsv4_model_vocab(const dsv4_model *m);
 int dsv4_model_n_layers(const dsv4_model *m);
+/* Checkpoint tensors that were neither bound nor recognized (reported, not fatal). */
+int dsv4_model_unknown_count(const dsv4_model *m);
+const char *dsv4_model_unknown_name(const dsv4_model *m, int i);
 
 typedef struct {
     uint64_t fixed_bytes;        /* window rings + compressor buffers */
-    double bytes_per_token;      /* growing part (compressed KV + indexer keys), averaged */
+    double bytes_per_token;      /* growing part (compressed KV + indexer keys, fp32), averaged */
     uint64_t weight_bytes;       /* bytes of mapped weights */
 } dsv4_memory_info;
 void dsv4_model_memory(const dsv4_model *m, dsv4_memory_info *out);
@@ -70,6 +73,9 @@ int64_t dsv4_session_pos(const dsv4_session *s);
  * session is unchanged, or poisoned if state was already partly written. */
 dsv4_status dsv4_session_eval(dsv4_session *s, const int32_t *tokens, int n,
                               float *logits);
+/* Same, but logits (if not NULL) receives only the row of the last token. */
+dsv4_status dsv4_session_eval_last(dsv4_session *s, const int32_t *tokens, int n,
+                                   float *logits);
 
 #ifdef __cplusplus
 }

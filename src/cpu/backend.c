@@ -1,0 +1,86 @@
+/* The CPU backend object: thread pool, per-thread scratch, ops table. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/error.h"
+#include "cpu/cpu.h"
+
+void cpu_matmul(dsv4_backend *b, const float *x, int64_t ldx, int T, const dsv4_mat *W, float *y, int64_t ldy);
+void cpu_rmsnorm(dsv4_backend *b, const float *x, int T, int n, const dsv4_mat *w, float eps, float *y);
+void cpu_rope(dsv4_backend *b, float *x, int T, int n_heads, int head_dim, int rope_dim, int64_t pos0,
+              int64_t pos_step, const float *inv_freq, int inverse);
+void cpu_embed(dsv4_backend *b, const dsv4_mat *E, const int32_t *tok, int T, int hc, float *X);
+void cpu_hc_pre(dsv4_backend *b, const float *X, int T, int hc, int D, const dsv4_mat *fn, const dsv4_mat *base,
+                const dsv4_mat *scale, int iters, float hc_eps, float norm_eps, float *x, float *post, float *comb);
+void cpu_hc_post(dsv4_backend *b, float *X, int T, int hc, int D, const float *a, const float *post,
+                 const float *comb);
+void cpu_hc_head(dsv4_backend *b, const float *X, int T, int hc, int D, const dsv4_mat *fn, const dsv4_mat *base,
+                 const dsv4_mat *scale, float hc_eps, float norm_eps, float *x);
+void cpu_ring_store(dsv4_backend *b, float *ring, int window, int width, const float *kv, int T, int64_t pos0);
+void cpu_compress(dsv4_backend *b, const float *u, const float *g, int T, int64_t pos0, const dsv4_comp_params *p,
+                  dsv4_comp_state *st);
+void cpu_indexer(dsv4_backend *b, const float *q, const float *w, int T, int64_t pos0, int heads, int head_dim,
+                 const float *keys, int ratio, int topk, float score_scale, float w_scale, int32_t *idx,
+                 int32_t *n);
+void cpu_attention(dsv4_backend *b, const float *q, int T, int64_t pos0, int H, int hd, int window,
+                   const float *ring, const float *kv, const float *entries, int ratio, const int32_t *sel_idx,
+                   const int32_t *sel_n, int sel_cap, const dsv4_mat *sinks, float scale, float *out);
+void cpu_moe(dsv4_backend *b, const float *x, const int32_t *tok, int T, int D, const dsv4_moe_params *p,
+             float *out);
+
+static const dsv4_ops k_cpu_ops = {
+    .matmul = cpu_matmul,
+    .rmsnorm = cpu_rmsnorm,
+    .rope = cpu_rope,
+    .embed = cpu_embed,
+    .hc_pre = cpu_hc_pre,
+    .hc_post = cpu_hc_post,
+    .hc_head = cpu_hc_head,
+    .ring_store = cpu_ring_store,
+    .compress = cpu_compress,
+    .indexer = cpu_indexer,
+    .attention = cpu_attention,
+    .moe = cpu_moe,
+};
+
+void backend_fail(dsv4_backend *b, dsv4_status st, const char *msg)
+{
+    dsv4_status expected = DSV4_OK;
+    if (__atomic_compare_exchange_n(&b->sticky, &expected, st, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
+        strncpy(b->sticky_msg, msg, sizeof b->sticky_msg - 1);
+        b->sticky_msg[sizeof b->sticky_msg - 1] = 0;
+    }
+}
+
+void cpu_backend_free(dsv4_backend *b)
+{
+    if (!b) return;
+    cpu_impl *c = b->impl;
+    if (c) {
+        if (c->row)
+            for (int i = 0; i < pool_size(c->pool); i++) free(c->row[i]);
+        free(c->row);
+        pool_free(c->pool);
+        free(c);
+    }
+    free(b);
+}
+
+dsv4_backend *cpu_backend_new(int n_threads, int64_t max_row)
+{
+    dsv4_backend *b = calloc(1, sizeof *b);
+    cpu_impl *c = calloc(1, sizeof *c);
+    if (!b || !c) { free(b); free(c); dsv4_fail(DSV4_ERR_NOMEM, "out of memory creating the CPU backend"); return NULL; }
+    b->name = "cpu";
+    b->ops = &k_cpu_ops;
+    b->impl = c;
+    c->pool = pool_new(n_threads);
+    int n = pool_size(c->pool);
+    c->row = c->pool ? calloc((size_t)n, sizeof *c->row) : NULL;
+    c->row_cap = max_row;
+    for (int i = 0; c->row && i < n; i++)
+        if (!(c->row[i] = malloc((size_t)max_row * sizeof(float)))) { cpu_backend_free(b); b = NULL; break; }
+    if (b && (!c->pool || !c->row)) { cpu_backend_free(b); b = NULL; }
+    if (!b) dsv4_fail(DSV4_ERR_NOMEM, "out of memory creating the CPU backend");
+    return b;
+}

@@ -1,0 +1,84 @@
+/* Matrix-vector products for the CPU backend.
+ *
+ * Work is split over output rows; each thread converts one weight row to fp32
+ * once and reuses it for every token of the chunk (prefill reads the weights
+ * once per chunk, not once per token). */
+#include <stdlib.h>
+#include <string.h>
+
+#include "cpu/cpu.h"
+
+dsv4_mat mat_rows(const dsv4_mat *m, int64_t r0, int64_t n)
+{
+    dsv4_mat v = *m;
+    v.rows = n;
+    v.data = (const char *)m->data + (size_t)(r0 * m->cols) * (size_t)dtype_size(m->dtype);
+    return v;
+}
+
+float mat_get(const dsv4_mat *m, int64_t i)
+{
+    float f;
+    cpu_mat_to_f32(m, i, 1, &f);
+    return f;
+}
+
+void cpu_mat_to_f32(const dsv4_mat *m, int64_t off, int64_t n, float *out)
+{
+    switch (m->dtype) {
+    case DT_F32:
+        memcpy(out, (const float *)m->data + off, (size_t)n * sizeof *out);
+        break;
+    case DT_BF16: {
+        const uint16_t *s = (const uint16_t *)m->data + off;
+        for (int64_t i = 0; i < n; i++) out[i] = bf16_to_f32(s[i]);
+        break;
+    }
+    case DT_F16: {
+        const uint16_t *s = (const uint16_t *)m->data + off;
+        for (int64_t i = 0; i < n; i++) out[i] = f16_to_f32(s[i]);
+        break;
+    }
+    default: /* weights_bind admits only the float dtypes above */
+        memset(out, 0, (size_t)n * sizeof *out);
+        break;
+    }
+}
+
+float cpu_dot(const float *a, const float *b, int64_t n)
+{
+    float acc[8] = {0};
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        for (int j = 0; j < 8; j++) acc[j] += a[i + j] * b[i + j];
+    for (; i < n; i++) acc[i & 7] += a[i] * b[i];
+    return ((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7]));
+}
+
+typedef struct {
+    dsv4_backend *b;
+    const float *x;
+    int64_t ldx, ldy;
+    int T;
+    const dsv4_mat *W;
+    float *y;
+} matmul_job;
+
+static void matmul_rows(void *ctx, int64_t r0, int64_t r1, int tid)
+{
+    matmul_job *j = ctx;
+    int64_t n = j->W->cols;
+    float *row = cpu_scratch_row(j->b, tid);
+    for (int64_t r = r0; r < r1; r++) {
+        cpu_mat_to_f32(j->W, r * n, n, row);
+        for (int t = 0; t < j->T; t++) j->y[t * j->ldy + r] = cpu_dot(j->x + t * j->ldx, row, n);
+    }
+}
+
+void cpu_matmul(dsv4_backend *b, const float *x, int64_t ldx, int T, const dsv4_mat *W, float *y, int64_t ldy)
+{
+    matmul_job j = {b, x, ldx, ldy, T, W, y};
+    /* ~64K multiply-adds per task keeps threads busy without overhead. */
+    int64_t grain = 1 + (1 << 16) / (W->cols * (T > 0 ? T : 1) + 1);
+    pool_for(cpu_pool(b), W->rows, grain, matmul_rows, &j);
+}

@@ -1,0 +1,62 @@
+/* RMSNorm, RoPE and embedding lookup for the CPU backend. */
+#include <math.h>
+#include <string.h>
+
+#include "cpu/cpu.h"
+
+void cpu_rmsnorm(dsv4_backend *b, const float *x, int T, int n, const dsv4_mat *w, float eps, float *y)
+{
+    (void)b;
+    for (int t = 0; t < T; t++) {
+        const float *xr = x + (int64_t)t * n;
+        float *yr = y + (int64_t)t * n;
+        float ss = cpu_dot(xr, xr, n);
+        float r = 1.0f / sqrtf(ss / (float)n + eps);
+        if (w) {
+            for (int i = 0; i < n; i++) yr[i] = (xr[i] * r) * mat_get(w, i);
+        } else {
+            for (int i = 0; i < n; i++) yr[i] = xr[i] * r;
+        }
+    }
+}
+
+void cpu_rope(dsv4_backend *b, float *x, int T, int n_heads, int head_dim, int rope_dim, int64_t pos0,
+              int64_t pos_step, const float *inv_freq, int inverse)
+{
+    (void)b;
+    int half = rope_dim / 2;
+    for (int t = 0; t < T; t++) {
+        /* Angles in fp32 as position·inv_freq, like the reference. */
+        float pos = (float)(pos0 + (int64_t)t * pos_step);
+        for (int i = 0; i < half; i++) {
+            float ang = pos * inv_freq[i];
+            float c = cosf(ang), s = sinf(ang);
+            if (inverse) s = -s;
+            for (int h = 0; h < n_heads; h++) {
+                float *p = x + ((int64_t)t * n_heads + h) * head_dim + (head_dim - rope_dim) + 2 * i;
+                float a = p[0], bb = p[1];
+                p[0] = a * c - bb * s;
+                p[1] = bb * c + a * s;
+            }
+        }
+    }
+}
+
+void cpu_embed(dsv4_backend *b, const dsv4_mat *E, const int32_t *tok, int T, int hc, float *X)
+{
+    (void)b;
+    int64_t D = E->cols;
+    for (int t = 0; t < T; t++) {
+        float *x0 = X + (int64_t)t * hc * D;
+        cpu_mat_to_f32(E, (int64_t)tok[t] * D, D, x0);
+        for (int i = 1; i < hc; i++) memcpy(x0 + i * D, x0, (size_t)D * sizeof *x0);
+    }
+}
+
+void cpu_ring_store(dsv4_backend *b, float *ring, int window, int width, const float *kv, int T, int64_t pos0)
+{
+    (void)b;
+    int first = T > window ? T - window : 0;
+    for (int t = first; t < T; t++)
+        memcpy(ring + ((pos0 + t) % window) * width, kv + (int64_t)t * width, (size_t)width * sizeof *kv);
+}

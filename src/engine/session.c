@@ -1,0 +1,160 @@
+/* Session lifecycle: allocation of the per-layer state, reset, evaluation. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/error.h"
+#include "engine/session.h"
+
+/* Largest chunk the forward runs at once; longer inputs are split (the
+ * result is the same for every chunking, this only bounds activation memory). */
+#define MAX_CHUNK 256
+
+static void layer_free(dsv4_layer_state *ls)
+{
+    free(ls->ring);
+    dsv4_comp_state *cs[2] = {&ls->comp, &ls->idx};
+    for (int i = 0; i < 2; i++) {
+        free(cs[i]->open_u); free(cs[i]->open_g); free(cs[i]->prev_u); free(cs[i]->prev_g); free(cs[i]->entries);
+    }
+}
+
+static int comp_alloc(dsv4_comp_state *cs, int ratio, int width, int overlap)
+{
+    size_t cw = (size_t)width * (overlap ? 2 : 1);
+    cs->open_u = calloc((size_t)ratio * cw, sizeof(float));
+    cs->open_g = calloc((size_t)ratio * cw, sizeof(float));
+    if (overlap) {
+        cs->prev_u = calloc((size_t)ratio * (size_t)width, sizeof(float));
+        cs->prev_g = calloc((size_t)ratio * (size_t)width, sizeof(float));
+    }
+    return cs->open_u && cs->open_g && (!overlap || (cs->prev_u && cs->prev_g));
+}
+
+dsv4_status dsv4_session_new(dsv4_model *m, dsv4_session **out)
+{
+    *out = NULL;
+    if (!m) return dsv4_fail(DSV4_ERR_ARG, "session_new: no model");
+    const dsv4_config *c = &m->cfg;
+    dsv4_session *s = calloc(1, sizeof *s);
+    if (!s || !(s->L = calloc((size_t)c->n_layers, sizeof *s->L))) {
+        free(s);
+        return dsv4_fail(DSV4_ERR_NOMEM, "out of memory for a session");
+    }
+    s->m = m;
+    int ok = 1;
+    for (int l = 0; l < c->n_layers && ok; l++) {
+        dsv4_layer_state *ls = &s->L[l];
+        int kind = c->attn_kind[l], ratio = config_ratio(c, l);
+        ok = (ls->ring = calloc((size_t)c->window * (size_t)c->head_dim, sizeof(float))) != NULL;
+        if (ok && kind != ATTN_SWA) ok = comp_alloc(&ls->comp, ratio, c->head_dim, kind == ATTN_CSA);
+        if (ok && kind == ATTN_CSA) ok = comp_alloc(&ls->idx, ratio, c->idx_head_dim, 1);
+    }
+    if (!ok) {
+        dsv4_session_free(s);
+        return dsv4_fail(DSV4_ERR_NOMEM, "out of memory for a session");
+    }
+    *out = s;
+    return DSV4_OK;
+}
+
+void dsv4_session_free(dsv4_session *s)
+{
+    if (!s) return;
+    if (s->L)
+        for (int l = 0; l < s->m->cfg.n_layers; l++) layer_free(&s->L[l]);
+    free(s->L);
+    free(s);
+}
+
+void dsv4_session_reset(dsv4_session *s)
+{
+    /* Counts derive from pos, so stale bytes beyond them are never read;
+     * zeroing keeps snapshots and byte comparisons of fresh sessions equal. */
+    const dsv4_config *c = &s->m->cfg;
+    for (int l = 0; l < c->n_layers; l++) {
+        dsv4_layer_state *ls = &s->L[l];
+        int ratio = config_ratio(c, l);
+        memset(ls->ring, 0, (size_t)c->window * (size_t)c->head_dim * sizeof(float));
+        dsv4_comp_state *cs[2] = {&ls->comp, &ls->idx};
+        int width[2] = {c->head_dim, c->idx_head_dim};
+        for (int i = 0; i < 2; i++) {
+            if (!cs[i]->open_u) continue;
+            size_t cw = (size_t)width[i] * (cs[i]->prev_u ? 2 : 1);
+            memset(cs[i]->open_u, 0, (size_t)ratio * cw * sizeof(float));
+            memset(cs[i]->open_g, 0, (size_t)ratio * cw * sizeof(float));
+            if (cs[i]->prev_u) {
+                memset(cs[i]->prev_u, 0, (size_t)ratio * (size_t)width[i] * sizeof(float));
+                memset(cs[i]->prev_g, 0, (size_t)ratio * (size_t)width[i] * sizeof(float));
+            }
+        }
+    }
+    s->pos = 0;
+    s->poisoned = 0;
+}
+
+int64_t dsv4_session_pos(const dsv4_session *s) { return s->pos; }
+
+dsv4_status session_reserve(dsv4_session *s, int64_t n_tokens)
+{
+    const dsv4_config *c = &s->m->cfg;
+    for (int l = 0; l < c->n_layers; l++) {
+        dsv4_layer_state *ls = &s->L[l];
+        int kind = c->attn_kind[l];
+        if (kind == ATTN_SWA) continue;
+        int64_t need = n_tokens / config_ratio(c, l);
+        if (need <= ls->cap) continue;
+        int64_t cap = ls->cap ? ls->cap : 16;
+        while (cap < need) cap *= 2;
+        float *e = realloc(ls->comp.entries, (size_t)cap * (size_t)c->head_dim * sizeof(float));
+        if (!e) return dsv4_fail(DSV4_ERR_NOMEM, "out of memory growing the compressed KV of layer %d", l);
+        ls->comp.entries = e;
+        if (kind == ATTN_CSA) {
+            e = realloc(ls->idx.entries, (size_t)cap * (size_t)c->idx_head_dim * sizeof(float));
+            if (!e) return dsv4_fail(DSV4_ERR_NOMEM, "out of memory growing the indexer keys of layer %d", l);
+            ls->idx.entries = e;
+        }
+        ls->cap = cap; /* both arrays now hold cap entries */
+    }
+    return DSV4_OK;
+}
+
+static dsv4_status eval(dsv4_session *s, const int32_t *tokens, int n, float *logits, int all_rows)
+{
+    if (!s) return dsv4_fail(DSV4_ERR_ARG, "eval: no session");
+    if (s->poisoned)
+        return dsv4_fail(DSV4_ERR_POISONED, "session is poisoned by an earlier failed step; reset or restore it");
+    if (n <= 0 || !tokens) return dsv4_fail(DSV4_ERR_ARG, "eval: no tokens");
+    const dsv4_config *c = &s->m->cfg;
+    for (int i = 0; i < n; i++)
+        if (tokens[i] < 0 || tokens[i] >= c->vocab)
+            return dsv4_fail(DSV4_ERR_ARG, "token id %d at input position %d is outside the vocabulary (0..%d)",
+                             tokens[i], i, c->vocab - 1);
+    dsv4_status st = session_reserve(s, s->pos + n);
+    if (st) return st;
+    for (int done = 0; done < n;) {
+        int T = n - done > MAX_CHUNK ? MAX_CHUNK : n - done;
+        int last = done + T == n;
+        float *lg = NULL;
+        if (logits && all_rows) lg = logits + (size_t)done * (size_t)c->vocab;
+        else if (logits && last) lg = logits;
+        st = forward_chunk(s, tokens + done, T, lg, all_rows);
+        if (st) {
+            /* the forward writes ring slots and compressor rows in place */
+            s->poisoned = 1;
+            return dsv4_fail_prefix(st, "session poisoned: ");
+        }
+        s->pos += T;
+        done += T;
+    }
+    return DSV4_OK;
+}
+
+dsv4_status dsv4_session_eval(dsv4_session *s, const int32_t *tokens, int n, float *logits)
+{
+    return eval(s, tokens, n, logits, 1);
+}
+
+dsv4_status dsv4_session_eval_last(dsv4_session *s, const int32_t *tokens, int n, float *logits)
+{
+    return eval(s, tokens, n, logits, 0);
+}

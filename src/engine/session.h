@@ -1,0 +1,39 @@
+/* Per-sequence decode state (spec §6), plain data on the host.
+ *
+ * Per layer:
+ *   ring      [window][head_dim]  K(=V) of the last `window` positions, slot pos % window
+ *   comp      CSA/HCA main compressor: open window rows, CSA prev series A,
+ *             entries [pos/ratio][head_dim]
+ *   idx       CSA only: the indexer's compressor, entries [pos/ratio][idx_head_dim]
+ * Lifetimes: ring slots are overwritten after the layer's attention of the
+ * chunk that supersedes them; open rows live until their window closes;
+ * entries are written once at emission (roped at their window position) and
+ * never change. Counts are derived from `pos` (entries = pos / ratio, open
+ * rows = pos % ratio), so publishing a step is one store of `pos`. */
+#ifndef DSV4_ENGINE_SESSION_H
+#define DSV4_ENGINE_SESSION_H
+#include "model/model.h"
+
+typedef struct {
+    float *ring;
+    dsv4_comp_state comp, idx;
+    int64_t cap;      /* entries capacity (comp and idx alike) */
+} dsv4_layer_state;
+
+struct dsv4_session {
+    dsv4_model *m;
+    int64_t pos;      /* tokens consumed */
+    int poisoned;
+    dsv4_layer_state *L;
+};
+
+/* Grow entry storage so `n_tokens` total positions fit. Fails with
+ * DSV4_ERR_NOMEM leaving the state as it was. */
+dsv4_status session_reserve(dsv4_session *s, int64_t n_tokens);
+
+/* Runs the forward over tokens at s->pos .. s->pos+T-1 (engine/forward.c).
+ * logits: NULL, or T rows (all_rows) or 1 row (the last). Writes state in place;
+ * the caller publishes s->pos. */
+dsv4_status forward_chunk(dsv4_session *s, const int32_t *tok, int T, float *logits, int all_rows);
+
+#endif

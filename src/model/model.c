@@ -1,0 +1,92 @@
+/* dsv4_model_load: config.json + safetensors -> bound weights + backend. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/error.h"
+#include "engine/session.h"
+#include "model/model.h"
+
+static int64_t max_row_width(const dsv4_config *c)
+{
+    int64_t w[] = {(int64_t)c->hc_mult * c->dim, c->dim, c->q_lora, c->moe_inter,
+                   (int64_t)c->o_groups * c->o_lora, (int64_t)c->n_heads * c->head_dim / c->o_groups};
+    int64_t mx = 1;
+    for (size_t i = 0; i < sizeof w / sizeof w[0]; i++) if (w[i] > mx) mx = w[i];
+    return mx;
+}
+
+dsv4_status dsv4_model_load(const char *dir, const dsv4_load_options *opt, dsv4_model **out)
+{
+    *out = NULL;
+    dsv4_model *m = calloc(1, sizeof *m);
+    if (!m) return dsv4_fail(DSV4_ERR_NOMEM, "out of memory");
+    dsv4_status st = config_load(dir, &m->cfg);
+    if (st) { free(m); return st; }
+    const dsv4_config *c = &m->cfg;
+    if (c->weight_format != WFMT_PLAIN) {
+        free(m);
+        return dsv4_fail(DSV4_ERR_UNSUPPORTED, "%s/config.json: quantization_config (FP8/FP4 weights) is not supported "
+                         "yet; use a BF16/F32 checkpoint", dir);
+    }
+    if ((st = st_open_dir(dir, &m->st))) { free(m); return st; }
+    if (opt && opt->progress) opt->progress(opt->progress_user, 0, st_mapped_bytes(m->st));
+    if ((st = weights_bind(m))) { dsv4_model_free(m); return st; }
+    m->inv_freq_main = malloc((size_t)c->rope_dim / 2 * sizeof(float) + 1);
+    m->inv_freq_compress = malloc((size_t)c->rope_dim / 2 * sizeof(float) + 1);
+    m->be = cpu_backend_new(opt ? opt->n_threads : 0, max_row_width(c));
+    if (!m->inv_freq_main || !m->inv_freq_compress || !m->be) {
+        dsv4_model_free(m);
+        return dsv4_fail(DSV4_ERR_NOMEM, "out of memory");
+    }
+    rope_inv_freq(&c->rope_main, c->rope_dim, m->inv_freq_main);
+    rope_inv_freq(&c->rope_compress, c->rope_dim, m->inv_freq_compress);
+    if (opt && opt->progress) opt->progress(opt->progress_user, st_mapped_bytes(m->st), st_mapped_bytes(m->st));
+    *out = m;
+    return DSV4_OK;
+}
+
+void dsv4_model_free(dsv4_model *m)
+{
+    if (!m) return;
+    weights_free(m);
+    if (m->be) cpu_backend_free(m->be);
+    free(m->inv_freq_main);
+    free(m->inv_freq_compress);
+    st_close(m->st);
+    free(m);
+}
+
+int dsv4_model_vocab(const dsv4_model *m) { return m->cfg.vocab; }
+int dsv4_model_n_layers(const dsv4_model *m) { return m->cfg.n_layers; }
+const dsv4_config *dsv4_model_config(const dsv4_model *m) { return &m->cfg; }
+
+int dsv4_model_unknown_count(const dsv4_model *m) { return m->n_unknown; }
+const char *dsv4_model_unknown_name(const dsv4_model *m, int i)
+{
+    return i >= 0 && i < m->n_unknown ? m->unknown[i] : NULL;
+}
+
+void dsv4_model_memory(const dsv4_model *m, dsv4_memory_info *out)
+{
+    const dsv4_config *c = &m->cfg;
+    uint64_t fixed = 0;
+    double per_tok = 0;
+    const double f = sizeof(float);
+    for (int l = 0; l < c->n_layers; l++) {
+        int kind = c->attn_kind[l], r = config_ratio(c, l);
+        fixed += (uint64_t)c->window * (uint64_t)c->head_dim * sizeof(float);
+        if (kind == ATTN_SWA) continue;
+        int ov = kind == ATTN_CSA;
+        /* open rows (u and g) and, with overlap, the previous series-A rows */
+        fixed += (uint64_t)r * (uint64_t)c->head_dim * (ov ? 2u : 1u) * 2u * sizeof(float);
+        if (ov) fixed += (uint64_t)r * (uint64_t)c->head_dim * 2u * sizeof(float);
+        per_tok += c->head_dim * f / r;
+        if (ov) {
+            fixed += (uint64_t)r * (uint64_t)c->idx_head_dim * 6u * sizeof(float);
+            per_tok += c->idx_head_dim * f / r;
+        }
+    }
+    out->fixed_bytes = fixed;
+    out->bytes_per_token = per_tok;
+    out->weight_bytes = st_mapped_bytes(m->st);
+}

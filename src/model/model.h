@@ -1,0 +1,50 @@
+/* dsv4_model: configuration plus weights bound to named checkpoint tensors.
+ * Weight views point into the mmapped safetensors files (no copies). */
+#ifndef DSV4_MODEL_MODEL_H
+#define DSV4_MODEL_MODEL_H
+#include "dsv4.h"
+#include "io/safetensors.h"
+#include "model/config.h"
+#include "ops/ops.h"
+
+typedef struct {
+    dsv4_mat wkv, wgate;  /* [c·width, D], c = 2 with overlap (CSA), 1 without */
+    dsv4_mat ape;         /* [ratio, c·width] added to the gate logits */
+    dsv4_mat norm;        /* [width] */
+} dsv4_comp_w;
+
+typedef struct {
+    dsv4_mat attn_norm, ffn_norm;
+    dsv4_mat hc_attn_fn, hc_attn_base, hc_attn_scale;
+    dsv4_mat hc_ffn_fn, hc_ffn_base, hc_ffn_scale;
+    dsv4_mat wq_a, q_norm, wq_b, wkv, kv_norm, wo_a, wo_b, sinks;
+    dsv4_comp_w comp;     /* CSA and HCA layers */
+    dsv4_comp_w idx_comp; /* CSA: the indexer's own compressor */
+    dsv4_mat idx_wq_b, idx_wproj;
+    dsv4_mat gate, gate_bias; /* gate_bias only in routed (non-hash) layers */
+    const int32_t *tid2eid;   /* hash layers: [vocab][n_active], validated */
+    dsv4_mat *w1, *w2, *w3;   /* [n_experts] views (per-expert or merged storage) */
+    dsv4_mat sh_w1, sh_w2, sh_w3;
+} dsv4_layer_w;
+
+struct dsv4_model {
+    dsv4_config cfg;
+    st_archive *st;
+    dsv4_mat embed, head, norm, hc_head_fn, hc_head_base, hc_head_scale;
+    dsv4_layer_w *layers;
+    float *inv_freq_main, *inv_freq_compress; /* [rope_dim/2] each */
+    dsv4_backend *be;
+    char **unknown;       /* tensors neither bound nor recognized (mtp.* is recognized) */
+    int n_unknown;
+    int n_mtp_tensors;    /* kept for speculative decoding later */
+};
+
+/* Bind every expected tensor of the config: presence, dtype and exact shape.
+ * Fills m->embed ... m->layers; records unknown tensor names. */
+dsv4_status weights_bind(dsv4_model *m);
+void weights_free(dsv4_model *m);
+
+/* RoPE inverse frequencies as transformers computes them (fp32). */
+void rope_inv_freq(const dsv4_rope_params *p, int rope_dim, float *out);
+
+#endif

@@ -1,0 +1,133 @@
+/* The operations the forward pass needs, implemented once per backend.
+ *
+ * Conventions: activations are fp32, row-major, one row per token. Weight
+ * matrices are dsv4_mat views [rows=out][cols=in] in their checkpoint dtype
+ * (F32, BF16, F16). Every reduction runs in a fixed order that depends only
+ * on the row length, never on the number of tokens, lanes or threads, so a
+ * token's result is the same whatever the chunking or batching.
+ *
+ * Ops cannot fail in their signature: a backend that hits a failure inside an
+ * op (allocation, device fault) records it in the sticky error of the backend
+ * (backend_fail); the forward pass checks it before publishing state. */
+#ifndef DSV4_OPS_OPS_H
+#define DSV4_OPS_OPS_H
+#include <stdint.h>
+
+#include "base/dtype.h"
+#include "dsv4.h"
+
+typedef struct {
+    dsv4_dtype dtype;
+    int64_t rows, cols;   /* 1-D tensors: rows = 1, cols = length */
+    const void *data;     /* NULL: absent */
+} dsv4_mat;
+
+/* Rows [r0, r0+n) of m as a matrix of its own. */
+dsv4_mat mat_rows(const dsv4_mat *m, int64_t r0, int64_t n);
+/* Element i (row-major) of m converted to float. */
+float mat_get(const dsv4_mat *m, int64_t i);
+
+typedef struct dsv4_backend dsv4_backend;
+
+/* Compressor state of one layer (see engine/session.h for the lifetimes). */
+typedef struct {
+    float *open_u, *open_g; /* [ratio][c·width]: rows of the open window, gates incl. ape */
+    float *prev_u, *prev_g; /* overlap only, [ratio][width]: series-A half of the last closed window */
+    float *entries;         /* [capacity][width]: emitted entries, normed and roped */
+} dsv4_comp_state;
+
+typedef struct {
+    int ratio, overlap, width, rope_dim;
+    const dsv4_mat *ape, *norm;
+    const float *inv_freq;
+    float eps;
+} dsv4_comp_params;
+
+typedef struct {
+    const dsv4_mat *gate, *gate_bias; /* gate_bias->data NULL in hash layers */
+    const int32_t *tid2eid;           /* hash layers: [vocab][n_active] */
+    const dsv4_mat *w1, *w2, *w3;     /* [n_experts] */
+    const dsv4_mat *sh_w1, *sh_w2, *sh_w3;
+    int n_experts, n_active, inter, score_func;
+    float route_scale, swiglu_limit;
+} dsv4_moe_params;
+
+typedef struct {
+    /* y[t, 0:W.rows] = W · x[t, 0:W.cols]; rows strided by ldx / ldy. */
+    void (*matmul)(dsv4_backend *b, const float *x, int64_t ldx, int T,
+                   const dsv4_mat *W, float *y, int64_t ldy);
+    /* y = x · rsqrt(mean(x²) + eps) [· w]; n values per row, T rows; w NULL:
+     * unweighted. In place allowed. */
+    void (*rmsnorm)(dsv4_backend *b, const float *x, int T, int n,
+                    const dsv4_mat *w, float eps, float *y);
+    /* Interleaved RoPE on the last rope_dim values of each of n_heads heads of
+     * head_dim values per row; row t is at position pos0 + t·pos_step;
+     * inverse rotates by −position. */
+    void (*rope)(dsv4_backend *b, float *x, int T, int n_heads, int head_dim,
+                 int rope_dim, int64_t pos0, int64_t pos_step,
+                 const float *inv_freq, int inverse);
+    /* X[t][i][:] = E[tok[t]] for every stream i < hc. */
+    void (*embed)(dsv4_backend *b, const dsv4_mat *E, const int32_t *tok,
+                  int T, int hc, float *X);
+    /* mHC mapping (pre, post, Sinkhorn comb) and the pre-weighted collapse
+     * of the streams X [T][hc][D] into x [T][D]. */
+    void (*hc_pre)(dsv4_backend *b, const float *X, int T, int hc, int D,
+                   const dsv4_mat *fn, const dsv4_mat *base, const dsv4_mat *scale,
+                   int iters, float hc_eps, float norm_eps,
+                   float *x, float *post, float *comb);
+    /* X'[k] = post[k]·a + Σ_j comb[j][k]·X[j], in place on X. */
+    void (*hc_post)(dsv4_backend *b, float *X, int T, int hc, int D,
+                    const float *a, const float *post, const float *comb);
+    /* Final collapse: x = Σ_i (σ(mix_i·scale + base_i) + eps)·X[i]. */
+    void (*hc_head)(dsv4_backend *b, const float *X, int T, int hc, int D,
+                    const dsv4_mat *fn, const dsv4_mat *base, const dsv4_mat *scale,
+                    float hc_eps, float norm_eps, float *x);
+    /* Writes kv rows of positions pos0..pos0+T-1 into ring slots pos % window
+     * (only the last `window` rows matter). */
+    void (*ring_store)(dsv4_backend *b, float *ring, int window, int width,
+                       const float *kv, int T, int64_t pos0);
+    /* Feeds tokens pos0..pos0+T-1 (projections u, g [T][c·width], gates
+     * without ape) into a compressor; each window that completes emits entry
+     * pos/ratio into st->entries (normed, roped at window·ratio). */
+    void (*compress)(dsv4_backend *b, const float *u, const float *g, int T,
+                     int64_t pos0, const dsv4_comp_params *p, dsv4_comp_state *st);
+    /* Lightning indexer: for query t (position pos0+t) scores the visible
+     * entries s < (pos+1)/ratio as Σ_h (ReLU(q[t][h]·keys[s])·score_scale)·(w[t][h]·w_scale) and
+     * selects the top min(topk, visible) (ties: lower index), written in
+     * increasing index order to idx[t·topk ...], count n[t]. */
+    void (*indexer)(dsv4_backend *b, const float *q, const float *w, int T,
+                    int64_t pos0, int heads, int head_dim, const float *keys,
+                    int ratio, int topk, float score_scale, float w_scale,
+                    int32_t *idx, int32_t *n);
+    /* One softmax with sink per (query, head) over the window keys
+     * max(0,pos−window+1)..pos (positions ≥ pos0 come from kv [T][hd], older
+     * ones from the ring) plus compressed entries: the indexer's selection
+     * when sel_idx != NULL, else (ratio > 0) every entry w < (pos+1)/ratio.
+     * V = K. out [T][H][hd]. */
+    void (*attention)(dsv4_backend *b, const float *q, int T, int64_t pos0,
+                      int H, int hd, int window, const float *ring, const float *kv,
+                      const float *entries, int ratio, const int32_t *sel_idx,
+                      const int32_t *sel_n, int sel_cap, const dsv4_mat *sinks,
+                      float scale, float *out);
+    /* Routed experts (router, top-k or hash selection, clamped SwiGLU) plus
+     * the shared expert: out [T][D]. */
+    void (*moe)(dsv4_backend *b, const float *x, const int32_t *tok, int T, int D,
+                const dsv4_moe_params *p, float *out);
+} dsv4_ops;
+
+struct dsv4_backend {
+    const char *name;
+    const dsv4_ops *ops;
+    void *impl;
+    dsv4_status sticky;     /* first failure inside an op, DSV4_OK if none */
+    char sticky_msg[256];
+};
+
+/* Records the first failure of an op (thread-safe: the first one wins). */
+void backend_fail(dsv4_backend *b, dsv4_status st, const char *msg);
+
+/* The CPU reference backend. max_row: widest weight row the model has. */
+dsv4_backend *cpu_backend_new(int n_threads, int64_t max_row);
+void cpu_backend_free(dsv4_backend *b);
+
+#endif
