@@ -6,7 +6,7 @@
 
 enum { ATTN_SWA = 0, ATTN_CSA = 1, ATTN_HCA = 2 };
 enum { SCORE_SQRTSOFTPLUS = 0, SCORE_SIGMOID = 1, SCORE_SOFTMAX = 2 };
-enum { WFMT_PLAIN = 0, WFMT_FP8 = 1 }; /* FP8/FP4 are refused for now */
+enum { WFMT_PLAIN = 0, WFMT_FP8 = 1, WFMT_FP4 = 2 }; /* FP8/FP4 are refused for now */
 
 #define DSV4_MAX_LAYERS 256
 
@@ -29,6 +29,7 @@ typedef struct {
     int o_groups, o_lora; /* grouped output projection */
     int window;           /* sliding_window, includes the current token */
     int attn_kind[DSV4_MAX_LAYERS];   /* ATTN_* per layer */
+    int mtp_attn_kind;    /* ATTN_* of the MTP layer: trailing compress_ratios entry, else SWA */
     int ratio_csa, ratio_hca;         /* compress rates (4, 128) */
     int hash_layer[DSV4_MAX_LAYERS];  /* 1: routed by tid2eid[token] */
     int idx_heads, idx_head_dim, idx_topk;
@@ -42,7 +43,9 @@ typedef struct {
     dsv4_rope_params rope_compress; /* CSA/HCA layers */
     int n_mtp;            /* num_nextn_predict_layers */
     int weight_format;    /* WFMT_*: from quantization_config */
-    int bos_id, eos_id;
+    int expert_format;    /* WFMT_* of routed experts: expert_dtype, else weight_format */
+    int max_pos;          /* max_position_embeddings */
+    int bos_id, eos_id;   /* -1 when null; eos: first of a list */
 } dsv4_config;
 
 /* Parse config.json text. `path` is only used in messages. On failure returns
@@ -51,7 +54,7 @@ dsv4_status config_parse(const char *json, size_t len, const char *path,
                          dsv4_config *out);
 /* Load and parse DIR/config.json. */
 dsv4_status config_load(const char *dir, dsv4_config *out);
-/* Compression rate of layer l (0 for SWA-only). */
+/* Compression rate of layer l (0 for SWA-only); l >= n_layers is the MTP layer. */
 int config_ratio(const dsv4_config *c, int l);
 
 #endif
