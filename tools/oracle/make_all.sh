@@ -1,0 +1,16 @@
+#!/bin/sh
+# Regenerate every committed fixture (run from the repository root).
+# PY defaults to the project's oracle venv; on the GPU machine pass PY=python3.
+set -e
+PY=${PY:-/tmp/pyenv/oracle/bin/python}
+GEN="$PY tools/oracle/make_fixture.py"
+# All three attention kinds, hash + routed MoE, HCA rate 16, f32 weights.
+$GEN --out tests/fixtures/tiny-mixed-f32 --seed 1 --dtype f32
+# Same config, other seed, weights rounded to and stored as bf16.
+$GEN --out tests/fixtures/tiny-mixed-bf16 --seed 1001 --dtype bf16
+# The real HCA rate 128 over 300 tokens (2 HCA entries per HCA layer), Pro-like layer order.
+HCA128="--layers H,C,S,H --hash-layers 1 --seq-len 300 --hca-rate 128 --window 24 --experts-per-tok 2 \
+  --routed-scale 2.5 --index-topk 8 --dtype bf16 --seed 300"
+$GEN --out tests/fixtures/tiny-hca128-bf16 $HCA128
+# The same weights and logits with official DeepSeek names/config keys, in 2 shards.
+$GEN --out tests/fixtures/tiny-official-sharded $HCA128 --naming official --shards 2
