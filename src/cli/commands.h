@@ -2,6 +2,9 @@
  * exit status (0 ok, 1 runtime error, 2 usage error). */
 #ifndef DSV4_CLI_COMMANDS_H
 #define DSV4_CLI_COMMANDS_H
+#include <stddef.h>
+
+#include "dsv4.h"
 
 int cmd_generate(int argc, char **argv);
 int cmd_score(int argc, char **argv);
@@ -18,5 +21,10 @@ int cli_parse_ids(const char *text, int **ids, int *n, const char *what);
 char *cli_read_file(const char *path, size_t *len);
 /* Print "dsv4 CMD: msg" for the library's last error. */
 void cli_report(const char *cmd, const char *what);
+/* Load a checkpoint (progress bar on a terminal, warnings for unknown
+ * tensors); NULL after printing the error. */
+dsv4_model *cli_load_model(const char *cmd, const char *dir, int threads);
+/* Token ids from --tokens TEXT or --tokens-file PATH (exactly one). */
+int cli_token_arg(const char *cmd, const char *tokens, const char *file, int **ids, int *n);
 
 #endif

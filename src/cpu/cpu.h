@@ -1,4 +1,4 @@
-/* CPU reference backend: internal declarations shared by src/cpu/*.c. */
+/* CPU reference backend: internal declarations shared by the files in src/cpu. */
 #ifndef DSV4_CPU_CPU_H
 #define DSV4_CPU_CPU_H
 #include "base/threadpool.h"

@@ -23,7 +23,7 @@ dsv4_status dsv4_model_load(const char *dir, const dsv4_load_options *opt, dsv4_
     dsv4_status st = config_load(dir, &m->cfg);
     if (st) { free(m); return st; }
     const dsv4_config *c = &m->cfg;
-    if (c->weight_format != WFMT_PLAIN) {
+    if (c->weight_format != WFMT_PLAIN || c->expert_format != WFMT_PLAIN) {
         free(m);
         return dsv4_fail(DSV4_ERR_UNSUPPORTED, "%s/config.json: quantization_config (FP8/FP4 weights) is not supported "
                          "yet; use a BF16/F32 checkpoint", dir);

@@ -1,0 +1,48 @@
+/* Model loading for the CLI: options shared by the commands that run a model,
+ * a progress bar on a terminal, and the report of unknown tensors. */
+#include <stdio.h>
+#include <string.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include "cli/commands.h"
+
+static void progress(void *user, uint64_t done, uint64_t total)
+{
+    (void)user;
+    if (!total) return;
+    int pct = (int)(100.0 * (double)done / (double)total);
+    fprintf(stderr, "\rloading %3d%% (%.1f GiB)", pct, (double)total / (1u << 30));
+    if (done >= total) fputc('\n', stderr);
+}
+
+dsv4_model *cli_load_model(const char *cmd, const char *dir, int threads)
+{
+    dsv4_load_options opt = {0};
+    opt.n_threads = threads;
+    if (isatty(2)) opt.progress = progress;
+    dsv4_model *m = NULL;
+    if (dsv4_model_load(dir, &opt, &m)) {
+        cli_report(cmd, NULL);
+        return NULL;
+    }
+    int nu = dsv4_model_unknown_count(m);
+    for (int i = 0; i < nu && i < 8; i++)
+        fprintf(stderr, "dsv4 %s: warning: unknown tensor '%s' ignored\n", cmd, dsv4_model_unknown_name(m, i));
+    if (nu > 8) fprintf(stderr, "dsv4 %s: warning: %d more unknown tensors ignored\n", cmd, nu - 8);
+    return m;
+}
+
+int cli_token_arg(const char *cmd, const char *tokens, const char *file, int **ids, int *n)
+{
+    if (!!tokens == !!file) {
+        fprintf(stderr, "dsv4 %s: give exactly one of --tokens or --tokens-file\n", cmd);
+        return -1;
+    }
+    if (tokens) return cli_parse_ids(tokens, ids, n, "--tokens");
+    char *text = cli_read_file(file, NULL);
+    if (!text) return -1;
+    int r = cli_parse_ids(text, ids, n, file);
+    free(text);
+    return r;
+}
