@@ -38,6 +38,7 @@ typedef void (*dsv4_progress_fn)(void *user, uint64_t done, uint64_t total);
 
 typedef struct {
     int n_threads;               /* CPU worker threads; 0 = number of cores */
+    const char *device;          /* "cpu", "cuda", or NULL = cuda if usable, else cpu */
     dsv4_progress_fn progress;   /* optional */
     void *progress_user;
 } dsv4_load_options;

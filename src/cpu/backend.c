@@ -28,7 +28,25 @@ void cpu_attention(dsv4_backend *b, const float *q, int T, int64_t pos0, int H, 
 void cpu_moe(dsv4_backend *b, const float *x, const int32_t *tok, int T, int D, const dsv4_moe_params *p,
              float *out);
 
+void *cpu_alloc(dsv4_backend *b, size_t bytes);
+void cpu_free(dsv4_backend *b, void *p);
+void cpu_copy(dsv4_backend *b, void *dst, const void *src, size_t bytes);
+void cpu_zero(dsv4_backend *b, void *p, size_t bytes);
+dsv4_status cpu_adopt_weight(dsv4_backend *b, dsv4_mat *m);
+dsv4_status cpu_sync(dsv4_backend *b);
+
+static void cpu_backend_free(dsv4_backend *b);
+
 static const dsv4_ops k_cpu_ops = {
+    .alloc = cpu_alloc,
+    .free = cpu_free,
+    .upload = cpu_copy,
+    .download = cpu_copy,
+    .copy = cpu_copy,
+    .zero = cpu_zero,
+    .adopt_weight = cpu_adopt_weight,
+    .sync = cpu_sync,
+    .destroy = cpu_backend_free,
     .matmul = cpu_matmul,
     .rmsnorm = cpu_rmsnorm,
     .rope = cpu_rope,
@@ -52,7 +70,7 @@ void backend_fail(dsv4_backend *b, dsv4_status st, const char *msg)
     }
 }
 
-void cpu_backend_free(dsv4_backend *b)
+static void cpu_backend_free(dsv4_backend *b)
 {
     if (!b) return;
     cpu_impl *c = b->impl;

@@ -3,29 +3,33 @@
 #include <string.h>
 
 #include "base/error.h"
-#include "engine/session.h"
+#include "engine/forward.h"
 
 /* Largest chunk the forward runs at once; longer inputs are split (the
  * result is the same for every chunking, this only bounds activation memory). */
 #define MAX_CHUNK 256
 
-static void layer_free(dsv4_layer_state *ls)
+static void layer_free(dsv4_backend *b, dsv4_layer_state *ls)
 {
-    free(ls->ring);
+    b->ops->free(b, ls->ring);
     dsv4_comp_state *cs[2] = {&ls->comp, &ls->idx};
     for (int i = 0; i < 2; i++) {
-        free(cs[i]->open_u); free(cs[i]->open_g); free(cs[i]->prev_u); free(cs[i]->prev_g); free(cs[i]->entries);
+        b->ops->free(b, cs[i]->open_u);
+        b->ops->free(b, cs[i]->open_g);
+        b->ops->free(b, cs[i]->prev_u);
+        b->ops->free(b, cs[i]->prev_g);
+        b->ops->free(b, cs[i]->entries);
     }
 }
 
-static int comp_alloc(dsv4_comp_state *cs, int ratio, int width, int overlap)
+static int comp_alloc(dsv4_backend *b, dsv4_comp_state *cs, int ratio, int width, int overlap)
 {
     size_t cw = (size_t)width * (overlap ? 2 : 1);
-    cs->open_u = calloc((size_t)ratio * cw, sizeof(float));
-    cs->open_g = calloc((size_t)ratio * cw, sizeof(float));
+    cs->open_u = b->ops->alloc(b, (size_t)ratio * cw * sizeof(float));
+    cs->open_g = b->ops->alloc(b, (size_t)ratio * cw * sizeof(float));
     if (overlap) {
-        cs->prev_u = calloc((size_t)ratio * (size_t)width, sizeof(float));
-        cs->prev_g = calloc((size_t)ratio * (size_t)width, sizeof(float));
+        cs->prev_u = b->ops->alloc(b, (size_t)ratio * (size_t)width * sizeof(float));
+        cs->prev_g = b->ops->alloc(b, (size_t)ratio * (size_t)width * sizeof(float));
     }
     return cs->open_u && cs->open_g && (!overlap || (cs->prev_u && cs->prev_g));
 }
@@ -45,9 +49,9 @@ dsv4_status dsv4_session_new(dsv4_model *m, dsv4_session **out)
     for (int l = 0; l < c->n_layers && ok; l++) {
         dsv4_layer_state *ls = &s->L[l];
         int kind = c->attn_kind[l], ratio = config_ratio(c, l);
-        ok = (ls->ring = calloc((size_t)c->window * (size_t)c->head_dim, sizeof(float))) != NULL;
-        if (ok && kind != ATTN_SWA) ok = comp_alloc(&ls->comp, ratio, c->head_dim, kind == ATTN_CSA);
-        if (ok && kind == ATTN_CSA) ok = comp_alloc(&ls->idx, ratio, c->idx_head_dim, 1);
+        ok = (ls->ring = m->be->ops->alloc(m->be, (size_t)c->window * (size_t)c->head_dim * sizeof(float))) != NULL;
+        if (ok && kind != ATTN_SWA) ok = comp_alloc(m->be, &ls->comp, ratio, c->head_dim, kind == ATTN_CSA);
+        if (ok && kind == ATTN_CSA) ok = comp_alloc(m->be, &ls->idx, ratio, c->idx_head_dim, 1);
     }
     if (!ok) {
         dsv4_session_free(s);
@@ -61,7 +65,7 @@ void dsv4_session_free(dsv4_session *s)
 {
     if (!s) return;
     if (s->L)
-        for (int l = 0; l < s->m->cfg.n_layers; l++) layer_free(&s->L[l]);
+        for (int l = 0; l < s->m->cfg.n_layers; l++) layer_free(s->m->be, &s->L[l]);
     free(s->L);
     free(s);
 }
@@ -71,20 +75,21 @@ void dsv4_session_reset(dsv4_session *s)
     /* Counts derive from pos, so stale bytes beyond them are never read;
      * zeroing keeps snapshots and byte comparisons of fresh sessions equal. */
     const dsv4_config *c = &s->m->cfg;
+    dsv4_backend *b = s->m->be;
     for (int l = 0; l < c->n_layers; l++) {
         dsv4_layer_state *ls = &s->L[l];
         int ratio = config_ratio(c, l);
-        memset(ls->ring, 0, (size_t)c->window * (size_t)c->head_dim * sizeof(float));
+        b->ops->zero(b, ls->ring, (size_t)c->window * (size_t)c->head_dim * sizeof(float));
         dsv4_comp_state *cs[2] = {&ls->comp, &ls->idx};
         int width[2] = {c->head_dim, c->idx_head_dim};
         for (int i = 0; i < 2; i++) {
             if (!cs[i]->open_u) continue;
             size_t cw = (size_t)width[i] * (cs[i]->prev_u ? 2 : 1);
-            memset(cs[i]->open_u, 0, (size_t)ratio * cw * sizeof(float));
-            memset(cs[i]->open_g, 0, (size_t)ratio * cw * sizeof(float));
+            b->ops->zero(b, cs[i]->open_u, (size_t)ratio * cw * sizeof(float));
+            b->ops->zero(b, cs[i]->open_g, (size_t)ratio * cw * sizeof(float));
             if (cs[i]->prev_u) {
-                memset(cs[i]->prev_u, 0, (size_t)ratio * (size_t)width[i] * sizeof(float));
-                memset(cs[i]->prev_g, 0, (size_t)ratio * (size_t)width[i] * sizeof(float));
+                b->ops->zero(b, cs[i]->prev_u, (size_t)ratio * (size_t)width[i] * sizeof(float));
+                b->ops->zero(b, cs[i]->prev_g, (size_t)ratio * (size_t)width[i] * sizeof(float));
             }
         }
     }
@@ -93,6 +98,18 @@ void dsv4_session_reset(dsv4_session *s)
 }
 
 int64_t dsv4_session_pos(const dsv4_session *s) { return s->pos; }
+
+/* Replace *p (old entries of `width` floats) by a copy with room for `cap`;
+ * on failure *p is untouched, so the state stays valid. */
+static dsv4_status grow(dsv4_backend *b, float **p, int64_t old, int64_t cap, int width)
+{
+    float *e = b->ops->alloc(b, (size_t)cap * (size_t)width * sizeof(float));
+    if (!e) return dsv4_fail(DSV4_ERR_NOMEM, "out of memory growing compressed KV to %lld entries", (long long)cap);
+    if (*p) b->ops->copy(b, e, *p, (size_t)old * (size_t)width * sizeof(float));
+    b->ops->free(b, *p);
+    *p = e;
+    return DSV4_OK;
+}
 
 dsv4_status session_reserve(dsv4_session *s, int64_t n_tokens)
 {
@@ -105,14 +122,9 @@ dsv4_status session_reserve(dsv4_session *s, int64_t n_tokens)
         if (need <= ls->cap) continue;
         int64_t cap = ls->cap ? ls->cap : 16;
         while (cap < need) cap *= 2;
-        float *e = realloc(ls->comp.entries, (size_t)cap * (size_t)c->head_dim * sizeof(float));
-        if (!e) return dsv4_fail(DSV4_ERR_NOMEM, "out of memory growing the compressed KV of layer %d", l);
-        ls->comp.entries = e;
-        if (kind == ATTN_CSA) {
-            e = realloc(ls->idx.entries, (size_t)cap * (size_t)c->idx_head_dim * sizeof(float));
-            if (!e) return dsv4_fail(DSV4_ERR_NOMEM, "out of memory growing the indexer keys of layer %d", l);
-            ls->idx.entries = e;
-        }
+        dsv4_status st = grow(s->m->be, &ls->comp.entries, ls->cap, cap, c->head_dim);
+        if (!st && kind == ATTN_CSA) st = grow(s->m->be, &ls->idx.entries, ls->cap, cap, c->idx_head_dim);
+        if (st) return st;
         ls->cap = cap; /* both arrays now hold cap entries */
     }
     return DSV4_OK;
@@ -137,7 +149,8 @@ static dsv4_status eval(dsv4_session *s, const int32_t *tokens, int n, float *lo
         float *lg = NULL;
         if (logits && all_rows) lg = logits + (size_t)done * (size_t)c->vocab;
         else if (logits && last) lg = logits;
-        st = forward_chunk(s, tokens + done, T, lg, all_rows);
+        fwd_lane lane = {s, T, 0};
+        st = forward_step(s->m, &lane, 1, tokens + done, T, lg, all_rows);
         if (st) {
             /* the forward writes ring slots and compressor rows in place */
             s->poisoned = 1;

@@ -1,4 +1,4 @@
-/* Per-sequence decode state (spec §6), plain data on the host.
+/* Per-sequence decode state (spec §6), plain data in the backend's memory.
  *
  * Per layer:
  *   ring      [window][head_dim]  K(=V) of the last `window` positions, slot pos % window
@@ -31,9 +31,5 @@ struct dsv4_session {
  * DSV4_ERR_NOMEM leaving the state as it was. */
 dsv4_status session_reserve(dsv4_session *s, int64_t n_tokens);
 
-/* Runs the forward over tokens at s->pos .. s->pos+T-1 (engine/forward.c).
- * logits: NULL, or T rows (all_rows) or 1 row (the last). Writes state in place;
- * the caller publishes s->pos. */
-dsv4_status forward_chunk(dsv4_session *s, const int32_t *tok, int T, float *logits, int all_rows);
 
 #endif

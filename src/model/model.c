@@ -31,15 +31,25 @@ dsv4_status dsv4_model_load(const char *dir, const dsv4_load_options *opt, dsv4_
     if ((st = st_open_dir(dir, &m->st))) { free(m); return st; }
     if (opt && opt->progress) opt->progress(opt->progress_user, 0, st_mapped_bytes(m->st));
     if ((st = weights_bind(m))) { dsv4_model_free(m); return st; }
-    m->inv_freq_main = malloc((size_t)c->rope_dim / 2 * sizeof(float) + 1);
-    m->inv_freq_compress = malloc((size_t)c->rope_dim / 2 * sizeof(float) + 1);
-    m->be = cpu_backend_new(opt ? opt->n_threads : 0, max_row_width(c));
-    if (!m->inv_freq_main || !m->inv_freq_compress || !m->be) {
+    if (!(m->be = backend_create(opt ? opt->device : NULL, opt ? opt->n_threads : 0, max_row_width(c)))) {
+        dsv4_model_free(m);
+        return DSV4_ERR_DEVICE;
+    }
+    if ((st = weights_adopt(m))) { dsv4_model_free(m); return st; }
+    size_t fbytes = (size_t)c->rope_dim / 2 * sizeof(float);
+    float *host = malloc(2 * fbytes);
+    m->inv_freq_main = m->be->ops->alloc(m->be, fbytes);
+    m->inv_freq_compress = m->be->ops->alloc(m->be, fbytes);
+    if (!host || !m->inv_freq_main || !m->inv_freq_compress) {
+        free(host);
         dsv4_model_free(m);
         return dsv4_fail(DSV4_ERR_NOMEM, "out of memory");
     }
-    rope_inv_freq(&c->rope_main, c->rope_dim, m->inv_freq_main);
-    rope_inv_freq(&c->rope_compress, c->rope_dim, m->inv_freq_compress);
+    rope_inv_freq(&c->rope_main, c->rope_dim, host);
+    rope_inv_freq(&c->rope_compress, c->rope_dim, host + c->rope_dim / 2);
+    m->be->ops->upload(m->be, m->inv_freq_main, host, fbytes);
+    m->be->ops->upload(m->be, m->inv_freq_compress, host + c->rope_dim / 2, fbytes);
+    free(host);
     if (opt && opt->progress) opt->progress(opt->progress_user, st_mapped_bytes(m->st), st_mapped_bytes(m->st));
     *out = m;
     return DSV4_OK;
@@ -49,9 +59,11 @@ void dsv4_model_free(dsv4_model *m)
 {
     if (!m) return;
     weights_free(m);
-    if (m->be) cpu_backend_free(m->be);
-    free(m->inv_freq_main);
-    free(m->inv_freq_compress);
+    if (m->be) {
+        m->be->ops->free(m->be, m->inv_freq_main);
+        m->be->ops->free(m->be, m->inv_freq_compress);
+        m->be->ops->destroy(m->be);
+    }
     st_close(m->st);
     free(m);
 }

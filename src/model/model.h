@@ -23,6 +23,7 @@ typedef struct {
     dsv4_mat idx_wq_b, idx_wproj;
     dsv4_mat gate, gate_bias; /* gate_bias only in routed (non-hash) layers */
     const int32_t *tid2eid;   /* hash layers: [vocab][n_active], validated */
+    int tid2eid_on_backend;   /* moved into backend memory by weights_adopt */
     dsv4_mat *w1, *w2, *w3;   /* [n_experts] views (per-expert or merged storage) */
     dsv4_mat sh_w1, sh_w2, sh_w3;
 } dsv4_layer_w;
@@ -32,7 +33,7 @@ struct dsv4_model {
     st_archive *st;
     dsv4_mat embed, head, norm, hc_head_fn, hc_head_base, hc_head_scale;
     dsv4_layer_w *layers;
-    float *inv_freq_main, *inv_freq_compress; /* [rope_dim/2] each */
+    float *inv_freq_main, *inv_freq_compress; /* [rope_dim/2] each, backend memory */
     dsv4_backend *be;
     char **unknown;       /* tensors neither bound nor recognized (mtp.* is recognized) */
     int n_unknown;
@@ -42,6 +43,8 @@ struct dsv4_model {
 /* Bind every expected tensor of the config: presence, dtype and exact shape.
  * Fills m->embed ... m->layers; records unknown tensor names. */
 dsv4_status weights_bind(dsv4_model *m);
+/* Hand the bound weights to m->be (after weights_bind). */
+dsv4_status weights_adopt(dsv4_model *m);
 void weights_free(dsv4_model *m);
 
 /* RoPE inverse frequencies as transformers computes them (fp32). */

@@ -291,14 +291,52 @@ dsv4_status weights_bind(dsv4_model *m)
     return st;
 }
 
+/* Hands every bound tensor to the backend (CUDA copies it to the device
+ * once) and moves the validated tid2eid tables into backend memory. */
+dsv4_status weights_adopt(dsv4_model *m)
+{
+    dsv4_backend *b = m->be;
+    const dsv4_config *cf = &m->cfg;
+    dsv4_mat *top[] = {&m->embed, &m->head, &m->norm, &m->hc_head_fn, &m->hc_head_base, &m->hc_head_scale};
+    for (size_t i = 0; i < sizeof top / sizeof top[0]; i++) TRY(b->ops->adopt_weight(b, top[i]));
+    for (int l = 0; l < cf->n_layers; l++) {
+        dsv4_layer_w *w = &m->layers[l];
+        dsv4_mat *mats[] = {&w->attn_norm, &w->ffn_norm, &w->hc_attn_fn, &w->hc_attn_base, &w->hc_attn_scale,
+                            &w->hc_ffn_fn, &w->hc_ffn_base, &w->hc_ffn_scale, &w->wq_a, &w->q_norm, &w->wq_b,
+                            &w->wkv, &w->kv_norm, &w->wo_a, &w->wo_b, &w->sinks, &w->comp.wkv, &w->comp.wgate,
+                            &w->comp.ape, &w->comp.norm, &w->idx_comp.wkv, &w->idx_comp.wgate, &w->idx_comp.ape,
+                            &w->idx_comp.norm, &w->idx_wq_b, &w->idx_wproj, &w->gate, &w->gate_bias, &w->sh_w1,
+                            &w->sh_w2, &w->sh_w3};
+        for (size_t i = 0; i < sizeof mats / sizeof mats[0]; i++)
+            if (mats[i]->data) TRY(b->ops->adopt_weight(b, mats[i]));
+        for (int e = 0; e < cf->n_experts; e++) {
+            TRY(b->ops->adopt_weight(b, &w->w1[e]));
+            TRY(b->ops->adopt_weight(b, &w->w2[e]));
+            TRY(b->ops->adopt_weight(b, &w->w3[e]));
+        }
+        if (w->tid2eid) {
+            size_t bytes = (size_t)cf->vocab * (size_t)cf->n_active * sizeof(int32_t);
+            int32_t *dev = b->ops->alloc(b, bytes);
+            if (!dev) return dsv4_fail(DSV4_ERR_NOMEM, "out of memory for the tid2eid table of layer %d", l);
+            b->ops->upload(b, dev, w->tid2eid, bytes);
+            free((void *)w->tid2eid);
+            w->tid2eid = dev;
+            w->tid2eid_on_backend = 1;
+        }
+    }
+    return DSV4_OK;
+}
+
 void weights_free(dsv4_model *m)
 {
     if (m->layers) {
         for (int l = 0; l < m->cfg.n_layers; l++) {
-            free(m->layers[l].w1);
-            free(m->layers[l].w2);
-            free(m->layers[l].w3);
-            free((void *)m->layers[l].tid2eid);
+            dsv4_layer_w *w = &m->layers[l];
+            free(w->w1);
+            free(w->w2);
+            free(w->w3);
+            if (w->tid2eid_on_backend) m->be->ops->free(m->be, (void *)w->tid2eid);
+            else free((void *)w->tid2eid);
         }
         free(m->layers);
         m->layers = NULL;

@@ -53,7 +53,25 @@ typedef struct {
 } dsv4_moe_params;
 
 typedef struct {
-    /* y[t, 0:W.rows] = W · x[t, 0:W.cols]; rows strided by ldx / ldy. */
+    /* --- memory. All activation, state and weight pointers handed to the ops
+     * below live in the backend's memory (host memory for the CPU, device
+     * memory for CUDA). alloc returns zeroed memory or NULL. */
+    void *(*alloc)(dsv4_backend *b, size_t bytes);
+    void (*free)(dsv4_backend *b, void *p);
+    void (*upload)(dsv4_backend *b, void *dst, const void *host_src, size_t bytes);
+    void (*download)(dsv4_backend *b, void *host_dst, const void *src, size_t bytes);
+    void (*copy)(dsv4_backend *b, void *dst, const void *src, size_t bytes);
+    void (*zero)(dsv4_backend *b, void *p, size_t bytes);
+    /* Make a checkpoint weight (host, mmapped) usable by the backend: the CPU
+     * reads it in place; CUDA uploads it once and repoints m->data. */
+    dsv4_status (*adopt_weight)(dsv4_backend *b, dsv4_mat *m);
+    /* Wait for queued work; returns (and clears) the sticky error. */
+    dsv4_status (*sync)(dsv4_backend *b);
+    /* Release the backend and everything it owns. */
+    void (*destroy)(dsv4_backend *b);
+
+    /* --- compute.
+     * y[t, 0:W.rows] = W · x[t, 0:W.cols]; rows strided by ldx / ldy. */
     void (*matmul)(dsv4_backend *b, const float *x, int64_t ldx, int T,
                    const dsv4_mat *W, float *y, int64_t ldy);
     /* y = x · rsqrt(mean(x²) + eps) [· w]; n values per row, T rows; w NULL:
@@ -128,6 +146,10 @@ void backend_fail(dsv4_backend *b, dsv4_status st, const char *msg);
 
 /* The CPU reference backend. max_row: widest weight row the model has. */
 dsv4_backend *cpu_backend_new(int n_threads, int64_t max_row);
-void cpu_backend_free(dsv4_backend *b);
+/* The CUDA backend (src/cuda); NULL with a message when this build or this
+ * machine has no usable GPU. */
+dsv4_backend *cuda_backend_new(int device, int64_t max_row);
+/* "cpu", "cuda" or NULL/"auto" (cuda when a GPU is usable, else cpu). */
+dsv4_backend *backend_create(const char *device, int n_threads, int64_t max_row);
 
 #endif

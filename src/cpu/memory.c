@@ -1,0 +1,43 @@
+/* Memory functions of the CPU backend: plain host memory. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/error.h"
+#include "cpu/cpu.h"
+
+void *cpu_alloc(dsv4_backend *b, size_t bytes)
+{
+    (void)b;
+    return calloc(1, bytes ? bytes : 1);
+}
+
+void cpu_free(dsv4_backend *b, void *p) { (void)b; free(p); }
+
+void cpu_copy(dsv4_backend *b, void *dst, const void *src, size_t bytes)
+{
+    (void)b;
+    if (bytes) memmove(dst, src, bytes);
+}
+
+void cpu_zero(dsv4_backend *b, void *p, size_t bytes)
+{
+    (void)b;
+    if (bytes) memset(p, 0, bytes);
+}
+
+dsv4_status cpu_adopt_weight(dsv4_backend *b, dsv4_mat *m)
+{
+    (void)b;
+    (void)m; /* read in place from the mapping */
+    return DSV4_OK;
+}
+
+dsv4_status cpu_sync(dsv4_backend *b)
+{
+    dsv4_status st = b->sticky;
+    if (st) {
+        dsv4_fail(st, "%s", b->sticky_msg);
+        b->sticky = DSV4_OK;
+    }
+    return st;
+}
