@@ -159,6 +159,7 @@ dsv4_status forward_step(dsv4_model *m, const fwd_lane *lanes, int n_lanes, cons
     scratch sc;
     dsv4_status st = scratch_alloc(b, &sc, c, rows, logits ? out_rows : 0);
     if (st) return st;
+    if (op->step_begin) op->step_begin(b, rows);
     op->upload(b, sc.tok, tok, (size_t)rows * sizeof *tok);
     op->embed(b, &m->embed, sc.tok, rows, c->hc_mult, sc.X);
     for (int l = 0; l < c->n_layers; l++) {
@@ -180,6 +181,7 @@ dsv4_status forward_step(dsv4_model *m, const fwd_lane *lanes, int n_lanes, cons
         op->matmul(b, sc.x, c->dim, out_rows, &m->head, sc.logits, c->vocab);
         op->download(b, logits, sc.logits, (size_t)out_rows * (size_t)c->vocab * sizeof(float));
     }
+    if (op->step_end) op->step_end(b);
     st = op->sync(b);
     op->free(b, sc.block);
     return st;

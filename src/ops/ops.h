@@ -131,6 +131,17 @@ typedef struct {
      * the shared expert: out [T][D]. */
     void (*moe)(dsv4_backend *b, const float *x, const int32_t *tok, int T, int D,
                 const dsv4_moe_params *p, float *out);
+
+    /* --- optional hooks (NULL: the backend has none).
+     * forward_step brackets its ops with step_begin(rows) .. step_end; a
+     * backend may record them and run the step as one unit (CUDA graph).
+     * Data reaches host buffers given to download only after sync. */
+    void (*step_begin)(dsv4_backend *b, int rows);
+    void (*step_end)(dsv4_backend *b);
+    /* While on, time op families; report writes up to max (family name,
+     * milliseconds since enabling) pairs and returns their count. */
+    void (*profile_enable)(dsv4_backend *b, int on);
+    int (*profile_report)(dsv4_backend *b, const char **names, double *ms, int max);
 } dsv4_ops;
 
 struct dsv4_backend {

@@ -1,0 +1,474 @@
+/* The CUDA backend object: device, stream, cuBLAS, the ops table, the sticky
+ * error (CUDA errors and kernel-detected faults), the profiler, and the
+ * record/replay of small steps as CUDA graphs (see cuda_internal.cuh). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cuda/cuda_internal.cuh"
+
+/* Op entry points (one file per family). */
+void *cu_alloc(dsv4_backend *b, size_t bytes);
+void cu_free(dsv4_backend *b, void *p);
+void cu_upload(dsv4_backend *b, void *dst, const void *src, size_t bytes);
+void cu_download(dsv4_backend *b, void *dst, const void *src, size_t bytes);
+void cu_copy(dsv4_backend *b, void *dst, const void *src, size_t bytes);
+void cu_zero(dsv4_backend *b, void *p, size_t bytes);
+dsv4_status cu_adopt_weight(dsv4_backend *b, dsv4_mat *m);
+void cu_memory_release(cu_impl *c);
+void cu_matmul(dsv4_backend *b, const float *x, int64_t ldx, int T, const dsv4_mat *W, float *y, int64_t ldy);
+void cu_rmsnorm(dsv4_backend *b, const float *x, int T, int n, const dsv4_mat *w, float eps, float *y);
+void cu_rope(dsv4_backend *b, float *x, int T, int n_heads, int head_dim, int rope_dim, int64_t pos0,
+             int64_t pos_step, const float *inv_freq, int inverse);
+void cu_embed(dsv4_backend *b, const dsv4_mat *E, const int32_t *tok, int T, int hc, float *X);
+void cu_ring_store(dsv4_backend *b, float *ring, int window, int width, const float *kv, int T, int64_t pos0);
+void cu_hc_pre(dsv4_backend *b, const float *X, int T, int hc, int D, const dsv4_mat *fn, const dsv4_mat *base,
+               const dsv4_mat *scale, int iters, float hc_eps, float norm_eps, float *x, float *post, float *comb);
+void cu_hc_post(dsv4_backend *b, float *X, int T, int hc, int D, const float *a, const float *post,
+                const float *comb);
+void cu_hc_head(dsv4_backend *b, const float *X, int T, int hc, int D, const dsv4_mat *fn, const dsv4_mat *base,
+                const dsv4_mat *scale, float hc_eps, float norm_eps, float *x);
+void cu_compress(dsv4_backend *b, const float *u, const float *g, int T, int64_t pos0, const dsv4_comp_params *p,
+                 dsv4_comp_state *st);
+void cu_indexer(dsv4_backend *b, const float *q, const float *w, int T, int64_t pos0, int heads, int head_dim,
+                const float *keys, int ratio, int topk, float score_scale, float w_scale, int32_t *idx, int32_t *n);
+void cu_attention(dsv4_backend *b, const float *q, int T, int64_t pos0, int H, int hd, int window, const float *ring,
+                  const float *kv, const float *entries, int ratio, const int32_t *sel_idx, const int32_t *sel_n,
+                  int sel_cap, const dsv4_mat *sinks, float scale, float *out);
+void cu_moe(dsv4_backend *b, const float *x, const int32_t *tok, int T, int D, const dsv4_moe_params *p, float *out);
+
+static dsv4_status cu_sync(dsv4_backend *b);
+static void cu_destroy(dsv4_backend *b);
+static void cu_step_begin(dsv4_backend *b, int rows);
+static void cu_step_end(dsv4_backend *b);
+static void cu_profile_enable(dsv4_backend *b, int on);
+static int cu_profile_report(dsv4_backend *b, const char **names, double *ms, int max);
+
+static const dsv4_ops k_cuda_ops = {
+    .alloc = cu_alloc,
+    .free = cu_free,
+    .upload = cu_upload,
+    .download = cu_download,
+    .copy = cu_copy,
+    .zero = cu_zero,
+    .adopt_weight = cu_adopt_weight,
+    .sync = cu_sync,
+    .destroy = cu_destroy,
+    .matmul = cu_matmul,
+    .rmsnorm = cu_rmsnorm,
+    .rope = cu_rope,
+    .embed = cu_embed,
+    .hc_pre = cu_hc_pre,
+    .hc_post = cu_hc_post,
+    .hc_head = cu_hc_head,
+    .ring_store = cu_ring_store,
+    .compress = cu_compress,
+    .indexer = cu_indexer,
+    .attention = cu_attention,
+    .moe = cu_moe,
+    .step_begin = cu_step_begin,
+    .step_end = cu_step_end,
+    .profile_enable = cu_profile_enable,
+    .profile_report = cu_profile_report,
+};
+
+static const cu_exec_fn k_exec[K_COUNT] = {
+    cu_exec_matmul, cu_exec_rmsnorm, cu_exec_rope, cu_exec_embed, cu_exec_hc_pre, cu_exec_hc_post,
+    cu_exec_hc_head, cu_exec_ring, cu_exec_compress, cu_exec_indexer, cu_exec_attention, cu_exec_moe,
+    cu_exec_upload, cu_exec_download,
+};
+
+static const char *const k_family[K_COUNT] = {
+    "matmul", "rmsnorm", "rope", "embed", "hc_pre", "hc_post", "hc_head", "ring_store", "compress", "indexer",
+    "attention", "moe", "upload", "download",
+};
+
+int cu_check(cu_impl *c, cudaError_t e, const char *what)
+{
+    if (e == cudaSuccess) return 0;
+    char msg[200];
+    snprintf(msg, sizeof msg, "CUDA error in %s: %s (%s)", what, cudaGetErrorName(e), cudaGetErrorString(e));
+    backend_fail(c->b, DSV4_ERR_DEVICE, msg);
+    return 1;
+}
+
+static int grow(void **p, int *cap, int need, size_t elem)
+{
+    if (need <= *cap) return 1;
+    int n = *cap ? *cap : 64;
+    while (n < need) n *= 2;
+    void *q = realloc(*p, (size_t)n * elem);
+    if (!q) return 0;
+    *p = q;
+    *cap = n;
+    return 1;
+}
+
+/* ---- profiler ---- */
+
+static void prof_begin(cu_impl *c, int kind)
+{
+    if (!grow((void **)&c->ev, &c->cap_ev, c->n_ev + 1, sizeof *c->ev)) return;
+    cu_prof_ev *e = &c->ev[c->n_ev];
+    if (cudaEventCreate(&e->a) != cudaSuccess) return;
+    if (cudaEventCreate(&e->b) != cudaSuccess) { cudaEventDestroy(e->a); return; }
+    e->kind = kind;
+    cudaEventRecord(e->a, c->stream);
+    c->ev_open = 1;
+}
+
+static void prof_end(cu_impl *c)
+{
+    if (!c->ev_open) return;
+    cudaEventRecord(c->ev[c->n_ev].b, c->stream);
+    c->n_ev++;
+    c->ev_open = 0;
+}
+
+static void prof_collect(cu_impl *c)
+{
+    for (int i = 0; i < c->n_ev; i++) {
+        float ms = 0;
+        if (cudaEventElapsedTime(&ms, c->ev[i].a, c->ev[i].b) == cudaSuccess) {
+            c->prof_ms[c->ev[i].kind] += ms;
+            c->prof_calls[c->ev[i].kind]++;
+        }
+        cudaEventDestroy(c->ev[i].a);
+        cudaEventDestroy(c->ev[i].b);
+    }
+    c->n_ev = 0;
+}
+
+static void cu_profile_enable(dsv4_backend *b, int on)
+{
+    cu_impl *c = cu_of(b);
+    cu_flush(c);
+    cudaStreamSynchronize(c->stream);
+    prof_collect(c);
+    memset(c->prof_ms, 0, sizeof c->prof_ms);
+    memset(c->prof_calls, 0, sizeof c->prof_calls);
+    c->profiling = on;
+}
+
+static int cu_profile_report(dsv4_backend *b, const char **names, double *ms, int max)
+{
+    cu_impl *c = cu_of(b);
+    int n = 0;
+    for (int k = 0; k < K_COUNT && n < max; k++) {
+        if (!c->prof_calls[k]) continue;
+        names[n] = k_family[k];
+        ms[n] = c->prof_ms[k];
+        n++;
+    }
+    return n;
+}
+
+/* ---- submission, recording and graphs ---- */
+
+static void run_now(cu_impl *c, int kind, const void *args, const int64_t *dpos)
+{
+    if (c->profiling) prof_begin(c, kind);
+    k_exec[kind](c, args, dpos);
+    if (c->profiling) prof_end(c);
+}
+
+/* Appends a record (pos0 to its slot, `extra` bytes reserved after it);
+ * 0 when it does not fit. */
+static int record_push(cu_impl *c, int kind, const void *args, int size, size_t extra)
+{
+    size_t need = ((c->arg_used + 8 + 15) & ~(size_t)15) + extra;
+    if (size > CU_REC_ARGS || need > c->arg_cap || !grow((void **)&c->rec, &c->cap_rec, c->n_rec + 1, sizeof *c->rec))
+        return 0;
+    cu_record *r = &c->rec[c->n_rec++];
+    memset(r, 0, sizeof *r);
+    r->kind = kind;
+    r->size = size;
+    r->dyn_off = (int64_t)c->arg_used;
+    memcpy(r->args, args, (size_t)size);
+    memcpy(c->arg_host + c->arg_used, args, 8); /* pos0 */
+    memset(r->args, 0, 8);
+    c->arg_used += 8;
+    return 1;
+}
+
+void cu_submit(cu_impl *c, int kind, const void *args, int size)
+{
+    if (c->b->sticky) return; /* the step already failed; do not pile up */
+    if (c->recording && record_push(c, kind, args, size, 0)) return;
+    cu_flush(c); /* could not record: the rest of the step runs eagerly */
+    run_now(c, kind, args, NULL);
+}
+
+typedef struct { int64_t pos0; void *dst; size_t bytes, off; } up_args;
+typedef struct { int64_t pos0; const void *src; size_t bytes, off; } dl_args;
+
+/* Runs the records eagerly with their recorded positions. */
+static void exec_records_eager(cu_impl *c)
+{
+    int uploads = 0;
+    for (int i = 0; i < c->n_rec; i++) {
+        cu_record r = c->rec[i];
+        memcpy(r.args, c->arg_host + r.dyn_off, 8);
+        if (r.kind == K_UPLOAD) { /* its data sits in the pinned argument block */
+            up_args u;
+            memcpy(&u, r.args, sizeof u);
+            cu_check(c, cudaMemcpyAsync(u.dst, c->arg_host + u.off, u.bytes, cudaMemcpyHostToDevice, c->stream),
+                     "upload");
+            uploads = 1;
+            continue;
+        }
+        run_now(c, r.kind, r.args, NULL);
+    }
+    if (uploads) cudaStreamSynchronize(c->stream); /* before the block is reused */
+    c->n_rec = 0;
+}
+
+void cu_flush(cu_impl *c)
+{
+    if (!c->recording) return;
+    exec_records_eager(c);
+    c->arg_used = 0;
+    c->recording = 0;
+}
+
+static void cu_step_begin(dsv4_backend *b, int rows)
+{
+    cu_impl *c = cu_of(b);
+    cu_flush(c);
+    c->n_rec = 0;
+    c->arg_used = 0;
+    c->recording = c->graphs_on && !c->profiling && rows <= CU_GRAPH_MAX_ROWS && !b->sticky;
+}
+
+static void graph_drop(cu_graph *g)
+{
+    if (g->exec) cudaGraphExecDestroy(g->exec);
+    free(g->rec);
+    memset(g, 0, sizeof *g);
+}
+
+/* A new graph from the current records (replacing the least recently used). */
+static cu_graph *graph_capture(cu_impl *c)
+{
+    cu_graph *g = &c->graphs[0];
+    for (int i = 1; i < CU_GRAPH_CACHE; i++)
+        if (c->graphs[i].used < g->used) g = &c->graphs[i];
+    graph_drop(g);
+    g->rec = (cu_record *)malloc((size_t)c->n_rec * sizeof *g->rec);
+    if (!g->rec) return NULL;
+    memcpy(g->rec, c->rec, (size_t)c->n_rec * sizeof *g->rec);
+    g->n = c->n_rec;
+    cudaGraph_t graph = NULL;
+    if (cu_check(c, cudaStreamBeginCapture(c->stream, cudaStreamCaptureModeThreadLocal), "graph capture")) {
+        graph_drop(g);
+        return NULL;
+    }
+    cudaMemcpyAsync(c->arg_dev, c->arg_host, c->arg_used, cudaMemcpyHostToDevice, c->stream);
+    for (int i = 0; i < c->n_rec; i++)
+        k_exec[c->rec[i].kind](c, c->rec[i].args, (const int64_t *)(c->arg_dev + c->rec[i].dyn_off));
+    cudaError_t e = cudaStreamEndCapture(c->stream, &graph);
+    if (cu_check(c, e, "graph capture") ||
+        cu_check(c, cudaGraphInstantiate(&g->exec, graph, 0), "graph instantiate")) {
+        if (graph) cudaGraphDestroy(graph);
+        graph_drop(g);
+        return NULL;
+    }
+    cudaGraphDestroy(graph);
+    c->n_captures++;
+    return g;
+}
+
+static void cu_step_end(dsv4_backend *b)
+{
+    cu_impl *c = cu_of(b);
+    if (!c->recording) return;
+    c->recording = 0;
+    if (b->sticky) { c->n_rec = 0; return; }
+    cu_graph *g = NULL;
+    for (int i = 0; i < CU_GRAPH_CACHE && !g; i++) {
+        cu_graph *h = &c->graphs[i];
+        if (h->exec && h->n == c->n_rec && !memcmp(h->rec, c->rec, (size_t)c->n_rec * sizeof *c->rec)) g = h;
+    }
+    if (g) c->n_replays++;
+    else g = graph_capture(c);
+    if (!g) { /* capture failed: the sticky error says why */
+        c->n_rec = 0;
+        return;
+    }
+    g->used = ++c->clock;
+    cu_check(c, cudaGraphLaunch(g->exec, c->stream), "graph launch");
+    c->n_rec = 0;
+}
+
+/* Uploads and downloads recorded inside a graph step. */
+void cu_exec_upload(cu_impl *c, const void *a, const int64_t *dpos)
+{
+    up_args u;
+    memcpy(&u, a, sizeof u);
+    (void)dpos;
+    cudaMemcpyAsync(u.dst, c->arg_dev + u.off, u.bytes, cudaMemcpyDeviceToDevice, c->stream);
+}
+
+void cu_exec_download(cu_impl *c, const void *a, const int64_t *dpos)
+{
+    dl_args d;
+    memcpy(&d, a, sizeof d);
+    (void)dpos;
+    cudaMemcpyAsync(c->stage + d.off, d.src, d.bytes, cudaMemcpyDeviceToHost, c->stream);
+}
+
+/* Called by cu_upload/cu_download while recording; 0 if it could not record
+ * (the caller then flushes and copies eagerly). The upload's bytes travel in
+ * the argument block; the download lands in pinned staging and reaches the
+ * caller's buffer at sync. */
+int cu_record_upload(cu_impl *c, void *dst, const void *src, size_t bytes)
+{
+    if (!c->recording) return 0;
+    size_t off = (c->arg_used + 8 + 15) & ~(size_t)15; /* after its own pos slot */
+    up_args u = {0, dst, bytes, off};
+    if (!record_push(c, K_UPLOAD, &u, sizeof u, bytes)) return 0;
+    memcpy(c->arg_host + off, src, bytes);
+    c->arg_used = off + bytes;
+    return 1;
+}
+
+int cu_record_download(cu_impl *c, void *dst, const void *src, size_t bytes)
+{
+    if (!c->recording) return 0;
+    size_t off = (c->stage_used + 15) & ~(size_t)15;
+    if (off + bytes > c->stage_cap) {
+        /* a bigger staging buffer moves it: the graphs that wrote the old one go */
+        size_t cap = c->stage_cap ? c->stage_cap : (size_t)1 << 20;
+        while (cap < off + bytes) cap *= 2;
+        unsigned char *s = NULL;
+        if (cudaHostAlloc((void **)&s, cap, cudaHostAllocDefault) != cudaSuccess) return 0;
+        if (c->stage) {
+            memcpy(s, c->stage, c->stage_used); /* nothing was copied into it yet in this step */
+            cudaFreeHost(c->stage);
+        }
+        c->stage = s;
+        c->stage_cap = cap;
+        for (int i = 0; i < CU_GRAPH_CACHE; i++) graph_drop(&c->graphs[i]);
+    }
+    if (!grow((void **)&c->dl, &c->cap_dl, c->n_dl + 1, sizeof *c->dl)) return 0;
+    dl_args d = {0, src, bytes, off};
+    if (!record_push(c, K_DOWNLOAD, &d, sizeof d, 0)) return 0;
+    c->dl[c->n_dl++] = (cu_pending_dl){dst, off, bytes};
+    c->stage_used = off + bytes;
+    return 1;
+}
+
+/* ---- sync, destroy, creation ---- */
+
+static dsv4_status cu_sync(dsv4_backend *b)
+{
+    cu_impl *c = cu_of(b);
+    if (c->recording) cu_step_end(b);
+    cu_check(c, cudaStreamSynchronize(c->stream), "stream synchronize");
+    cu_check(c, cudaGetLastError(), "kernel");
+    if (*(volatile int *)c->err_host) {
+        int code = *(volatile int *)c->err_host;
+        *(volatile int *)c->err_host = 0;
+        backend_fail(b, DSV4_ERR_DEVICE, code == CU_FAULT_TOKEN    ? "CUDA kernel: token id outside the vocabulary"
+                                         : code == CU_FAULT_EXPERT ? "CUDA kernel: expert id out of range in MoE routing"
+                                         : code == CU_FAULT_SELECT ? "CUDA kernel: indexer selection out of range"
+                                                                   : "CUDA kernel: unknown fault");
+    }
+    for (int i = 0; i < c->n_dl; i++) memcpy(c->dl[i].host_dst, c->stage + c->dl[i].off, c->dl[i].bytes);
+    c->n_dl = 0;
+    c->stage_used = 0;
+    for (int i = 0; i < c->n_deferred; i++) cudaFree(c->deferred[i]);
+    c->n_deferred = 0;
+    if (c->profiling) prof_collect(c);
+    dsv4_status st = b->sticky;
+    if (st) {
+        dsv4_fail(st, "%s", b->sticky_msg);
+        b->sticky = DSV4_OK;
+    }
+    return st;
+}
+
+void *cu_ws(cu_impl *c, int slot, size_t bytes)
+{
+    if (bytes <= c->ws_bytes[slot]) return c->ws[slot];
+    size_t cap = c->ws_bytes[slot] ? c->ws_bytes[slot] : 4096;
+    while (cap < bytes) cap *= 2;
+    void *p = NULL;
+    if (cu_check(c, cudaMalloc(&p, cap), "workspace allocation")) return NULL;
+    if (c->ws[slot]) {
+        if (grow((void **)&c->deferred, &c->cap_deferred, c->n_deferred + 1, sizeof *c->deferred))
+            c->deferred[c->n_deferred++] = c->ws[slot];
+    }
+    c->ws[slot] = p;
+    c->ws_bytes[slot] = cap;
+    return p;
+}
+
+static void cu_destroy(dsv4_backend *b)
+{
+    if (!b) return;
+    cu_impl *c = cu_of(b);
+    if (c) {
+        cudaStreamSynchronize(c->stream);
+        prof_collect(c);
+        for (int i = 0; i < CU_GRAPH_CACHE; i++) graph_drop(&c->graphs[i]);
+        for (int i = 0; i < 8; i++) cudaFree(c->ws[i]);
+        for (int i = 0; i < c->n_deferred; i++) cudaFree(c->deferred[i]);
+        cu_memory_release(c);
+        if (c->arg_host) cudaFreeHost(c->arg_host);
+        if (c->arg_dev) cudaFree(c->arg_dev);
+        if (c->stage) cudaFreeHost(c->stage);
+        if (c->err_host) cudaFreeHost(c->err_host);
+        if (c->blas) cublasDestroy(c->blas);
+        if (c->stream) cudaStreamDestroy(c->stream);
+        free(c->rec); free(c->dl); free(c->deferred); free(c->ev);
+        free(c);
+    }
+    free(b);
+}
+
+extern "C" dsv4_backend *cuda_backend_new(int device, int64_t max_row)
+{
+    (void)max_row;
+    int n = 0;
+    cudaError_t e = cudaGetDeviceCount(&n);
+    if (e != cudaSuccess || n <= device || device < 0) {
+        dsv4_fail(DSV4_ERR_DEVICE, "no usable CUDA GPU %d (%s)", device,
+                  e != cudaSuccess ? cudaGetErrorString(e) : "not enough devices");
+        return NULL;
+    }
+    dsv4_backend *b = (dsv4_backend *)calloc(1, sizeof *b);
+    cu_impl *c = (cu_impl *)calloc(1, sizeof *c);
+    if (!b || !c) {
+        free(b); free(c);
+        dsv4_fail(DSV4_ERR_NOMEM, "out of memory creating the CUDA backend");
+        return NULL;
+    }
+    b->name = "cuda";
+    b->ops = &k_cuda_ops;
+    b->impl = c;
+    c->b = b;
+    c->device = device;
+    const char *g = getenv("DSV4_CUDA_GRAPHS");
+    c->graphs_on = !(g && !strcmp(g, "0"));
+    c->arg_cap = 1 << 20;
+    const char *what = "device setup";
+    if ((e = cudaSetDevice(device)) != cudaSuccess ||
+        (e = cudaDeviceGetAttribute(&c->n_sm, cudaDevAttrMultiProcessorCount, device)) != cudaSuccess ||
+        (e = cudaStreamCreateWithFlags(&c->stream, cudaStreamNonBlocking)) != cudaSuccess ||
+        (e = cudaHostAlloc((void **)&c->err_host, sizeof(int), cudaHostAllocMapped)) != cudaSuccess ||
+        (e = cudaHostGetDevicePointer((void **)&c->err_dev, c->err_host, 0)) != cudaSuccess ||
+        (e = cudaHostAlloc((void **)&c->arg_host, c->arg_cap, cudaHostAllocDefault)) != cudaSuccess ||
+        (e = cudaMalloc((void **)&c->arg_dev, c->arg_cap)) != cudaSuccess) {
+        dsv4_fail(DSV4_ERR_DEVICE, "CUDA %s failed on GPU %d: %s", what, device, cudaGetErrorString(e));
+        cu_destroy(b);
+        return NULL;
+    }
+    *c->err_host = 0;
+    if (cublasCreate(&c->blas) != CUBLAS_STATUS_SUCCESS || cublasSetStream(c->blas, c->stream) != CUBLAS_STATUS_SUCCESS) {
+        dsv4_fail(DSV4_ERR_DEVICE, "cuBLAS initialisation failed on GPU %d", device);
+        cu_destroy(b);
+        return NULL;
+    }
+    return b;
+}

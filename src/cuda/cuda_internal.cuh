@@ -1,0 +1,260 @@
+/* CUDA backend: internal declarations shared by the files in src/cuda.
+ *
+ * Execution model. Every compute op packs its arguments into a POD struct
+ * whose first field is the step position pos0 (the only argument that changes
+ * from one decode step to the next) and hands it to cu_submit():
+ *   - eager mode: the op's exec function launches its kernels at once;
+ *   - record mode (between step_begin and step_end of a small step): the
+ *     struct is appended to a list; pos0 goes into a pinned argument block at
+ *     the record's slot and is zeroed in the stored copy. At step_end the
+ *     list is compared byte for byte with the lists of the captured graphs;
+ *     on a match only the argument block changes and the graph is replayed,
+ *     otherwise the list is executed under stream capture into a new graph.
+ *     Captured kernels read pos0 from the device copy of the argument block,
+ *     which the graph's first node copies from the pinned block.
+ * Exec functions must only enqueue work on the stream (no allocation, no
+ * synchronous copy): everything else happens when the op is submitted. */
+#ifndef DSV4_CUDA_INTERNAL_CUH
+#define DSV4_CUDA_INTERNAL_CUH
+#include <cublas_v2.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+#include <stddef.h>
+#include <stdint.h>
+
+extern "C" {
+#include "base/error.h"
+#include "ops/ops.h"
+}
+
+#define CU_MAX_GEMV_ROWS 8   /* matmuls of up to this many rows use the GEMV kernel */
+#define CU_GRAPH_MAX_ROWS 8  /* steps of up to this many rows run as CUDA graphs */
+#define CU_GRAPH_CACHE 8
+#define CU_REC_ARGS 384
+
+/* Device-side fault codes written to the mapped error word. */
+enum { CU_FAULT_TOKEN = 1, CU_FAULT_EXPERT = 2, CU_FAULT_SELECT = 3 };
+
+/* Operation families, for the profiler and the dispatch table. */
+enum {
+    K_MATMUL, K_RMSNORM, K_ROPE, K_EMBED, K_HC_PRE, K_HC_POST, K_HC_HEAD, K_RING, K_COMPRESS, K_INDEXER,
+    K_ATTENTION, K_MOE, K_UPLOAD, K_DOWNLOAD, K_COUNT
+};
+
+typedef struct cu_impl cu_impl;
+typedef struct { cudaEvent_t a, b; int kind; } cu_prof_ev;
+typedef void (*cu_exec_fn)(cu_impl *c, const void *args, const int64_t *dpos);
+
+typedef struct {
+    int kind;
+    int size;
+    int64_t dyn_off;               /* offset of this record's slot in the argument block */
+    unsigned char args[CU_REC_ARGS];
+} cu_record;
+
+typedef struct {
+    int n;
+    cu_record *rec;
+    cudaGraphExec_t exec;
+    unsigned long long used;       /* LRU stamp */
+} cu_graph;
+
+typedef struct { void *p; size_t bytes; } cu_block;
+
+typedef struct {
+    const void *host;
+    size_t bytes;
+    void *dev;
+} cu_wmap_entry;
+
+typedef struct {
+    const void *key;               /* host address of the moe params' w1 array */
+    const void **tab;              /* device [3][E]: w1, w3, w2 data pointers */
+    int dtype;
+} cu_expert_tab;
+
+typedef struct { void *host_dst; size_t off, bytes; } cu_pending_dl;
+
+struct cu_impl {
+    dsv4_backend *b;
+    int device, n_sm;
+    cudaStream_t stream;
+    cublasHandle_t blas;
+    int *err_host, *err_dev;       /* mapped pinned word for kernel-detected faults */
+
+    /* memory: live activation blocks and the cache of freed ones (exact sizes) */
+    cu_block *live, *cache;
+    int n_live, cap_live, n_cache, cap_cache;
+    /* weights: arena chunks and the host->device map (dedupe) */
+    void **chunks;
+    int n_chunks, cap_chunks;
+    char *arena;
+    size_t arena_used, arena_cap;
+    cu_wmap_entry *wmap;
+    size_t wmap_cap, wmap_n;
+    cu_expert_tab *etab;
+    int n_etab;
+    /* workspaces by slot, grown on demand; old buffers freed at the next sync */
+    void *ws[8];
+    size_t ws_bytes[8];
+    void **deferred;
+    int n_deferred, cap_deferred;
+
+    /* graphs */
+    int graphs_on, recording;
+    cu_record *rec;
+    int n_rec, cap_rec;
+    unsigned char *arg_host, *arg_dev; /* pinned host / device argument blocks */
+    size_t arg_cap, arg_used;
+    unsigned char *stage;          /* pinned staging for downloads of graph steps */
+    size_t stage_cap, stage_used;
+    cu_pending_dl *dl;
+    int n_dl, cap_dl;
+    cu_graph graphs[CU_GRAPH_CACHE];
+    unsigned long long clock;
+    long long n_captures, n_replays;
+
+    /* profiler */
+    int profiling;
+    cu_prof_ev *ev;
+    int n_ev, cap_ev, ev_open;
+    double prof_ms[K_COUNT];
+    long long prof_calls[K_COUNT];
+};
+
+static inline cu_impl *cu_of(dsv4_backend *b) { return (cu_impl *)b->impl; }
+
+/* Records the first CUDA error (returns nonzero when e is an error). */
+int cu_check(cu_impl *c, cudaError_t e, const char *what);
+/* Queue or run an op (see above). args starts with int64_t pos0. */
+void cu_submit(cu_impl *c, int kind, const void *args, int size);
+/* A workspace of at least `bytes`, stable until it must grow. */
+void *cu_ws(cu_impl *c, int slot, size_t bytes);
+enum { WS_MATMUL, WS_HC, WS_INDEXER, WS_MOE };
+int cu_record_upload(cu_impl *c, void *dst, const void *src, size_t bytes);
+int cu_record_download(cu_impl *c, void *dst, const void *src, size_t bytes);
+/* Runs the pending records eagerly (before an op that cannot be recorded). */
+void cu_flush(cu_impl *c);
+/* Launch check after each kernel. */
+#define CU_LAUNCHED(c, name) cu_check((c), cudaGetLastError(), name)
+
+/* Exec functions, one per kind. */
+void cu_exec_matmul(cu_impl *c, const void *a, const int64_t *dpos);
+void cu_exec_rmsnorm(cu_impl *c, const void *a, const int64_t *dpos);
+void cu_exec_rope(cu_impl *c, const void *a, const int64_t *dpos);
+void cu_exec_embed(cu_impl *c, const void *a, const int64_t *dpos);
+void cu_exec_hc_pre(cu_impl *c, const void *a, const int64_t *dpos);
+void cu_exec_hc_post(cu_impl *c, const void *a, const int64_t *dpos);
+void cu_exec_hc_head(cu_impl *c, const void *a, const int64_t *dpos);
+void cu_exec_ring(cu_impl *c, const void *a, const int64_t *dpos);
+void cu_exec_compress(cu_impl *c, const void *a, const int64_t *dpos);
+void cu_exec_indexer(cu_impl *c, const void *a, const int64_t *dpos);
+void cu_exec_attention(cu_impl *c, const void *a, const int64_t *dpos);
+void cu_exec_moe(cu_impl *c, const void *a, const int64_t *dpos);
+void cu_exec_upload(cu_impl *c, const void *a, const int64_t *dpos);
+void cu_exec_download(cu_impl *c, const void *a, const int64_t *dpos);
+
+/* Matmul args, also used directly by the MoE for its gate. */
+typedef struct {
+    int64_t pos0;
+    const float *x;
+    int64_t ldx;
+    int T;
+    dsv4_mat W;
+    float *y;
+    int64_t ldy;
+    float *conv;   /* fp32 workspace for cuBLAS on 16-bit weights (T > CU_MAX_GEMV_ROWS) */
+    size_t conv_bytes;
+} cu_matmul_args;
+/* Fills a->conv for a matmul of T rows (call at submit time). */
+void cu_matmul_prepare(cu_impl *c, cu_matmul_args *a);
+
+/* ---- device helpers ---- */
+__device__ __forceinline__ float cu_ld(int dt, const void *p, int64_t i)
+{
+    if (dt == DT_F32) return ((const float *)p)[i];
+    if (dt == DT_BF16) return __uint_as_float((uint32_t)((const uint16_t *)p)[i] << 16);
+    return __half2float(((const __half *)p)[i]);
+}
+
+__device__ __forceinline__ float cu_warp_sum(float v)
+{
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+    return v;
+}
+
+/* Sum over the block in a fixed order (all threads get it); sh: 32 floats.
+ * blockDim.x must be a multiple of 32. */
+__device__ __forceinline__ float cu_block_sum(float v, float *sh)
+{
+    v = cu_warp_sum(v);
+    int w = threadIdx.x >> 5, l = threadIdx.x & 31, nw = blockDim.x >> 5;
+    __syncthreads();
+    if (l == 0) sh[w] = v;
+    __syncthreads();
+    float r = l < nw ? sh[l] : 0.0f;
+    return cu_warp_sum(r);
+}
+
+__device__ __forceinline__ void cu_fault(int *err, int code)
+{
+    if (err) *(volatile int *)err = code;
+}
+
+/* One lane's share of a dot product of a weight row (dtype dt, n values)
+ * with an fp32 vector; the caller sums the lanes with cu_warp_sum. The order
+ * depends only on n and the alignment, so results are batch invariant. */
+__device__ __forceinline__ float cu_lane_dot(int dt, const void *w, int64_t n, const float *x, int vec)
+{
+    int lane = threadIdx.x & 31;
+    float acc = 0.0f;
+    if (vec && dt != DT_F32) {
+        const uint4 *wv = (const uint4 *)w;
+        for (int64_t c = lane; c < n / 8; c += 32) {
+            uint4 u = __ldg(wv + c);
+            const float4 *xv = (const float4 *)(x + c * 8);
+            float4 a = xv[0], b = xv[1];
+            float f[8];
+            uint32_t q[4] = {u.x, u.y, u.z, u.w};
+#pragma unroll
+            for (int j = 0; j < 4; j++) {
+                if (dt == DT_BF16) {
+                    f[2 * j] = __uint_as_float(q[j] << 16);
+                    f[2 * j + 1] = __uint_as_float(q[j] & 0xffff0000u);
+                } else {
+                    __half2 h = *(const __half2 *)&q[j];
+                    float2 ff = __half22float2(h);
+                    f[2 * j] = ff.x;
+                    f[2 * j + 1] = ff.y;
+                }
+            }
+            acc = fmaf(f[0], a.x, acc); acc = fmaf(f[1], a.y, acc);
+            acc = fmaf(f[2], a.z, acc); acc = fmaf(f[3], a.w, acc);
+            acc = fmaf(f[4], b.x, acc); acc = fmaf(f[5], b.y, acc);
+            acc = fmaf(f[6], b.z, acc); acc = fmaf(f[7], b.w, acc);
+        }
+    } else if (vec) {
+        const float4 *wv = (const float4 *)w;
+        for (int64_t c = lane; c < n / 4; c += 32) {
+            float4 u = __ldg(wv + c), a = ((const float4 *)x)[c];
+            acc = fmaf(u.x, a.x, acc); acc = fmaf(u.y, a.y, acc);
+            acc = fmaf(u.z, a.z, acc); acc = fmaf(u.w, a.w, acc);
+        }
+    } else {
+        for (int64_t c = lane; c < n; c += 32) acc = fmaf(cu_ld(dt, w, c), x[c], acc);
+    }
+    return acc;
+}
+
+/* Whether a row of n values of dtype dt at w, against x, can use 16-byte loads. */
+__host__ __device__ static inline int cu_vec_ok(int dt, const void *w, int64_t n, const float *x, int64_t ldx)
+{
+    int per = dt == DT_F32 ? 4 : 8;
+    int esz = dt == DT_F32 ? 4 : 2;
+    return n % per == 0 && ((uintptr_t)w % 16) == 0 && ((n * esz) % 16) == 0 && ((uintptr_t)x % 16) == 0 &&
+           (ldx % 4) == 0;
+}
+
+static inline unsigned cu_blocks(int64_t n, int per) { return (unsigned)((n + per - 1) / per); }
+
+#endif

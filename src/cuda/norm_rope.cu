@@ -1,0 +1,202 @@
+/* RMSNorm, RoPE, embedding lookup and the window ring on the GPU. */
+#include <string.h>
+
+#include "cuda/cuda_internal.cuh"
+
+/* ---- rmsnorm: one block per row ---- */
+
+typedef struct {
+    int64_t pos0;
+    const float *x;
+    float *y;
+    int T, n;
+    dsv4_mat w; /* w.data NULL: unweighted */
+    float eps;
+} norm_args;
+
+__global__ void rmsnorm_kernel(const float *x, float *y, int n, dsv4_mat w, float eps)
+{
+    __shared__ float sh[32];
+    const float *xr = x + (int64_t)blockIdx.x * n;
+    float *yr = y + (int64_t)blockIdx.x * n;
+    float ss = 0.0f;
+    for (int i = threadIdx.x; i < n; i += blockDim.x) ss = fmaf(xr[i], xr[i], ss);
+    ss = cu_block_sum(ss, sh);
+    float r = 1.0f / sqrtf(ss / (float)n + eps);
+    for (int i = threadIdx.x; i < n; i += blockDim.x) {
+        float v = xr[i] * r;
+        yr[i] = w.data ? v * cu_ld(w.dtype, w.data, i) : v;
+    }
+}
+
+void cu_exec_rmsnorm(cu_impl *c, const void *args, const int64_t *dpos)
+{
+    const norm_args *a = (const norm_args *)args;
+    (void)dpos;
+    if (a->T <= 0) return;
+    int threads = a->n >= 2048 ? 512 : a->n >= 512 ? 256 : 128;
+    rmsnorm_kernel<<<a->T, threads, 0, c->stream>>>(a->x, a->y, a->n, a->w, a->eps);
+    CU_LAUNCHED(c, "rmsnorm");
+}
+
+void cu_rmsnorm(dsv4_backend *b, const float *x, int T, int n, const dsv4_mat *w, float eps, float *y)
+{
+    norm_args a;
+    memset(&a, 0, sizeof a);
+    a.x = x;
+    a.y = y;
+    a.T = T;
+    a.n = n;
+    if (w) a.w = *w;
+    a.eps = eps;
+    cu_submit(cu_of(b), K_RMSNORM, &a, sizeof a);
+}
+
+/* ---- rope: one thread per (row, head, pair) ---- */
+
+typedef struct {
+    int64_t pos0;
+    float *x;
+    int T, n_heads, head_dim, rope_dim;
+    int64_t pos_step;
+    const float *inv_freq;
+    int inverse;
+} rope_args;
+
+__global__ void rope_kernel(rope_args a, const int64_t *dpos)
+{
+    int half = a.rope_dim / 2;
+    int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= (int64_t)a.T * a.n_heads * half) return;
+    int p = (int)(i % half);
+    int64_t th = i / half;
+    int64_t t = th / a.n_heads;
+    int64_t pos0 = dpos ? *dpos : a.pos0;
+    float pos = (float)(pos0 + t * a.pos_step);
+    float ang = pos * a.inv_freq[p];
+    float c = cosf(ang), s = sinf(ang);
+    if (a.inverse) s = -s;
+    float *q = a.x + th * a.head_dim + (a.head_dim - a.rope_dim) + 2 * p;
+    float x0 = q[0], x1 = q[1];
+    q[0] = x0 * c - x1 * s;
+    q[1] = x1 * c + x0 * s;
+}
+
+void cu_exec_rope(cu_impl *c, const void *args, const int64_t *dpos)
+{
+    const rope_args *a = (const rope_args *)args;
+    int64_t n = (int64_t)a->T * a->n_heads * (a->rope_dim / 2);
+    if (n <= 0) return;
+    rope_kernel<<<cu_blocks(n, 256), 256, 0, c->stream>>>(*a, dpos);
+    CU_LAUNCHED(c, "rope");
+}
+
+void cu_rope(dsv4_backend *b, float *x, int T, int n_heads, int head_dim, int rope_dim, int64_t pos0,
+             int64_t pos_step, const float *inv_freq, int inverse)
+{
+    rope_args a;
+    memset(&a, 0, sizeof a);
+    a.pos0 = pos0;
+    a.x = x;
+    a.T = T;
+    a.n_heads = n_heads;
+    a.head_dim = head_dim;
+    a.rope_dim = rope_dim;
+    a.pos_step = pos_step;
+    a.inv_freq = inv_freq;
+    a.inverse = inverse;
+    cu_submit(cu_of(b), K_ROPE, &a, sizeof a);
+}
+
+/* ---- embedding ---- */
+
+typedef struct {
+    int64_t pos0;
+    dsv4_mat E;
+    const int32_t *tok;
+    int T, hc;
+    float *X;
+    int *err;
+} embed_args;
+
+__global__ void embed_kernel(embed_args a)
+{
+    int64_t D = a.E.cols;
+    int t = blockIdx.y;
+    int32_t id = a.tok[t];
+    if (id < 0 || id >= a.E.rows) {
+        if (threadIdx.x == 0 && blockIdx.x == 0) cu_fault(a.err, CU_FAULT_TOKEN);
+        id = 0;
+    }
+    for (int64_t d = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; d < D; d += (int64_t)gridDim.x * blockDim.x) {
+        float v = cu_ld(a.E.dtype, a.E.data, (int64_t)id * D + d);
+        for (int i = 0; i < a.hc; i++) a.X[((int64_t)t * a.hc + i) * D + d] = v;
+    }
+}
+
+void cu_exec_embed(cu_impl *c, const void *args, const int64_t *dpos)
+{
+    const embed_args *a = (const embed_args *)args;
+    (void)dpos;
+    if (a->T <= 0) return;
+    dim3 grid(cu_blocks(a->E.cols, 256), (unsigned)a->T);
+    embed_kernel<<<grid, 256, 0, c->stream>>>(*a);
+    CU_LAUNCHED(c, "embed");
+}
+
+void cu_embed(dsv4_backend *b, const dsv4_mat *E, const int32_t *tok, int T, int hc, float *X)
+{
+    embed_args a;
+    memset(&a, 0, sizeof a);
+    a.E = *E;
+    a.tok = tok;
+    a.T = T;
+    a.hc = hc;
+    a.X = X;
+    a.err = cu_of(b)->err_dev;
+    cu_submit(cu_of(b), K_EMBED, &a, sizeof a);
+}
+
+/* ---- ring store ---- */
+
+typedef struct {
+    int64_t pos0;
+    float *ring;
+    int window, width;
+    const float *kv;
+    int T;
+} ring_args;
+
+__global__ void ring_kernel(ring_args a, const int64_t *dpos)
+{
+    int first = a.T > a.window ? a.T - a.window : 0;
+    int64_t n = (int64_t)(a.T - first) * a.width;
+    int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n) return;
+    int64_t t = first + i / a.width, col = i % a.width;
+    int64_t pos0 = dpos ? *dpos : a.pos0;
+    a.ring[((pos0 + t) % a.window) * a.width + col] = a.kv[t * a.width + col];
+}
+
+void cu_exec_ring(cu_impl *c, const void *args, const int64_t *dpos)
+{
+    const ring_args *a = (const ring_args *)args;
+    int first = a->T > a->window ? a->T - a->window : 0;
+    int64_t n = (int64_t)(a->T - first) * a->width;
+    if (n <= 0) return;
+    ring_kernel<<<cu_blocks(n, 256), 256, 0, c->stream>>>(*a, dpos);
+    CU_LAUNCHED(c, "ring_store");
+}
+
+void cu_ring_store(dsv4_backend *b, float *ring, int window, int width, const float *kv, int T, int64_t pos0)
+{
+    ring_args a;
+    memset(&a, 0, sizeof a);
+    a.pos0 = pos0;
+    a.ring = ring;
+    a.window = window;
+    a.width = width;
+    a.kv = kv;
+    a.T = T;
+    cu_submit(cu_of(b), K_RING, &a, sizeof a);
+}
