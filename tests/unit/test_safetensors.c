@@ -367,6 +367,44 @@ static void test_dir_unindexed_set(void)
     st_close(a);
 }
 
+/* Files written by the reference implementation (python safetensors
+ * save_file): w = arange(6).reshape(2,3) f32, b = ones(4) bf16;
+ * q = zeros(3) f8_e4m3, i = ones(2) i32, x = zeros(1,1,1,1) bool. */
+static void test_reference_writer(void)
+{
+    st_archive *a = NULL;
+    dsv4_status st = st_open_file("tests/data/ref_two.safetensors", &a);
+    CHECKF(st == DSV4_OK, "%s", dsv4_last_error());
+    if (a) {
+        const st_tensor *w = st_find(a, "w"), *b = st_find(a, "b");
+        CHECK(st_count(a) == 2 && w && b);
+        if (w && b) {
+            CHECK(w->dtype == DT_F32 && w->ndim == 2 && w->shape[0] == 2 && w->shape[1] == 3);
+            for (int i = 0; i < 6; i++) {
+                float v;
+                memcpy(&v, (const char *)w->data + 4 * i, 4);
+                CHECK(v == (float)i);
+            }
+            uint16_t h;
+            memcpy(&h, (const char *)b->data + 6, 2);
+            CHECK(b->dtype == DT_BF16 && bf16_to_f32(h) == 1.0f);
+        }
+        st_close(a);
+    }
+    st = st_open_file("tests/data/ref_mixed.safetensors", &a);
+    CHECKF(st == DSV4_OK, "%s", dsv4_last_error());
+    if (a) {
+        const st_tensor *q = st_find(a, "q"), *i = st_find(a, "i"), *x = st_find(a, "x");
+        CHECK(q && i && x);
+        if (q && i && x) {
+            CHECK(q->dtype == DT_F8_E4M3 && q->nbytes == 3);
+            CHECK(i->dtype == DT_I32 && ((const uint8_t *)i->data)[0] == 1);
+            CHECK(x->dtype == DT_BOOL && x->ndim == 4 && x->nbytes == 1);
+        }
+        st_close(a);
+    }
+}
+
 static int rm_one(const char *p, const struct stat *sb, int flag, struct FTW *ftw)
 {
     (void)sb, (void)flag, (void)ftw;
@@ -379,6 +417,7 @@ int main(void)
     if (!mkdtemp(g_dir)) { perror("mkdtemp"); return 2; }
     RUN(test_good_file);
     RUN(test_good_memory);
+    RUN(test_reference_writer);
     RUN(test_bad_lengths);
     RUN(test_bad_json);
     RUN(test_bad_fields);
