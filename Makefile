@@ -83,4 +83,28 @@ test-parsers: $(PARSER_TESTS)
 clean:
 	rm -rf build build-*
 
+# libFuzzer harnesses for the parsers (clang). `make fuzz-smoke` runs each for
+# FUZZ_TIME seconds from the seeds in tests/fuzz/corpus_<name>/; new inputs go
+# to $(BUILD)/fuzz/corpus_<name>/, crashes to $(BUILD)/fuzz/.
+FUZZ_CC    ?= clang
+FUZZ_FLAGS ?= -std=c11 -g -O1 -D_GNU_SOURCE -Iinclude -Isrc \
+              -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined
+FUZZ_TIME  ?= 20
+FUZZ_NAMES := safetensors config
+FUZZ_SRC   := $(wildcard src/base/*.c src/io/*.c)
+FUZZ_BIN   := $(FUZZ_NAMES:%=$(BUILD)/fuzz/fuzz_%)
+.PHONY: fuzz fuzz-smoke
+fuzz: $(FUZZ_BIN)
+
+$(BUILD)/fuzz/fuzz_%: tests/fuzz/fuzz_%.c $(FUZZ_SRC)
+	@mkdir -p $(@D)
+	$(FUZZ_CC) $(FUZZ_FLAGS) -o $@ $< $(FUZZ_SRC) -lcjson -lm
+
+fuzz-smoke: $(FUZZ_BIN)
+	set -e; for n in $(FUZZ_NAMES); do \
+	  mkdir -p $(BUILD)/fuzz/corpus_$$n; \
+	  $(BUILD)/fuzz/fuzz_$$n -max_total_time=$(FUZZ_TIME) -dict=tests/fuzz/$$n.dict \
+	    -artifact_prefix=$(BUILD)/fuzz/ $(BUILD)/fuzz/corpus_$$n tests/fuzz/corpus_$$n; \
+	done
+
 -include $(shell find $(BUILD) -name '*.d' 2>/dev/null)
