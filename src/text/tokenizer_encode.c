@@ -235,6 +235,52 @@ static int32_t trie_longest(const tok_trie *tr, const uint8_t *s, size_t n, size
     return best;
 }
 
+/* Unicode White_Space, which Rust's \s (used for lstrip/rstrip) matches. */
+static int is_space(uint32_t c)
+{
+    return (c >= 9 && c <= 13) || c == ' ' || c == 0x85 || c == 0xA0 || c == 0x1680 || (c >= 0x2000 && c <= 0x200A) ||
+           c == 0x2028 || c == 0x2029 || c == 0x202F || c == 0x205F || c == 0x3000;
+}
+
+/* Start of the character that ends at s[end) (s is valid UTF-8). */
+static size_t char_before(const char *s, size_t end)
+{
+    do end--; while (end > 0 && ((uint8_t)s[end] & 0xC0) == 0x80);
+    return end;
+}
+
+static int word_char_at(enc *E, const char *s, size_t len, size_t at)
+{
+    return pcre2_match(E->t->word_char, (PCRE2_SPTR)s, len, at, PCRE2_NO_UTF_CHECK, E->md, NULL) >= 0;
+}
+
+/* Applies an added token's single_word/lstrip/rstrip rules to the match
+ * s[*start, *stop) as HF does; returns 0 if the match is to be discarded. */
+static int adjust_match(enc *E, int32_t id, const char *s, size_t len, size_t gap, size_t *start, size_t *stop)
+{
+    uint8_t k = E->t->kind[id];
+    uint32_t cp;
+    if ((k & TOK_ID_SINGLE_WORD) &&
+        ((*start > 0 && word_char_at(E, s, len, char_before(s, *start))) || (*stop < len && word_char_at(E, s, len, *stop))))
+        return 0;
+    if (k & TOK_ID_LSTRIP) {
+        size_t b = *start;
+        while (b > gap) {
+            size_t c = char_before(s, b);
+            utf8_seq((const uint8_t *)s + c, len - c, &cp);
+            if (!is_space(cp)) break;
+            b = c;
+        }
+        *start = b;
+    }
+    if (k & TOK_ID_RSTRIP) {
+        int n;
+        while (*stop < len && (n = utf8_seq((const uint8_t *)s + *stop, len - *stop, &cp)) > 0 && is_space(cp))
+            *stop += (size_t)n;
+    }
+    return 1;
+}
+
 /* Cuts the added tokens of one pass out of s (leftmost-longest, like HF's
  * Aho-Corasick) and passes the text between them on. A special token that is
  * not to be parsed stays text, and matching resumes after it as in HF. */
@@ -249,10 +295,13 @@ static dsv4_status added_pass(enc *E, int pass, const char *s, size_t len)
         if (!tr->first[u[pos]]) { pos++; continue; }
         int32_t id = trie_longest(tr, u + pos, len - pos, &ml);
         if (id < 0) { pos++; continue; }
-        if ((E->t->kind[id] & TOK_ID_SPECIAL) && !(E->flags & TOK_PARSE_SPECIAL)) { pos += ml; continue; }
-        if (pos > gap && (st = added_pass(E, pass + 1, s + gap, pos - gap))) return st;
+        size_t start = pos, stop = pos + ml;
+        pos = stop;
+        if ((E->t->kind[id] & TOK_ID_SPECIAL) && !(E->flags & TOK_PARSE_SPECIAL)) continue;
+        if (!adjust_match(E, id, s, len, gap, &start, &stop)) continue;
+        if (start > gap && (st = added_pass(E, pass + 1, s + gap, start - gap))) return st;
         E->out[E->n++] = id;
-        gap = pos += ml;
+        gap = pos = stop;
     }
     return len > gap ? added_pass(E, pass + 1, s + gap, len - gap) : DSV4_OK;
 }

@@ -7,7 +7,11 @@
 #include "text/tokenizer.h"
 #include "text/tokenizer_map.h"
 
-enum { TOK_ID_VOCAB = 1, TOK_ID_ADDED = 2, TOK_ID_SPECIAL = 4 };
+enum {
+    TOK_ID_VOCAB = 1, TOK_ID_ADDED = 2, TOK_ID_SPECIAL = 4,
+    /* added-token flags of HF's AddedToken */
+    TOK_ID_LSTRIP = 8, TOK_ID_RSTRIP = 16, TOK_ID_SINGLE_WORD = 32,
+};
 
 /* HF SplitDelimiterBehavior. */
 typedef enum {
@@ -46,6 +50,8 @@ struct tok {
     /* HF matches added tokens in two passes: those with normalized=false on
      * the raw text, then normalized=true ones on what remains. */
     tok_trie raw_added, norm_added;
+    /* Rust regex's Unicode \w, for single_word tokens; NULL if none. */
+    pcre2_code *word_char;
     tok_split split[TOK_MAX_SPLITS];
     int n_split;
 };

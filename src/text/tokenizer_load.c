@@ -82,11 +82,6 @@ static dsv4_status scan_ids(loader *L, int32_t *n_ids)
         if (!cJSON_IsString(content) || !content->valuestring[0] || !valid_utf8(content->valuestring))
             return dsv4_fail(DSV4_ERR_FORMAT, "%s: added_tokens[%d]: \"content\" is not a non-empty UTF-8 string",
                              L->path, i);
-        static const char *unsupported[] = {"lstrip", "rstrip", "single_word"};
-        for (int k = 0; k < 3; k++)
-            if (cJSON_IsTrue(item(it, unsupported[k])))
-                return dsv4_fail(DSV4_ERR_UNSUPPORTED, "%s: added_tokens[%d]: %s=true is not supported",
-                                 L->path, i, unsupported[k]);
         if (id > max) max = id;
         i++;
     }
@@ -125,7 +120,10 @@ static dsv4_status build_pieces(loader *L, struct tok *t)
             free(src);
             return DSV4_ERR_FORMAT;
         }
-        t->kind[id] |= TOK_ID_ADDED | (cJSON_IsTrue(item(it, "special")) ? TOK_ID_SPECIAL : 0);
+        t->kind[id] |= TOK_ID_ADDED | (cJSON_IsTrue(item(it, "special")) ? TOK_ID_SPECIAL : 0) |
+                       (cJSON_IsTrue(item(it, "lstrip")) ? TOK_ID_LSTRIP : 0) |
+                       (cJSON_IsTrue(item(it, "rstrip")) ? TOK_ID_RSTRIP : 0) |
+                       (cJSON_IsTrue(item(it, "single_word")) ? TOK_ID_SINGLE_WORD : 0);
         src[id] = content;
         i++;
     }
@@ -240,6 +238,13 @@ static dsv4_status build_added(loader *L, struct tok *t)
         int normalized = cJSON_IsBool(norm) ? cJSON_IsTrue(norm) : 1;
         dsv4_status st = trie_add(normalized ? &t->norm_added : &t->raw_added, item(it, "content")->valuestring, id);
         if (st) return st;
+        if ((t->kind[id] & TOK_ID_SINGLE_WORD) && !t->word_char) {
+            int err;
+            PCRE2_SIZE off;
+            t->word_char = pcre2_compile((PCRE2_SPTR) "[\\p{Alphabetic}\\p{M}\\p{Nd}\\p{Pc}\\x{200C}\\x{200D}]",
+                                         PCRE2_ZERO_TERMINATED, PCRE2_UTF | PCRE2_UCP | PCRE2_ANCHORED, &err, &off, NULL);
+            if (!t->word_char) return dsv4_fail(DSV4_ERR_NOMEM, "%s: no memory", L->path);
+        }
     }
     return DSV4_OK;
 }
@@ -383,6 +388,7 @@ void tok_free(tok_t *t)
     free(t->raw_added.node);
     free(t->norm_added.node);
     for (int i = 0; i < t->n_split; i++) pcre2_code_free(t->split[i].re);
+    pcre2_code_free(t->word_char);
     free(t);
 }
 

@@ -65,7 +65,7 @@ static dsv4_status add_split(struct tok *t, const char *pat, int literal, tok_sp
                          path, where, TOK_MAX_SPLITS);
     int err, bad = 0;
     PCRE2_SIZE erroff;
-    uint32_t opt = PCRE2_UTF | PCRE2_UCP | (literal ? PCRE2_LITERAL : 0);
+    uint32_t opt = PCRE2_UTF | (literal ? PCRE2_LITERAL : PCRE2_UCP);
     char *conv = literal ? NULL : onig_to_pcre2(pat, &bad);
     if (!literal && !conv)
         return bad ? dsv4_fail(DSV4_ERR_UNSUPPORTED, "%s: %s: \\S inside a character class is not supported", path, where)
