@@ -229,12 +229,19 @@ dsv4_status chat_json_parse(const char *text, size_t len, const char *what,
         lex_free(&lx);
         return dsv4_fail(DSV4_ERR_FORMAT, "%s: invalid JSON at byte %ld", what, bad);
     }
+    /* cJSON's "nothing after the value" check wants the NUL inside the
+     * length, and our text may be a slice: parse a terminated copy. */
+    char *copy = malloc(len + 1);
+    if (!copy) { lex_free(&lx); return dsv4_fail(DSV4_ERR_NOMEM, "%s: out of memory", what); }
+    memcpy(copy, text, len);
+    copy[len] = 0;
     const char *end = NULL;
-    cJSON *root = cJSON_ParseWithLengthOpts(text, len, &end, 1);
+    cJSON *root = cJSON_ParseWithLengthOpts(copy, len + 1, &end, 1);
+    long at = end ? (long)(end - copy) : 0L;
+    free(copy);
     if (!root) {
         lex_free(&lx);
-        return dsv4_fail(DSV4_ERR_FORMAT, "%s: invalid JSON at byte %ld", what,
-                         end ? (long)(end - text) : 0L);
+        return dsv4_fail(DSV4_ERR_FORMAT, "%s: invalid JSON at byte %ld", what, at);
     }
     size_t k = 0;
     if (attach_numbers(root, &lx, &k) || k != lx.n) {
