@@ -1,6 +1,6 @@
 # dsv4 build. `make` builds build/dsv4 and build/libdsv4.a; `make test` builds
-# and runs every test; `make SAN=1 BUILD=build-asan test-parsers` runs the
-# loader/parser tests under AddressSanitizer+UBSan.
+# and runs every test, including the loader/parser tests and the bad-input CLI
+# tests a second time in an AddressSanitizer+UBSan build (build-asan).
 BUILD   ?= build
 CC      ?= cc
 OPT     ?= -O2
@@ -32,9 +32,18 @@ CLI_OBJ := $(CLI_SRC:%.c=$(BUILD)/%.o)
 TEST_SRC := $(wildcard tests/unit/test_*.c)
 TEST_BIN := $(TEST_SRC:tests/unit/%.c=$(BUILD)/tests/%)
 # Tests of loaders and parsers: CI runs these under ASan+UBSan.
-PARSER_TESTS := $(filter %/test_safetensors %/test_config %/test_badinput %/test_tokenizer %/test_json,$(TEST_BIN))
+PARSER_TESTS := $(filter %/test_safetensors %/test_config %/test_tokenizer %/test_chat %/test_dsml,$(TEST_BIN))
 
-.PHONY: all test test-parsers run clean fixtures
+.PHONY: all test test-parsers sanitized run clean deps
+
+# Debian packages the build needs; installed only when a header is missing.
+DEB_DEPS := build-essential libcjson-dev libpcre2-dev python3
+deps:
+	@if ! printf '#include <cjson/cJSON.h>\n#include <stdint.h>\n#define PCRE2_CODE_UNIT_WIDTH 8\n#include <pcre2.h>\n' | $(CC) -E -x c - >/dev/null 2>&1; then \
+	    echo "installing $(DEB_DEPS)"; \
+	    SUDO=; [ "$$(id -u)" = 0 ] || SUDO=sudo; \
+	    $$SUDO apt-get update -qq && $$SUDO apt-get install -y -qq $(DEB_DEPS) >/dev/null; \
+	fi
 all: $(BUILD)/dsv4
 
 $(BUILD)/libdsv4.a: $(LIB_OBJ)
@@ -60,13 +69,42 @@ $(BUILD)/tests/%: tests/unit/%.c $(BUILD)/libdsv4.a tests/test.h
 run: $(BUILD)/dsv4
 	$(BUILD)/dsv4 generate --model tests/fixtures/tiny-mixed-f32 --tokens 1,2,3,4,5 -n 16
 
+ASAN_BUILD ?= build-asan
 test: $(BUILD)/dsv4 $(TEST_BIN)
-	DSV4_BIN=$(BUILD)/dsv4 tests/run.sh $(TEST_BIN) tests/cli/*.sh
+	$(MAKE) --no-print-directory SAN=1 BUILD=$(ASAN_BUILD) NVCC= sanitized
+	DSV4_BIN=$(BUILD)/dsv4 DSV4_ASAN_BUILD=$(ASAN_BUILD) tests/run.sh $(TEST_BIN) tests/cli/*.sh
+
+# What tests/cli/sanitized.sh runs (built with SAN=1 BUILD=build-asan).
+sanitized: $(BUILD)/dsv4 $(PARSER_TESTS)
 
 test-parsers: $(PARSER_TESTS)
 	tests/run.sh $(PARSER_TESTS)
 
 clean:
 	rm -rf build build-*
+
+# libFuzzer harnesses for the parsers (clang). `make fuzz-smoke` runs each for
+# FUZZ_TIME seconds from the seeds in tests/fuzz/corpus_<name>/; new inputs go
+# to $(BUILD)/fuzz/corpus_<name>/, crashes to $(BUILD)/fuzz/.
+FUZZ_CC    ?= clang
+FUZZ_FLAGS ?= -std=c11 -g -O1 -D_GNU_SOURCE -Iinclude -Isrc \
+              -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined
+FUZZ_TIME  ?= 20
+FUZZ_NAMES := safetensors config
+FUZZ_SRC   := $(wildcard src/base/*.c src/io/*.c)
+FUZZ_BIN   := $(FUZZ_NAMES:%=$(BUILD)/fuzz/fuzz_%)
+.PHONY: fuzz fuzz-smoke
+fuzz: $(FUZZ_BIN)
+
+$(BUILD)/fuzz/fuzz_%: tests/fuzz/fuzz_%.c $(FUZZ_SRC)
+	@mkdir -p $(@D)
+	$(FUZZ_CC) $(FUZZ_FLAGS) -o $@ $< $(FUZZ_SRC) -lcjson -lm
+
+fuzz-smoke: $(FUZZ_BIN)
+	set -e; for n in $(FUZZ_NAMES); do \
+	  mkdir -p $(BUILD)/fuzz/corpus_$$n; \
+	  $(BUILD)/fuzz/fuzz_$$n -max_total_time=$(FUZZ_TIME) -dict=tests/fuzz/$$n.dict \
+	    -artifact_prefix=$(BUILD)/fuzz/ $(BUILD)/fuzz/corpus_$$n tests/fuzz/corpus_$$n; \
+	done
 
 -include $(shell find $(BUILD) -name '*.d' 2>/dev/null)

@@ -16,10 +16,11 @@ static void progress(void *user, uint64_t done, uint64_t total)
     if (done >= total) fputc('\n', stderr);
 }
 
-dsv4_model *cli_load_model(const char *cmd, const char *dir, int threads)
+dsv4_model *cli_load_model(const char *cmd, const char *dir, int threads, const char *device)
 {
     dsv4_load_options opt = {0};
     opt.n_threads = threads;
+    opt.device = device;
     if (isatty(2)) opt.progress = progress;
     dsv4_model *m = NULL;
     if (dsv4_model_load(dir, &opt, &m)) {

@@ -20,7 +20,7 @@ int cmd_info(int argc, char **argv)
         else { usage(stderr); return 2; }
     }
     if (!model) { usage(stderr); return 2; }
-    dsv4_model *m = cli_load_model("info", model, 1);
+    dsv4_model *m = cli_load_model("info", model, 1, "cpu");
     if (!m) return 1;
     const dsv4_config *cf = &m->cfg;
     int n_swa = 0, n_csa = 0, n_hca = 0, n_hash = 0;

@@ -23,7 +23,7 @@ char *cli_read_file(const char *path, size_t *len);
 void cli_report(const char *cmd, const char *what);
 /* Load a checkpoint (progress bar on a terminal, warnings for unknown
  * tensors); NULL after printing the error. */
-dsv4_model *cli_load_model(const char *cmd, const char *dir, int threads);
+dsv4_model *cli_load_model(const char *cmd, const char *dir, int threads, const char *device);
 /* Token ids from --tokens TEXT or --tokens-file PATH (exactly one). */
 int cli_token_arg(const char *cmd, const char *tokens, const char *file, int **ids, int *n);
 

@@ -1,0 +1,46 @@
+#!/usr/bin/env python3
+"""Rewrite a safetensors file's header for bad-input tests (stdlib only).
+
+usage: st_edit.py IN OUT ACTION [ARGS]
+  rename OLD NEW        rename a tensor
+  dtype NAME DT [SHAPE] change a tensor's dtype (and shape, comma-separated)
+  shape NAME SHAPE      change a tensor's shape
+  offsets NAME B E      change a tensor's data_offsets
+  i64 NAME INDEX VALUE  overwrite one int64 element of a tensor's data
+  truncate BYTES        keep only the first BYTES bytes of the file
+  hdrlen VALUE          overwrite the 8-byte header length"""
+import json, struct, sys
+
+def main():
+    src, dst, act = sys.argv[1], sys.argv[2], sys.argv[3]
+    a = sys.argv[4:]
+    data = open(src, 'rb').read()
+    if act == 'truncate':
+        open(dst, 'wb').write(data[:int(a[0])])
+        return
+    if act == 'hdrlen':
+        open(dst, 'wb').write(struct.pack('<Q', int(a[0])) + data[8:])
+        return
+    n = struct.unpack('<Q', data[:8])[0]
+    hdr = json.loads(data[8:8 + n])
+    body = bytearray(data[8 + n:])
+    if act == 'rename':
+        hdr[a[1]] = hdr.pop(a[0])
+    elif act == 'dtype':
+        hdr[a[0]]['dtype'] = a[1]
+        if len(a) > 2:
+            hdr[a[0]]['shape'] = [int(x) for x in a[2].split(',')]
+    elif act == 'shape':
+        hdr[a[0]]['shape'] = [int(x) for x in a[1].split(',')]
+    elif act == 'offsets':
+        hdr[a[0]]['data_offsets'] = [int(a[1]), int(a[2])]
+    elif act == 'i64':
+        off = hdr[a[0]]['data_offsets'][0] + 8 * int(a[1])
+        body[off:off + 8] = struct.pack('<q', int(a[2]))
+    else:
+        sys.exit('unknown action ' + act)
+    h = json.dumps(hdr).encode()
+    h += b' ' * (-len(h) % 8)
+    open(dst, 'wb').write(struct.pack('<Q', len(h)) + h + bytes(body))
+
+main()

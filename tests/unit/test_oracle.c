@@ -1,0 +1,140 @@
+/* Oracle parity: every fixture under tests/fixtures (made by
+ * tools/oracle/make_fixture.py with transformers) is scored all at once, in
+ * chunks of 7 and one token at a time; the logits must match the oracle's
+ * full forward within 1e-3 (f32 weights) / 2e-3 (bf16), with the same argmax
+ * wherever the oracle's top-1 margin exceeds 1e-2. */
+#include <cjson/cJSON.h>
+#include <dirent.h>
+#include <stdint.h>
+
+#include "dsv4.h"
+#include "test.h"
+
+static char *slurp(const char *path, size_t *len)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    char *b = malloc((size_t)n + 1);
+    if (b && fread(b, 1, (size_t)n, f) != (size_t)n) { free(b); b = NULL; }
+    fclose(f);
+    if (b) b[n] = 0;
+    if (len) *len = (size_t)n;
+    return b;
+}
+
+static int parse_tokens(const char *text, int32_t *out, int cap)
+{
+    int n = 0;
+    for (const char *p = text; *p && n < cap;) {
+        char *end;
+        long v = strtol(p, &end, 10);
+        if (end == p) { p++; continue; }
+        out[n++] = (int32_t)v;
+        p = end;
+    }
+    return n;
+}
+
+static void check_fixture(const char *dir)
+{
+    char path[1024];
+    snprintf(path, sizeof path, "%s/meta.json", dir);
+    char *meta = slurp(path, NULL);
+    CHECKF(meta != NULL, "%s: no meta.json", dir);
+    if (!meta) return;
+    cJSON *j = cJSON_Parse(meta);
+    const cJSON *wd = cJSON_GetObjectItem(j, "weights_dtype");
+    double tol = cJSON_IsString(wd) && !strcmp(wd->valuestring, "f32") ? 1e-3 : 2e-3;
+    cJSON_Delete(j);
+    free(meta);
+
+    snprintf(path, sizeof path, "%s/tokens.txt", dir);
+    char *tt = slurp(path, NULL);
+    static int32_t tok[8192];
+    int n = tt ? parse_tokens(tt, tok, 8192) : 0;
+    free(tt);
+    size_t ref_len = 0;
+    snprintf(path, sizeof path, "%s/logits.f32", dir);
+    float *ref = (float *)slurp(path, &ref_len);
+
+    dsv4_model *m = NULL;
+    dsv4_load_options opt = {0};
+    opt.device = getenv("DSV4_TEST_DEVICE") ? getenv("DSV4_TEST_DEVICE") : "cpu";
+    dsv4_status st = dsv4_model_load(dir, &opt, &m);
+    CHECKF(st == DSV4_OK, "%s: load: %s", dir, dsv4_last_error());
+    if (st || !ref || n == 0) { free(ref); dsv4_model_free(m); return; }
+    int V = dsv4_model_vocab(m);
+    CHECKF(ref_len == (size_t)n * V * sizeof(float), "%s: logits.f32 has %zu bytes for %d x %d", dir, ref_len, n, V);
+    float *got = malloc((size_t)n * V * sizeof *got), *first = malloc((size_t)n * V * sizeof *first);
+    int chunks[] = {n, 7, 1};
+    for (int ci = 0; ci < 3 && ref_len == (size_t)n * V * sizeof(float); ci++) {
+        dsv4_session *s = NULL;
+        CHECK(dsv4_session_new(m, &s) == DSV4_OK);
+        for (int i = 0; s && i < n; i += chunks[ci]) {
+            int k = n - i < chunks[ci] ? n - i : chunks[ci];
+            st = dsv4_session_eval(s, tok + i, k, got + (size_t)i * V);
+            CHECKF(st == DSV4_OK, "%s: eval: %s", dir, dsv4_last_error());
+            if (st) break;
+        }
+        double maxd = 0;
+        int bad_argmax = 0;
+        for (int p = 0; p < n; p++) {
+            const float *r = ref + (size_t)p * V, *g = got + (size_t)p * V;
+            int ar = 0, ag = 0;
+            float r1 = -1e30f, r2 = -1e30f;
+            for (int v = 0; v < V; v++) {
+                double d = fabs((double)r[v] - g[v]);
+                if (d > maxd || d != d) maxd = d != d ? 1e30 : d;
+                if (r[v] > r[ar]) ar = v;
+                if (g[v] > g[ag]) ag = v;
+                if (r[v] > r1) { r2 = r1; r1 = r[v]; } else if (r[v] > r2) r2 = r[v];
+            }
+            if (r1 - r2 > 1e-2f && ar != ag) bad_argmax++;
+        }
+        CHECKF(maxd <= tol, "%s chunk %d: max |logit - oracle| = %g > %g", dir, chunks[ci], maxd, tol);
+        CHECKF(bad_argmax == 0, "%s chunk %d: %d positions with a different argmax", dir, chunks[ci], bad_argmax);
+        /* chunking never changes a single bit */
+        if (ci == 0) memcpy(first, got, (size_t)n * V * sizeof *got);
+        else CHECKF(!memcmp(first, got, (size_t)n * V * sizeof *got), "%s: chunk %d differs bitwise from all-at-once",
+                    dir, chunks[ci]);
+        printf("  %s chunk %d: max |diff| %.2e over %d x %d logits\n", dir, chunks[ci], maxd, n, V);
+        dsv4_session_free(s);
+    }
+    free(got);
+    free(first);
+    free(ref);
+    dsv4_model_free(m);
+}
+
+static void test_oracle_fixtures(void)
+{
+    const char *root = getenv("DSV4_FIXTURES") ? getenv("DSV4_FIXTURES") : "tests/fixtures";
+    DIR *d = opendir(root);
+    CHECKF(d != NULL, "no fixture directory %s", root);
+    if (!d) return;
+    int count = 0;
+    struct dirent *e;
+    char dir[512];
+    while ((e = readdir(d))) {
+        if (e->d_name[0] == '.') continue;
+        snprintf(dir, sizeof dir, "%s/%s", root, e->d_name);
+        char meta[600];
+        snprintf(meta, sizeof meta, "%s/meta.json", dir);
+        FILE *f = fopen(meta, "r");
+        if (!f) continue;
+        fclose(f);
+        check_fixture(dir);
+        count++;
+    }
+    closedir(d);
+    CHECKF(count >= 4, "only %d oracle fixtures found under %s", count, root);
+}
+
+int main(void)
+{
+    RUN(test_oracle_fixtures);
+    TEST_MAIN_END();
+}
