@@ -108,3 +108,17 @@ fuzz-smoke: $(FUZZ_BIN)
 	done
 
 -include $(shell find $(BUILD) -name '*.d' 2>/dev/null)
+
+# CUDA op tests against the CPU ops (need a GPU; not part of `make test`).
+CUDA_TEST := $(BUILD)/tests/test_cuda_ops
+$(CUDA_TEST): tests/cuda/test_cuda_ops.c $(BUILD)/libdsv4.a tests/test.h
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) -Itests $(LDFLAGS) -o $@ $< $(BUILD)/libdsv4.a $(LDLIBS)
+
+.PHONY: cuda-test
+cuda-test: $(CUDA_TEST)
+	tests/run.sh $(CUDA_TEST)
+$(BUILD)/tests/decode_time: tests/cuda/decode_time.c $(BUILD)/libdsv4.a
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< $(BUILD)/libdsv4.a $(LDLIBS)
+cuda-test: $(BUILD)/tests/decode_time

@@ -328,7 +328,7 @@ int cu_record_upload(cu_impl *c, void *dst, const void *src, size_t bytes)
     up_args u = {0, dst, bytes, off};
     if (!record_push(c, K_UPLOAD, &u, sizeof u, bytes)) return 0;
     memcpy(c->arg_host + off, src, bytes);
-    c->arg_used = off + bytes;
+    c->arg_used = (off + bytes + 7) & ~(size_t)7; /* pos slots stay 8-byte aligned */
     return 1;
 }
 

@@ -70,7 +70,8 @@ typedef struct {
 typedef struct {
     const void *key;               /* host address of the moe params' w1 array */
     const void **tab;              /* device [3][E]: w1, w3, w2 data pointers */
-    int dtype;
+    const void **host;             /* host copy, to notice views that moved */
+    int n, dtype;
 } cu_expert_tab;
 
 typedef struct { void *host_dst; size_t off, bytes; } cu_pending_dl;

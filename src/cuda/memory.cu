@@ -199,6 +199,9 @@ void cu_memory_release(cu_impl *c)
     for (int i = 0; i < c->n_live; i++) cudaFree(c->live[i].p);
     for (int i = 0; i < c->n_cache; i++) cudaFree(c->cache[i].p);
     for (int i = 0; i < c->n_chunks; i++) cudaFree(c->chunks[i]);
-    for (int i = 0; i < c->n_etab; i++) cudaFree((void *)c->etab[i].tab);
+    for (int i = 0; i < c->n_etab; i++) {
+        cudaFree((void *)c->etab[i].tab);
+        free(c->etab[i].host);
+    }
     free(c->live); free(c->cache); free(c->chunks); free(c->wmap); free(c->etab);
 }

@@ -188,20 +188,17 @@ void cu_exec_moe(cu_impl *c, const void *args, const int64_t *dpos)
     CU_LAUNCHED(c, "moe combine");
 }
 
-/* Device table of the experts' w1, w3, w2 pointers for one layer (built once). */
+/* Device table of the experts' w1, w3, w2 pointers for one layer, built once
+ * and reused while the layer's expert views still point at the same data. */
 static const cu_expert_tab *expert_table(cu_impl *c, const dsv4_moe_params *p)
 {
-    for (int i = 0; i < c->n_etab; i++)
-        if (c->etab[i].key == p->w1) return &c->etab[i];
     int E = p->n_experts, dt = p->w1[0].dtype;
-    const void **h = (const void **)malloc((size_t)3 * E * sizeof *h);
-    cu_expert_tab *grown = (cu_expert_tab *)realloc(c->etab, (size_t)(c->n_etab + 1) * sizeof *c->etab);
-    if (!h || !grown) {
-        free(h);
+    size_t bytes = (size_t)3 * E * sizeof(void *);
+    const void **h = (const void **)malloc(bytes);
+    if (!h) {
         backend_fail(c->b, DSV4_ERR_NOMEM, "out of memory for the expert table");
         return NULL;
     }
-    c->etab = grown;
     for (int e = 0; e < E; e++) {
         const dsv4_mat *m[3] = {&p->w1[e], &p->w3[e], &p->w2[e]};
         for (int j = 0; j < 3; j++) {
@@ -213,16 +210,41 @@ static const cu_expert_tab *expert_table(cu_impl *c, const dsv4_moe_params *p)
             h[(size_t)j * E + e] = m[j]->data;
         }
     }
+    cu_expert_tab *t = NULL;
+    for (int i = 0; i < c->n_etab && !t; i++)
+        if (c->etab[i].key == p->w1) t = &c->etab[i];
+    if (t && t->n == E && !memcmp(t->host, h, bytes)) {
+        free(h);
+        return t;
+    }
+    if (!t) {
+        cu_expert_tab *grown = (cu_expert_tab *)realloc(c->etab, (size_t)(c->n_etab + 1) * sizeof *c->etab);
+        if (!grown) {
+            free(h);
+            backend_fail(c->b, DSV4_ERR_NOMEM, "out of memory for the expert table");
+            return NULL;
+        }
+        c->etab = grown;
+        t = &c->etab[c->n_etab++];
+        memset(t, 0, sizeof *t);
+    } else { /* the views moved: replace (after queued work that reads the old table) */
+        cu_flush(c);
+        cudaStreamSynchronize(c->stream);
+        cudaFree((void *)t->tab);
+        free(t->host);
+        memset(t, 0, sizeof *t);
+        t->key = NULL;
+    }
     void *d = NULL;
-    if (cu_check(c, cudaMalloc(&d, (size_t)3 * E * sizeof *h), "expert table") ||
-        cu_check(c, cudaMemcpy(d, h, (size_t)3 * E * sizeof *h, cudaMemcpyHostToDevice), "expert table")) {
+    if (cu_check(c, cudaMalloc(&d, bytes), "expert table") ||
+        cu_check(c, cudaMemcpy(d, h, bytes, cudaMemcpyHostToDevice), "expert table")) {
         free(h);
         return NULL;
     }
-    free(h);
-    cu_expert_tab *t = &c->etab[c->n_etab++];
     t->key = p->w1;
     t->tab = (const void **)d;
+    t->host = h;
+    t->n = E;
     t->dtype = dt;
     return t;
 }

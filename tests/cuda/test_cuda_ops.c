@@ -1,0 +1,491 @@
+/* Every CUDA op against the CPU reference op on random inputs (needs a GPU;
+ * built and run by `make cuda-test`, not by `make test`). Also checks batch
+ * invariance of the GEMV, run-to-run determinism, graph record/replay with
+ * a changing position, and the device-side fault word. */
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/dtype.h"
+#include "base/error.h"
+#include "model/config.h"
+#include "ops/ops.h"
+#include "test.h"
+
+static dsv4_backend *cpu, *gpu;
+static uint64_t rng = 88172645463325252ULL;
+
+static float frand(void) /* uniform in [-1, 1) */
+{
+    rng ^= rng << 13;
+    rng ^= rng >> 7;
+    rng ^= rng << 17;
+    return (float)((rng >> 40) & 0xffffff) / 8388608.0f - 1.0f;
+}
+
+static float *rnd(size_t n, float scale)
+{
+    float *p = malloc(n * sizeof *p);
+    for (size_t i = 0; i < n; i++) p[i] = frand() * scale;
+    return p;
+}
+
+/* Device copy of host floats. */
+static float *dev(const float *h, size_t n)
+{
+    float *d = gpu->ops->alloc(gpu, n * sizeof *d + 16);
+    gpu->ops->upload(gpu, d, h, n * sizeof *d);
+    return d;
+}
+
+static void *devb(const void *h, size_t bytes)
+{
+    void *d = gpu->ops->alloc(gpu, bytes + 16);
+    gpu->ops->upload(gpu, d, h, bytes);
+    return d;
+}
+
+static float *back(const float *d, size_t n)
+{
+    float *h = malloc(n * sizeof *h);
+    gpu->ops->download(gpu, h, d, n * sizeof *h);
+    CHECKF(gpu->ops->sync(gpu) == DSV4_OK, "sync: %s", dsv4_last_error());
+    return h;
+}
+
+/* A random host matrix of a dtype, plus its device twin. The host copy is
+ * never freed: the backend dedupes weights by host address. */
+typedef struct { dsv4_mat h, d; void *mem; } tmat;
+
+static tmat mk(dsv4_dtype dt, int64_t rows, int64_t cols, float scale)
+{
+    tmat m;
+    size_t n = (size_t)(rows * cols), es = (size_t)dtype_size(dt);
+    m.mem = malloc(n * es + 16);
+    for (size_t i = 0; i < n; i++) {
+        float f = frand() * scale;
+        if (dt == DT_F32) ((float *)m.mem)[i] = f;
+        else if (dt == DT_BF16) ((uint16_t *)m.mem)[i] = f32_to_bf16(f);
+        else { /* f16 via a simple conversion of small values */
+            uint16_t h;
+            float a = fabsf(f);
+            int e;
+            float mant = frexpf(a, &e); /* a = mant·2^e, mant in [0.5,1) */
+            if (a < 6.1e-5f) h = 0;
+            else h = (uint16_t)(((e + 14) << 10) | ((int)((mant * 2 - 1) * 1024) & 0x3ff));
+            if (f < 0) h |= 0x8000;
+            ((uint16_t *)m.mem)[i] = h;
+        }
+    }
+    m.h = (dsv4_mat){dt, rows, cols, m.mem};
+    m.d = m.h;
+    CHECK(gpu->ops->adopt_weight(gpu, &m.d) == DSV4_OK);
+    return m;
+}
+
+static double maxdiff(const float *a, const float *b, size_t n, double *ref_max)
+{
+    double md = 0, rm = 0;
+    for (size_t i = 0; i < n; i++) {
+        double d = fabs((double)a[i] - (double)b[i]);
+        if (isnan(a[i]) != isnan(b[i])) d = INFINITY;
+        if (d > md) md = d;
+        if (fabs(b[i]) > rm) rm = fabs(b[i]);
+    }
+    if (ref_max) *ref_max = rm;
+    return md;
+}
+
+#define CLOSE(gpu_v, cpu_v, n, tol)                                                          \
+    do {                                                                                 \
+        double rm_, md_ = maxdiff((gpu_v), (cpu_v), (n), &rm_);                          \
+        CHECKF(md_ <= (tol) * (1.0 + rm_), "max |diff| %g (ref max %g) > tol %g", md_, rm_, (double)(tol)); \
+    } while (0)
+
+static void test_matmul(void)
+{
+    dsv4_dtype dts[3] = {DT_F32, DT_BF16, DT_F16};
+    int64_t shapes[][2] = {{37, 64}, {256, 1024}, {33, 200}, {129, 24}};
+    int Ts[] = {1, 3, 8, 9, 40};
+    for (int di = 0; di < 3; di++)
+        for (int si = 0; si < 4; si++)
+            for (int ti = 0; ti < 5; ti++) {
+                int64_t R = shapes[si][0], C = shapes[si][1], ldx = C + 8, ldy = R + 4;
+                int T = Ts[ti];
+                tmat W = mk(dts[di], R, C, 0.5f);
+                float *x = rnd((size_t)T * ldx, 1.0f), *y = calloc((size_t)T * ldy, 4);
+                cpu->ops->matmul(cpu, x, ldx, T, &W.h, y, ldy);
+                float *dx = dev(x, (size_t)T * ldx), *dy = dev(y, (size_t)T * ldy);
+                gpu->ops->matmul(gpu, dx, ldx, T, &W.d, dy, ldy);
+                float *gy = back(dy, (size_t)T * ldy);
+                CLOSE(gy, y, (size_t)T * ldy, 2e-5 * sqrt((double)C));
+                if (T > 1 && T <= 8) { /* batch invariance: each row alone gives the same bits */
+                    for (int t = 0; t < T; t++) {
+                        gpu->ops->matmul(gpu, dx + t * ldx, ldx, 1, &W.d, dy, ldy);
+                        float *g1 = back(dy, (size_t)R);
+                        CHECKF(!memcmp(g1, gy + t * ldy, (size_t)R * 4), "row %d differs alone (dt %d, %lldx%lld)", t,
+                               di, (long long)R, (long long)C);
+                        free(g1);
+                    }
+                }
+                free(x); free(y); free(gy);
+                gpu->ops->free(gpu, dx); gpu->ops->free(gpu, dy);
+            }
+}
+
+static void test_rmsnorm(void)
+{
+    int ns[] = {64, 1000, 4096};
+    for (int i = 0; i < 3; i++)
+        for (int wt = 0; wt < 2; wt++) {
+            int n = ns[i], T = 5;
+            tmat w = mk(DT_BF16, 1, n, 1.0f);
+            float *x = rnd((size_t)T * n, 3.0f), *y = calloc((size_t)T * n, 4);
+            cpu->ops->rmsnorm(cpu, x, T, n, wt ? &w.h : NULL, 1e-6f, y);
+            float *dx = dev(x, (size_t)T * n);
+            gpu->ops->rmsnorm(gpu, dx, T, n, wt ? &w.d : NULL, 1e-6f, dx); /* in place */
+            float *g = back(dx, (size_t)T * n);
+            CLOSE(g, y, (size_t)T * n, 1e-6);
+            free(x); free(y); free(g);
+            gpu->ops->free(gpu, dx);
+        }
+}
+
+static void test_rope(void)
+{
+    int T = 4, H = 3, hd = 64, rd = 16;
+    float *f = rnd(rd / 2, 0.5f);
+    for (int i = 0; i < rd / 2; i++) f[i] = fabsf(f[i]);
+    float *df = dev(f, rd / 2);
+    int64_t p0s[] = {0, 7, 100000};
+    for (int pi = 0; pi < 3; pi++)
+        for (int inv = 0; inv < 2; inv++)
+            for (int step = 0; step < 2; step++) {
+                float *x = rnd((size_t)T * H * hd, 1.0f);
+                float *dx = dev(x, (size_t)T * H * hd);
+                cpu->ops->rope(cpu, x, T, H, hd, rd, p0s[pi], step, f, inv);
+                gpu->ops->rope(gpu, dx, T, H, hd, rd, p0s[pi], step, df, inv);
+                float *g = back(dx, (size_t)T * H * hd);
+                CLOSE(g, x, (size_t)T * H * hd, p0s[pi] > 1000 ? 2e-3 : 1e-5); /* large angles: sin/cos ulps */
+                free(x); free(g);
+                gpu->ops->free(gpu, dx);
+            }
+    free(f);
+    gpu->ops->free(gpu, df);
+}
+
+static void test_embed_ring(void)
+{
+    int V = 50, D = 40, T = 6, hc = 4;
+    tmat E = mk(DT_BF16, V, D, 1.0f);
+    int32_t tok[6] = {3, 0, 49, 7, 7, 12};
+    float *X = calloc((size_t)T * hc * D, 4);
+    cpu->ops->embed(cpu, &E.h, tok, T, hc, X);
+    int32_t *dt = devb(tok, sizeof tok);
+    float *dX = dev(X, (size_t)T * hc * D);
+    gpu->ops->zero(gpu, dX, (size_t)T * hc * D * 4);
+    gpu->ops->embed(gpu, &E.d, dt, T, hc, dX);
+    float *g = back(dX, (size_t)T * hc * D);
+    CHECK(!memcmp(g, X, (size_t)T * hc * D * 4));
+    free(g); free(X);
+    /* ring: T below and above the window */
+    int W = 5, width = 8;
+    int Ts[] = {3, 12};
+    for (int i = 0; i < 2; i++) {
+        float *ring = rnd((size_t)W * width, 1.0f), *kv = rnd((size_t)Ts[i] * width, 1.0f);
+        float *dr = dev(ring, (size_t)W * width), *dk = dev(kv, (size_t)Ts[i] * width);
+        cpu->ops->ring_store(cpu, ring, W, width, kv, Ts[i], 13);
+        gpu->ops->ring_store(gpu, dr, W, width, dk, Ts[i], 13);
+        float *gr = back(dr, (size_t)W * width);
+        CHECK(!memcmp(gr, ring, (size_t)W * width * 4));
+        free(ring); free(kv); free(gr);
+        gpu->ops->free(gpu, dr); gpu->ops->free(gpu, dk);
+    }
+    gpu->ops->free(gpu, dt); gpu->ops->free(gpu, dX);
+}
+
+static void test_hc(void)
+{
+    int hc = 4, D = 96, T = 3, n_mix = (2 + hc) * hc;
+    tmat fn = mk(DT_F32, n_mix, (int64_t)hc * D, 0.3f), base = mk(DT_F32, 1, n_mix, 0.5f), sc = mk(DT_F32, 1, 3, 1.0f);
+    tmat hfn = mk(DT_BF16, hc, (int64_t)hc * D, 0.3f), hbase = mk(DT_F32, 1, hc, 0.5f), hsc = mk(DT_F32, 1, 1, 1.0f);
+    float *X = rnd((size_t)T * hc * D, 2.0f), *dX = dev(X, (size_t)T * hc * D);
+    float *x = calloc((size_t)T * D, 4), *post = calloc((size_t)T * hc, 4), *comb = calloc((size_t)T * hc * hc, 4);
+    float *dxv = dev(x, (size_t)T * D), *dpost = dev(post, (size_t)T * hc), *dcomb = dev(comb, (size_t)T * hc * hc);
+    cpu->ops->hc_pre(cpu, X, T, hc, D, &fn.h, &base.h, &sc.h, 20, 1e-6f, 1e-6f, x, post, comb);
+    gpu->ops->hc_pre(gpu, dX, T, hc, D, &fn.d, &base.d, &sc.d, 20, 1e-6f, 1e-6f, dxv, dpost, dcomb);
+    float *gx = back(dxv, (size_t)T * D), *gp = back(dpost, (size_t)T * hc), *gc = back(dcomb, (size_t)T * hc * hc);
+    CLOSE(gx, x, (size_t)T * D, 1e-5);
+    CLOSE(gp, post, (size_t)T * hc, 1e-5);
+    CLOSE(gc, comb, (size_t)T * hc * hc, 1e-5);
+    /* post: feed the CPU's own post/comb to both */
+    float *a = rnd((size_t)T * D, 1.0f), *da = dev(a, (size_t)T * D);
+    gpu->ops->upload(gpu, dpost, post, (size_t)T * hc * 4);
+    gpu->ops->upload(gpu, dcomb, comb, (size_t)T * hc * hc * 4);
+    cpu->ops->hc_post(cpu, X, T, hc, D, a, post, comb);
+    gpu->ops->hc_post(gpu, dX, T, hc, D, da, dpost, dcomb);
+    float *gX = back(dX, (size_t)T * hc * D);
+    CLOSE(gX, X, (size_t)T * hc * D, 1e-6);
+    cpu->ops->hc_head(cpu, X, T, hc, D, &hfn.h, &hbase.h, &hsc.h, 1e-6f, 1e-6f, x);
+    gpu->ops->hc_head(gpu, dX, T, hc, D, &hfn.d, &hbase.d, &hsc.d, 1e-6f, 1e-6f, dxv);
+    free(gx);
+    gx = back(dxv, (size_t)T * D);
+    CLOSE(gx, x, (size_t)T * D, 1e-5);
+    free(X); free(x); free(post); free(comb); free(gx); free(gp); free(gc); free(a); free(gX);
+   
+    gpu->ops->free(gpu, dX); gpu->ops->free(gpu, dxv); gpu->ops->free(gpu, dpost); gpu->ops->free(gpu, dcomb);
+    gpu->ops->free(gpu, da);
+}
+
+/* One compressor fed in chunks; states and entries compared after each. */
+static void compress_case(int ratio, int overlap)
+{
+    int d = 32, rd = 16, cw = d * (overlap ? 2 : 1), cap = 64;
+    tmat ape = mk(DT_F32, ratio, cw, 0.5f), norm = mk(DT_BF16, 1, d, 1.0f);
+    float *f = rnd(rd / 2, 0.3f);
+    for (int i = 0; i < rd / 2; i++) f[i] = fabsf(f[i]);
+    float *df = dev(f, rd / 2);
+    dsv4_comp_state hs, ds;
+    size_t nopen = (size_t)ratio * cw, nprev = (size_t)ratio * d, nent = (size_t)cap * d;
+    hs.open_u = calloc(nopen, 4); hs.open_g = calloc(nopen, 4);
+    hs.prev_u = overlap ? calloc(nprev, 4) : NULL; hs.prev_g = overlap ? calloc(nprev, 4) : NULL;
+    hs.entries = calloc(nent, 4);
+    ds.open_u = gpu->ops->alloc(gpu, nopen * 4); ds.open_g = gpu->ops->alloc(gpu, nopen * 4);
+    ds.prev_u = overlap ? gpu->ops->alloc(gpu, nprev * 4) : NULL;
+    ds.prev_g = overlap ? gpu->ops->alloc(gpu, nprev * 4) : NULL;
+    ds.entries = gpu->ops->alloc(gpu, nent * 4);
+    dsv4_comp_params hp = {ratio, overlap, d, rd, &ape.h, &norm.h, f, 1e-6f};
+    dsv4_comp_params dp = {ratio, overlap, d, rd, &ape.d, &norm.d, df, 1e-6f};
+    int chunks[] = {1, 3, 7, 1, 1, 20, 2, 9};
+    int64_t pos = 0;
+    for (int i = 0; i < 8; i++) {
+        int T = chunks[i];
+        float *u = rnd((size_t)T * cw, 1.0f), *g = rnd((size_t)T * cw, 2.0f);
+        float *du = dev(u, (size_t)T * cw), *dg = dev(g, (size_t)T * cw);
+        cpu->ops->compress(cpu, u, g, T, pos, &hp, &hs);
+        gpu->ops->compress(gpu, du, dg, T, pos, &dp, &ds);
+        pos += T;
+        free(u); free(g);
+        gpu->ops->free(gpu, du); gpu->ops->free(gpu, dg);
+    }
+    float *ge = back(ds.entries, nent), *gu = back(ds.open_u, nopen), *gg = back(ds.open_g, nopen);
+    CLOSE(ge, hs.entries, (size_t)(pos / ratio) * d, 1e-5);
+    CHECK(!memcmp(gu, hs.open_u, nopen * 4));
+    CLOSE(gg, hs.open_g, nopen, 1e-6);
+    free(ge); free(gu); free(gg);
+    if (overlap) {
+        float *pu = back(ds.prev_u, nprev);
+        CHECK(!memcmp(pu, hs.prev_u, nprev * 4));
+        free(pu);
+    }
+    free(hs.open_u); free(hs.open_g); free(hs.prev_u); free(hs.prev_g); free(hs.entries); free(f);
+   
+    gpu->ops->free(gpu, ds.open_u); gpu->ops->free(gpu, ds.open_g); gpu->ops->free(gpu, ds.prev_u);
+    gpu->ops->free(gpu, ds.prev_g); gpu->ops->free(gpu, ds.entries); gpu->ops->free(gpu, df);
+}
+
+static void test_compress(void)
+{
+    compress_case(4, 1);
+    compress_case(16, 0);
+    compress_case(1, 0);
+}
+
+static void indexer_case(int n_ent, int T, int64_t pos0, int ratio, int topk, int ties)
+{
+    int H = 8, hd = 32;
+    float *q = rnd((size_t)T * H * hd, 1.0f), *w = rnd((size_t)T * H, 1.0f), *keys = rnd((size_t)n_ent * hd, 1.0f);
+    if (ties) /* every other key repeats key 0: equal scores, lower index wins */
+        for (int s = 2; s < n_ent; s += 2) memcpy(keys + (size_t)s * hd, keys, (size_t)hd * 4);
+    int32_t *idx = calloc((size_t)T * topk, 4), *n = calloc((size_t)T, 4);
+    cpu->ops->indexer(cpu, q, w, T, pos0, H, hd, keys, ratio, topk, 0.2f, 0.35f, idx, n);
+    float *dq = dev(q, (size_t)T * H * hd), *dw = dev(w, (size_t)T * H), *dk = dev(keys, (size_t)n_ent * hd);
+    int32_t *di = gpu->ops->alloc(gpu, (size_t)T * topk * 4), *dn = gpu->ops->alloc(gpu, (size_t)T * 4);
+    gpu->ops->indexer(gpu, dq, dw, T, pos0, H, hd, dk, ratio, topk, 0.2f, 0.35f, di, dn);
+    int32_t *gi = (int32_t *)back((float *)di, (size_t)T * topk), *gn = (int32_t *)back((float *)dn, (size_t)T);
+    for (int t = 0; t < T; t++) {
+        CHECKF(gn[t] == n[t], "query %d: count %d vs %d", t, gn[t], n[t]);
+        CHECKF(!memcmp(gi + (size_t)t * topk, idx + (size_t)t * topk, (size_t)n[t] * 4),
+               "query %d: selection differs (n_ent %d topk %d ties %d)", t, n_ent, topk, ties);
+    }
+    free(q); free(w); free(keys); free(idx); free(n); free(gi); free(gn);
+    gpu->ops->free(gpu, dq); gpu->ops->free(gpu, dw); gpu->ops->free(gpu, dk);
+    gpu->ops->free(gpu, di); gpu->ops->free(gpu, dn);
+}
+
+static void test_indexer(void)
+{
+    indexer_case(10, 3, 30, 4, 4, 0);      /* few entries: nvis <= topk for some */
+    indexer_case(300, 5, 1190, 4, 16, 0);  /* radix select */
+    indexer_case(300, 5, 1190, 4, 16, 1);  /* ties at the threshold */
+    indexer_case(5000, 2, 19990, 4, 512, 0);
+}
+
+static void attention_case(int T, int64_t pos0, int window, int ratio, int use_sel)
+{
+    int H = 4, hd = 64, n_ent = (int)((pos0 + T) / (ratio > 0 ? ratio : 4)) + 1, cap = 6;
+    float *q = rnd((size_t)T * H * hd, 1.0f), *kv = rnd((size_t)T * hd, 1.0f);
+    float *ring = rnd((size_t)window * hd, 1.0f), *ent = rnd((size_t)n_ent * hd, 1.0f);
+    tmat sinks = mk(DT_F32, 1, H, 1.0f);
+    int32_t *sel = calloc((size_t)T * cap, 4), *sn = calloc((size_t)T, 4);
+    for (int t = 0; t < T; t++) {
+        int64_t nvis = (pos0 + t + 1) / 4;
+        sn[t] = (int)(nvis < cap ? nvis : cap);
+        for (int k = 0; k < sn[t]; k++) sel[t * cap + k] = (int32_t)((k * 7 + t) % (nvis ? nvis : 1));
+    }
+    float *out = calloc((size_t)T * H * hd, 4);
+    cpu->ops->attention(cpu, q, T, pos0, H, hd, window, ring, kv, ent, use_sel ? 0 : ratio, use_sel ? sel : NULL,
+                        use_sel ? sn : NULL, cap, &sinks.h, 0.125f, out);
+    float *dq = dev(q, (size_t)T * H * hd), *dkv = dev(kv, (size_t)T * hd), *dr = dev(ring, (size_t)window * hd);
+    float *de = dev(ent, (size_t)n_ent * hd), *dout = dev(out, (size_t)T * H * hd);
+    int32_t *dsel = devb(sel, (size_t)T * cap * 4), *dsn = devb(sn, (size_t)T * 4);
+    gpu->ops->attention(gpu, dq, T, pos0, H, hd, window, dr, dkv, de, use_sel ? 0 : ratio, use_sel ? dsel : NULL,
+                        use_sel ? dsn : NULL, cap, &sinks.d, 0.125f, dout);
+    float *g = back(dout, (size_t)T * H * hd);
+    CLOSE(g, out, (size_t)T * H * hd, 1e-5);
+    free(q); free(kv); free(ring); free(ent); free(sel); free(sn); free(out); free(g);
+    gpu->ops->free(gpu, dq); gpu->ops->free(gpu, dkv); gpu->ops->free(gpu, dr); gpu->ops->free(gpu, de);
+    gpu->ops->free(gpu, dout); gpu->ops->free(gpu, dsel); gpu->ops->free(gpu, dsn);
+}
+
+static void test_attention(void)
+{
+    attention_case(1, 0, 10, 0, 0);
+    attention_case(7, 3, 10, 0, 0);
+    attention_case(1, 50, 10, 0, 0);    /* ring + window */
+    attention_case(5, 300, 128, 16, 0); /* HCA: all entries */
+    attention_case(3, 40, 10, 0, 1);    /* CSA: selected entries */
+    attention_case(20, 8, 10, 4, 0);    /* T above the window */
+}
+
+static void moe_case(int score_func, int hash, dsv4_dtype edt, int T)
+{
+    int E = 8, K = 3, I = 32, D = 64, V = 40;
+    tmat gate = mk(DT_BF16, E, D, 0.5f), bias = mk(DT_F32, 1, E, 0.2f);
+    tmat w1[8], w2[8], w3[8];
+    dsv4_mat h1[8], h2[8], h3[8], d1[8], d2[8], d3[8];
+    for (int e = 0; e < E; e++) {
+        w1[e] = mk(edt, I, D, 0.3f); w2[e] = mk(edt, D, I, 0.3f); w3[e] = mk(edt, I, D, 0.3f);
+        h1[e] = w1[e].h; h2[e] = w2[e].h; h3[e] = w3[e].h;
+        d1[e] = w1[e].d; d2[e] = w2[e].d; d3[e] = w3[e].d;
+    }
+    tmat s1 = mk(DT_BF16, I, D, 0.3f), s2 = mk(DT_BF16, D, I, 0.3f), s3 = mk(DT_BF16, I, D, 0.3f);
+    int32_t *t2e = malloc((size_t)V * K * 4);
+    for (int i = 0; i < V * K; i++) t2e[i] = (i * 5 + i / K) % E;
+    int32_t *dt2e = devb(t2e, (size_t)V * K * 4);
+    int32_t tok[16];
+    for (int t = 0; t < T; t++) tok[t] = (t * 11) % V;
+    dsv4_mat nob = {DT_F32, 1, E, NULL};
+    dsv4_moe_params hp = {&gate.h, hash ? &nob : &bias.h, hash ? t2e : NULL, h1, h2, h3, &s1.h, &s2.h, &s3.h,
+                          E, K, I, score_func, 1.5f, 1.5f};
+    dsv4_moe_params dp = {&gate.d, hash ? &nob : &bias.d, hash ? dt2e : NULL, d1, d2, d3, &s1.d, &s2.d, &s3.d,
+                          E, K, I, score_func, 1.5f, 1.5f};
+    float *x = rnd((size_t)T * D, 1.0f), *out = calloc((size_t)T * D, 4);
+    cpu->ops->moe(cpu, x, tok, T, D, &hp, out);
+    float *dx = dev(x, (size_t)T * D), *dout = dev(out, (size_t)T * D);
+    int32_t *dtok = devb(tok, (size_t)T * 4);
+    gpu->ops->moe(gpu, dx, dtok, T, D, &dp, dout);
+    float *g = back(dout, (size_t)T * D);
+    CLOSE(g, out, (size_t)T * D, 1e-5);
+    free(x); free(out); free(g); free(t2e);
+   
+    gpu->ops->free(gpu, dx); gpu->ops->free(gpu, dout); gpu->ops->free(gpu, dtok); gpu->ops->free(gpu, dt2e);
+}
+
+static void test_moe(void)
+{
+    moe_case(SCORE_SQRTSOFTPLUS, 0, DT_BF16, 1);
+    moe_case(SCORE_SQRTSOFTPLUS, 0, DT_BF16, 12);
+    moe_case(SCORE_SIGMOID, 0, DT_F32, 5);
+    moe_case(SCORE_SOFTMAX, 0, DT_F16, 3);
+    moe_case(SCORE_SQRTSOFTPLUS, 1, DT_BF16, 7);
+}
+
+/* Steps recorded between step_begin/step_end replay as graphs with the
+ * position changing each step; results must equal eager execution. */
+static void test_graph_replay(void)
+{
+    int T = 1, H = 2, hd = 32, rd = 8, W = 6;
+    float *f = rnd(rd / 2, 0.5f), *df = dev(f, rd / 2);
+    float *ring_e = gpu->ops->alloc(gpu, (size_t)W * hd * 4), *ring_g = gpu->ops->alloc(gpu, (size_t)W * hd * 4);
+    float *dx = gpu->ops->alloc(gpu, (size_t)H * hd * 4);
+    float *host_out = malloc((size_t)H * hd * 4), *eager_out = malloc((size_t)H * hd * 4);
+    for (int step = 0; step < 12; step++) {
+        float *x = rnd((size_t)H * hd, 1.0f);
+        /* eager */
+        gpu->ops->upload(gpu, dx, x, (size_t)H * hd * 4);
+        gpu->ops->rope(gpu, dx, T, H, hd, rd, step, 1, df, 0);
+        gpu->ops->ring_store(gpu, ring_e, W, hd, dx, T, step);
+        gpu->ops->download(gpu, eager_out, dx, (size_t)H * hd * 4);
+        CHECK(gpu->ops->sync(gpu) == DSV4_OK);
+        /* recorded */
+        gpu->ops->step_begin(gpu, T);
+        gpu->ops->upload(gpu, dx, x, (size_t)H * hd * 4);
+        gpu->ops->rope(gpu, dx, T, H, hd, rd, step, 1, df, 0);
+        gpu->ops->ring_store(gpu, ring_g, W, hd, dx, T, step);
+        gpu->ops->download(gpu, host_out, dx, (size_t)H * hd * 4);
+        gpu->ops->step_end(gpu);
+        CHECK(gpu->ops->sync(gpu) == DSV4_OK);
+        CHECKF(!memcmp(host_out, eager_out, (size_t)H * hd * 4), "step %d: graph output differs", step);
+        free(x);
+    }
+    float *re = back(ring_e, (size_t)W * hd), *rg = back(ring_g, (size_t)W * hd);
+    CHECK(!memcmp(re, rg, (size_t)W * hd * 4));
+    free(re); free(rg); free(f); free(host_out); free(eager_out);
+    gpu->ops->free(gpu, df); gpu->ops->free(gpu, ring_e); gpu->ops->free(gpu, ring_g); gpu->ops->free(gpu, dx);
+}
+
+/* A token id outside the table is caught on the device and reported by sync. */
+static void test_fault(void)
+{
+    tmat E = mk(DT_F32, 10, 8, 1.0f);
+    int32_t tok[1] = {10};
+    int32_t *dt = devb(tok, 4);
+    float *dX = gpu->ops->alloc(gpu, 8 * 4);
+    gpu->ops->embed(gpu, &E.d, dt, 1, 1, dX);
+    CHECK(gpu->ops->sync(gpu) == DSV4_ERR_DEVICE);
+    CHECK(strstr(dsv4_last_error(), "token") != NULL);
+    CHECK(gpu->ops->sync(gpu) == DSV4_OK); /* cleared */
+   
+    gpu->ops->free(gpu, dt); gpu->ops->free(gpu, dX);
+}
+
+static void test_profile(void)
+{
+    const char *names[16];
+    double ms[16];
+    gpu->ops->profile_enable(gpu, 1);
+    test_rmsnorm();
+    int n = gpu->ops->profile_report(gpu, names, ms, 16);
+    gpu->ops->profile_enable(gpu, 0);
+    int found = 0;
+    for (int i = 0; i < n; i++) found |= !strcmp(names[i], "rmsnorm") && ms[i] > 0;
+    CHECK(found);
+}
+
+int main(void)
+{
+    cpu = cpu_backend_new(2, 1 << 16);
+    gpu = cuda_backend_new(0, 1 << 16);
+    if (!gpu) {
+        printf("FAIL cuda_backend_new: %s\n", dsv4_last_error());
+        return 1;
+    }
+    RUN(test_matmul);
+    RUN(test_rmsnorm);
+    RUN(test_rope);
+    RUN(test_embed_ring);
+    RUN(test_hc);
+    RUN(test_compress);
+    RUN(test_indexer);
+    RUN(test_attention);
+    RUN(test_moe);
+    RUN(test_graph_replay);
+    RUN(test_fault);
+    RUN(test_profile);
+    gpu->ops->destroy(gpu);
+    cpu->ops->destroy(cpu);
+    printf("%d passed, %d failed\n", t_pass, t_fail);
+    TEST_MAIN_END();
+}
