@@ -122,3 +122,7 @@ $(BUILD)/tests/decode_time: tests/cuda/decode_time.c $(BUILD)/libdsv4.a
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< $(BUILD)/libdsv4.a $(LDLIBS)
 cuda-test: $(BUILD)/tests/decode_time
+$(BUILD)/tests/bench_ops: tests/cuda/bench_ops.c $(BUILD)/libdsv4.a
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< $(BUILD)/libdsv4.a $(LDLIBS)
+cuda-test: $(BUILD)/tests/bench_ops
