@@ -1,16 +1,18 @@
-/* Shared-KV multi-query attention with a sink (spec §3.6-3.7) on the GPU.
- * One block per (head, query). Like the CPU: a first pass finds the largest
- * logit (sink included), a second recomputes the logits chunk by chunk,
- * accumulates exp-weighted keys (V = K) in key order and the denominator in
- * key order; no buffer grows with the context, and the grid depends only on
- * T and H (the key count comes from the position at run time). */
+/* Shared-KV multi-query attention with a sink (spec §3.6-3.7) on the GPU,
+ * split over the keys (flash-decoding). One warp per head, ATT_G heads per
+ * block sharing the key reads (MQA: every head reads the same K = V), the
+ * keys of a query cut into ATT_SPLITS fixed slices; each warp keeps an online
+ * softmax (running max, denominator, weighted key sum) over its slice in key
+ * order, and a combine kernel merges the slices in slice order with the sink.
+ * Fixed orders everywhere, so results are deterministic; the grid depends
+ * only on T and H (the key count comes from the position at run time). */
 #include <string.h>
 
 #include "cuda/cuda_internal.cuh"
 
-#define ATT_THREADS 128
-#define ATT_CHUNK 64
+#define ATT_G 4          /* heads per block (one warp each) */
 #define ATT_MAX_HD 512
+#define ATT_PER_LANE (ATT_MAX_HD / 32)
 
 typedef struct {
     int64_t pos0;
@@ -24,94 +26,118 @@ typedef struct {
     float scale;
     float *out;
     int *err;
+    float *part;   /* workspace [T][H][splits][hd + 2] */
+    int splits;
 } att_args;
 
-/* Address of key k of the query at position pos (window keys oldest first). */
-__device__ __forceinline__ const float *key_at(const att_args &a, int64_t pos0, int64_t w_first, int64_t n_win,
-                                              const int32_t *sel, int64_t k)
+typedef struct {
+    int64_t w_first, n_win, n_comp;
+    const int32_t *sel;
+} key_set;
+
+__device__ __forceinline__ key_set keys_of(const att_args &a, int64_t pos0, int t)
 {
-    if (k < n_win) {
-        int64_t s = w_first + k;
+    key_set k;
+    int64_t pos = pos0 + t;
+    k.w_first = pos - a.window + 1 < 0 ? 0 : pos - a.window + 1;
+    k.n_win = pos - k.w_first + 1;
+    k.n_comp = 0;
+    k.sel = NULL;
+    if (a.sel_idx) {
+        k.sel = a.sel_idx + (int64_t)t * a.sel_cap;
+        k.n_comp = a.sel_n[t];
+        if (k.n_comp < 0 || k.n_comp > a.sel_cap) k.n_comp = 0; /* reported by the combine kernel */
+    } else if (a.ratio > 0) {
+        k.n_comp = (pos + 1) / a.ratio;
+    }
+    return k;
+}
+
+/* Key k of a query (window keys oldest first, then compressed entries). */
+__device__ __forceinline__ const float *key_at(const att_args &a, int64_t pos0, const key_set &ks, int64_t k)
+{
+    if (k < ks.n_win) {
+        int64_t s = ks.w_first + k;
         if (s >= pos0) return a.kv + (s - pos0) * a.hd;
         return a.ring + (s % a.window) * a.hd;
     }
-    k -= n_win;
-    int64_t e = sel ? sel[k] : k;
+    k -= ks.n_win;
+    int64_t e = ks.sel ? ks.sel[k] : k;
+    if (e < 0) e = 0;
     return a.entries + e * a.hd;
 }
 
-__device__ __forceinline__ float warp_dot(const float *q, const float *key, int hd)
+__global__ void __launch_bounds__(ATT_G * 32) attention_part_kernel(att_args a, const int64_t *dpos)
 {
-    float d = 0.0f;
-    for (int i = threadIdx.x & 31; i < hd; i += 32) d = fmaf(q[i], key[i], d);
-    return cu_warp_sum(d);
+    int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    int h = blockIdx.x * ATT_G + warp, t = blockIdx.y, sp = blockIdx.z, hd = a.hd, nd = hd / 32;
+    if (h >= a.H) return;
+    int64_t pos0 = dpos ? *dpos : a.pos0;
+    key_set ks = keys_of(a, pos0, t);
+    int64_t nk = ks.n_win + ks.n_comp, per = (nk + a.splits - 1) / a.splits;
+    int64_t k0 = (int64_t)sp * per, k1 = k0 + per < nk ? k0 + per : nk;
+    const float *q = a.q + ((int64_t)t * a.H + h) * hd;
+    float qv[ATT_PER_LANE], acc[ATT_PER_LANE];
+#pragma unroll
+    for (int j = 0; j < ATT_PER_LANE; j++) {
+        qv[j] = j < nd ? q[j * 32 + lane] : 0.0f;
+        acc[j] = 0.0f;
+    }
+    float m = -INFINITY, den = 0.0f;
+    for (int64_t k = k0; k < k1; k++) {
+        const float *key = key_at(a, pos0, ks, k);
+        float kr[ATT_PER_LANE], d = 0.0f;
+#pragma unroll
+        for (int j = 0; j < ATT_PER_LANE; j++) {
+            kr[j] = j < nd ? key[j * 32 + lane] : 0.0f;
+            d = fmaf(qv[j], kr[j], d);
+        }
+        float l = cu_warp_sum(d) * a.scale;
+        if (l > m) { /* new running max: rescale what was summed so far */
+            float r = expf(m - l);
+            den *= r;
+#pragma unroll
+            for (int j = 0; j < ATT_PER_LANE; j++) acc[j] *= r;
+            m = l;
+        }
+        float p = expf(l - m);
+        den += p;
+#pragma unroll
+        for (int j = 0; j < ATT_PER_LANE; j++) acc[j] = fmaf(p, kr[j], acc[j]);
+    }
+    float *o = a.part + (((int64_t)t * a.H + h) * a.splits + sp) * (hd + 2);
+#pragma unroll
+    for (int j = 0; j < ATT_PER_LANE; j++)
+        if (j < nd) o[j * 32 + lane] = acc[j];
+    if (lane == 0) {
+        o[hd] = m;
+        o[hd + 1] = den;
+    }
 }
 
-__global__ void __launch_bounds__(ATT_THREADS) attention_kernel(att_args a, const int64_t *dpos)
+__global__ void attention_combine_kernel(att_args a, const int64_t *dpos)
 {
-    __shared__ float sq[ATT_MAX_HD];
-    __shared__ float sp[ATT_CHUNK];
-    __shared__ float smax[ATT_THREADS / 32];
     int h = blockIdx.x, t = blockIdx.y, hd = a.hd;
-    int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, nw = ATT_THREADS / 32;
-    int64_t pos0 = dpos ? *dpos : a.pos0;
-    int64_t pos = pos0 + t;
-    int64_t w_first = pos - a.window + 1 < 0 ? 0 : pos - a.window + 1;
-    int64_t n_win = pos - w_first + 1, n_comp = 0;
-    const int32_t *sel = NULL;
-    if (a.sel_idx) {
-        sel = a.sel_idx + (int64_t)t * a.sel_cap;
-        n_comp = a.sel_n[t];
-        if (n_comp < 0 || n_comp > a.sel_cap) {
-            if (threadIdx.x == 0) cu_fault(a.err, CU_FAULT_SELECT);
-            n_comp = 0;
-        }
-    } else if (a.ratio > 0) {
-        n_comp = (pos + 1) / a.ratio;
-    }
-    int64_t nk = n_win + n_comp;
-    const float *q = a.q + ((int64_t)t * a.H + h) * hd;
-    for (int i = threadIdx.x; i < hd; i += blockDim.x) sq[i] = q[i];
-    __syncthreads();
-    float sink = cu_ld(a.sinks.dtype, a.sinks.data, h);
-    float mx = sink;
-    for (int64_t k = warp; k < nk; k += nw) {
-        const float *key = key_at(a, pos0, w_first, n_win, sel, k);
-        mx = fmaxf(mx, warp_dot(sq, key, hd) * a.scale);
-    }
-    if (lane == 0) smax[warp] = mx;
-    __syncthreads();
-    mx = smax[0];
-    for (int i = 1; i < nw; i++) mx = fmaxf(mx, smax[i]);
-    float acc[ATT_MAX_HD / ATT_THREADS];
-#pragma unroll
-    for (int j = 0; j < ATT_MAX_HD / ATT_THREADS; j++) acc[j] = 0.0f;
-    float denom = expf(sink - mx);
-    for (int64_t c0 = 0; c0 < nk; c0 += ATT_CHUNK) {
-        int n = nk - c0 < ATT_CHUNK ? (int)(nk - c0) : ATT_CHUNK;
-        for (int j = warp; j < n; j += nw) {
-            float l = warp_dot(sq, key_at(a, pos0, w_first, n_win, sel, c0 + j), hd) * a.scale;
-            if (lane == 0) sp[j] = expf(l - mx);
-        }
-        __syncthreads();
-        for (int j = 0; j < n; j++) {
-            const float *key = key_at(a, pos0, w_first, n_win, sel, c0 + j);
-            float p = sp[j];
-            denom += p;
-#pragma unroll
-            for (int r = 0; r < ATT_MAX_HD / ATT_THREADS; r++) {
-                int d = r * ATT_THREADS + threadIdx.x;
-                if (d < hd) acc[r] = fmaf(p, key[d], acc[r]);
-            }
-        }
-        __syncthreads();
+    if (threadIdx.x == 0 && a.sel_idx && (a.sel_n[t] < 0 || a.sel_n[t] > a.sel_cap)) cu_fault(a.err, CU_FAULT_SELECT);
+    (void)dpos;
+    const float *p = a.part + ((int64_t)t * a.H + h) * a.splits * (hd + 2);
+    float sink = cu_ld(a.sinks.dtype, a.sinks.data, h), M = sink;
+    for (int s = 0; s < a.splits; s++)
+        if (p[s * (hd + 2) + hd + 1] > 0.0f) M = fmaxf(M, p[s * (hd + 2) + hd]);
+    float denom = expf(sink - M);
+    for (int s = 0; s < a.splits; s++) {
+        float l = p[s * (hd + 2) + hd + 1];
+        if (l > 0.0f) denom += l * expf(p[s * (hd + 2) + hd] - M);
     }
     float inv = 1.0f / denom;
     float *o = a.out + ((int64_t)t * a.H + h) * hd;
-#pragma unroll
-    for (int r = 0; r < ATT_MAX_HD / ATT_THREADS; r++) {
-        int d = r * ATT_THREADS + threadIdx.x;
-        if (d < hd) o[d] = acc[r] * inv;
+    for (int d = threadIdx.x; d < hd; d += blockDim.x) {
+        float v = 0.0f;
+        for (int s = 0; s < a.splits; s++) {
+            const float *ps = p + s * (hd + 2);
+            if (ps[hd + 1] > 0.0f) v = fmaf(ps[d], expf(ps[hd] - M), v);
+        }
+        o[d] = v * inv;
     }
 }
 
@@ -119,16 +145,20 @@ void cu_exec_attention(cu_impl *c, const void *args, const int64_t *dpos)
 {
     const att_args *a = (const att_args *)args;
     if (a->T <= 0 || a->H <= 0) return;
-    attention_kernel<<<dim3((unsigned)a->H, (unsigned)a->T), ATT_THREADS, 0, c->stream>>>(*a, dpos);
+    dim3 grid((unsigned)((a->H + ATT_G - 1) / ATT_G), (unsigned)a->T, (unsigned)a->splits);
+    attention_part_kernel<<<grid, ATT_G * 32, 0, c->stream>>>(*a, dpos);
     CU_LAUNCHED(c, "attention");
+    attention_combine_kernel<<<dim3((unsigned)a->H, (unsigned)a->T), 128, 0, c->stream>>>(*a, dpos);
+    CU_LAUNCHED(c, "attention combine");
 }
 
 void cu_attention(dsv4_backend *b, const float *q, int T, int64_t pos0, int H, int hd, int window, const float *ring,
                   const float *kv, const float *entries, int ratio, const int32_t *sel_idx, const int32_t *sel_n,
                   int sel_cap, const dsv4_mat *sinks, float scale, float *out)
 {
-    if (hd > ATT_MAX_HD) {
-        backend_fail(b, DSV4_ERR_UNSUPPORTED, "CUDA attention: head_dim above 512");
+    cu_impl *c = cu_of(b);
+    if (hd > ATT_MAX_HD || hd % 32) {
+        backend_fail(b, DSV4_ERR_UNSUPPORTED, "CUDA attention: head_dim must be a multiple of 32 up to 512");
         return;
     }
     att_args a;
@@ -149,6 +179,12 @@ void cu_attention(dsv4_backend *b, const float *q, int T, int64_t pos0, int H, i
     a.sinks = *sinks;
     a.scale = scale;
     a.out = out;
-    a.err = cu_of(b)->err_dev;
-    cu_submit(cu_of(b), K_ATTENTION, &a, sizeof a);
+    a.err = c->err_dev;
+    /* enough blocks to fill the GPU at decode; fewer slices for many rows */
+    int groups = (H + ATT_G - 1) / ATT_G * (T > 0 ? T : 1);
+    a.splits = groups >= 4 * c->n_sm ? 1 : (4 * c->n_sm + groups - 1) / groups;
+    if (a.splits > 32) a.splits = 32;
+    a.part = (float *)cu_ws(c, WS_ATTN, (size_t)(T > 0 ? T : 1) * H * a.splits * (hd + 2) * sizeof(float));
+    if (!a.part) return;
+    cu_submit(c, K_ATTENTION, &a, sizeof a);
 }

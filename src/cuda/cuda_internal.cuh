@@ -131,7 +131,7 @@ int cu_check(cu_impl *c, cudaError_t e, const char *what);
 void cu_submit(cu_impl *c, int kind, const void *args, int size);
 /* A workspace of at least `bytes`, stable until it must grow. */
 void *cu_ws(cu_impl *c, int slot, size_t bytes);
-enum { WS_MATMUL, WS_HC, WS_INDEXER, WS_MOE };
+enum { WS_MATMUL, WS_HC, WS_INDEXER, WS_MOE, WS_ATTN };
 int cu_record_upload(cu_impl *c, void *dst, const void *src, size_t bytes);
 int cu_record_download(cu_impl *c, void *dst, const void *src, size_t bytes);
 /* Runs the pending records eagerly (before an op that cannot be recorded). */

@@ -40,46 +40,54 @@ __global__ void hc_mix_kernel(const float *X, int64_t n, dsv4_mat fn, float eps,
 
 __device__ __forceinline__ float sigm(float x) { return 1.0f / (1.0f + expf(-x)); }
 
+/* One block per token; the Sinkhorn projection runs on hc·hc threads, one
+ * per entry, each summing its row or column in the CPU's order. */
 __global__ void hc_finish_kernel(hc_args a)
 {
-    __shared__ float pre[HC_MAX];
-    int t = blockIdx.x, hc = a.hc, D = a.D;
+    __shared__ float pre[HC_MAX], cm[HC_MAX * HC_MAX];
+    int t = blockIdx.x, hc = a.hc, D = a.D, q = threadIdx.x, nq = hc * hc;
     int n_mix = a.head ? hc : (2 + hc) * hc;
     const float *mix = a.mix + (int64_t)t * n_mix;
-    if (threadIdx.x == 0) {
-        float s0 = cu_ld(a.scale.dtype, a.scale.data, 0);
-        for (int i = 0; i < hc; i++)
-            pre[i] = sigm(mix[i] * s0 + cu_ld(a.base.dtype, a.base.data, i)) + a.hc_eps;
-        if (!a.head) {
-            float s1 = cu_ld(a.scale.dtype, a.scale.data, 1), s2 = cu_ld(a.scale.dtype, a.scale.data, 2);
-            float cm[HC_MAX * HC_MAX];
-            for (int i = 0; i < hc; i++)
-                a.post[(int64_t)t * hc + i] = 2.0f * sigm(mix[hc + i] * s1 + cu_ld(a.base.dtype, a.base.data, hc + i));
-            for (int r = 0; r < hc; r++) { /* row softmax + eps */
-                float mx = -INFINITY, sum = 0.0f;
-                for (int k = 0; k < hc; k++) {
-                    int q = r * hc + k;
-                    cm[q] = mix[2 * hc + q] * s2 + cu_ld(a.base.dtype, a.base.data, 2 * hc + q);
-                    if (cm[q] > mx) mx = cm[q];
-                }
-                for (int k = 0; k < hc; k++) sum += (cm[r * hc + k] = expf(cm[r * hc + k] - mx));
-                for (int k = 0; k < hc; k++) cm[r * hc + k] = cm[r * hc + k] / sum + a.hc_eps;
-            }
-            for (int it = 0; it < a.iters; it++) {
-                if (it > 0)
-                    for (int r = 0; r < hc; r++) {
-                        float s = 0.0f;
-                        for (int k = 0; k < hc; k++) s += cm[r * hc + k];
-                        for (int k = 0; k < hc; k++) cm[r * hc + k] /= s + a.hc_eps;
-                    }
-                for (int k = 0; k < hc; k++) {
-                    float s = 0.0f;
-                    for (int r = 0; r < hc; r++) s += cm[r * hc + k];
-                    for (int r = 0; r < hc; r++) cm[r * hc + k] /= s + a.hc_eps;
-                }
-            }
-            for (int q = 0; q < hc * hc; q++) a.comb[(int64_t)t * hc * hc + q] = cm[q];
+    float s0 = cu_ld(a.scale.dtype, a.scale.data, 0);
+    if (q < hc) pre[q] = sigm(mix[q] * s0 + cu_ld(a.base.dtype, a.base.data, q)) + a.hc_eps;
+    if (!a.head) {
+        float s1 = cu_ld(a.scale.dtype, a.scale.data, 1), s2 = cu_ld(a.scale.dtype, a.scale.data, 2);
+        if (q < hc)
+            a.post[(int64_t)t * hc + q] = 2.0f * sigm(mix[hc + q] * s1 + cu_ld(a.base.dtype, a.base.data, hc + q));
+        if (q < nq) cm[q] = mix[2 * hc + q] * s2 + cu_ld(a.base.dtype, a.base.data, 2 * hc + q);
+        __syncthreads();
+        int r = q / hc, k = q % hc;
+        float v = 0.0f;
+        if (q < nq) { /* row softmax + eps */
+            float mx = -INFINITY, sum = 0.0f;
+            for (int j = 0; j < hc; j++) mx = fmaxf(mx, cm[r * hc + j]);
+            for (int j = 0; j < hc; j++) sum += expf(cm[r * hc + j] - mx);
+            v = expf(cm[q] - mx) / sum + a.hc_eps;
         }
+        __syncthreads();
+        if (q < nq) cm[q] = v;
+        __syncthreads();
+        for (int it = 0; it < a.iters; it++) {
+            if (it > 0) {
+                if (q < nq) {
+                    float sr = 0.0f;
+                    for (int j = 0; j < hc; j++) sr += cm[r * hc + j];
+                    v = cm[q] / (sr + a.hc_eps);
+                }
+                __syncthreads();
+                if (q < nq) cm[q] = v;
+                __syncthreads();
+            }
+            if (q < nq) {
+                float sc = 0.0f;
+                for (int j = 0; j < hc; j++) sc += cm[j * hc + k];
+                v = cm[q] / (sc + a.hc_eps);
+            }
+            __syncthreads();
+            if (q < nq) cm[q] = v;
+            __syncthreads();
+        }
+        if (q < nq) a.comb[(int64_t)t * nq + q] = cm[q];
     }
     __syncthreads();
     const float *X = a.X + (int64_t)t * hc * D;
@@ -95,7 +103,7 @@ static void exec_hc(cu_impl *c, const hc_args *a)
     if (a->T <= 0) return;
     int n_mix = a->head ? a->hc : (2 + a->hc) * a->hc;
     int64_t n = (int64_t)a->hc * a->D;
-    hc_mix_kernel<<<dim3((unsigned)n_mix, (unsigned)a->T), 256, 0, c->stream>>>(a->X, n, a->fn, a->norm_eps, a->mix,
+    hc_mix_kernel<<<dim3((unsigned)n_mix, (unsigned)a->T), 512, 0, c->stream>>>(a->X, n, a->fn, a->norm_eps, a->mix,
                                                                                n_mix);
     CU_LAUNCHED(c, "hc mix");
     hc_finish_kernel<<<a->T, 256, 0, c->stream>>>(*a);

@@ -9,7 +9,8 @@
 
 #include "cuda/cuda_internal.cuh"
 
-#define KEY_REGS 8 /* head_dim up to 256 */
+#define IDX_THREADS 128
+#define IDX_HG 16 /* heads per register group */
 
 typedef struct {
     int64_t pos0;
@@ -22,32 +23,47 @@ typedef struct {
     int score_blocks;
 } idx_args;
 
-__global__ void __launch_bounds__(256) idx_score_kernel(idx_args a, const int64_t *dpos)
+/* One thread per visible entry: the key is streamed once per group of
+ * IDX_HG heads (16-byte loads), the query comes from shared memory as a
+ * broadcast, and no cross-lane reduction is needed. */
+__global__ void __launch_bounds__(IDX_THREADS) idx_score_kernel(idx_args a, const int64_t *dpos)
 {
-    extern __shared__ float sq[]; /* [heads][hd] query, then [heads] weights */
+    extern __shared__ float4 sq4[]; /* [heads][hd] query, then [heads] weights */
+    float *sq = (float *)sq4;
     int t = blockIdx.y, hd = a.head_dim, H = a.heads;
     int64_t pos0 = dpos ? *dpos : a.pos0;
     int64_t nvis = (pos0 + t + 1) / a.ratio;
-    if ((int64_t)blockIdx.x * 8 >= nvis) return;
+    if ((int64_t)blockIdx.x * IDX_THREADS >= nvis) return;
     float *sw = sq + H * hd;
     for (int i = threadIdx.x; i < H * hd; i += blockDim.x) sq[i] = a.q[(int64_t)t * H * hd + i];
     for (int i = threadIdx.x; i < H; i += blockDim.x) sw[i] = a.w[(int64_t)t * H + i] * a.w_scale;
     __syncthreads();
-    int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-    for (int64_t s = (int64_t)blockIdx.x * 8 + warp; s < nvis; s += (int64_t)gridDim.x * 8) {
-        float kv[KEY_REGS];
-#pragma unroll
-        for (int j = 0; j < KEY_REGS; j++) kv[j] = j * 32 + lane < hd ? a.keys[s * hd + j * 32 + lane] : 0.0f;
+    for (int64_t s = (int64_t)blockIdx.x * IDX_THREADS + threadIdx.x; s < nvis;
+         s += (int64_t)gridDim.x * IDX_THREADS) {
+        const float4 *key = (const float4 *)(a.keys + s * hd);
         float score = 0.0f;
-        for (int h = 0; h < H; h++) {
-            float dot = 0.0f;
+        for (int h0 = 0; h0 < H; h0 += IDX_HG) {
+            float acc[IDX_HG];
 #pragma unroll
-            for (int j = 0; j < KEY_REGS; j++)
-                if (j * 32 + lane < hd) dot = fmaf(sq[h * hd + j * 32 + lane], kv[j], dot);
-            dot = cu_warp_sum(dot);
-            score += (fmaxf(dot, 0.0f) * a.score_scale) * sw[h];
+            for (int j = 0; j < IDX_HG; j++) acc[j] = 0.0f;
+            for (int d4 = 0; d4 < hd / 4; d4++) {
+                float4 k = key[d4];
+#pragma unroll
+                for (int j = 0; j < IDX_HG; j++) {
+                    if (h0 + j < H) {
+                        float4 q = sq4[(h0 + j) * (hd / 4) + d4];
+                        acc[j] = fmaf(q.x, k.x, acc[j]);
+                        acc[j] = fmaf(q.y, k.y, acc[j]);
+                        acc[j] = fmaf(q.z, k.z, acc[j]);
+                        acc[j] = fmaf(q.w, k.w, acc[j]);
+                    }
+                }
+            }
+#pragma unroll
+            for (int j = 0; j < IDX_HG; j++)
+                if (h0 + j < H) score += (fmaxf(acc[j], 0.0f) * a.score_scale) * sw[h0 + j];
         }
-        if (lane == 0) a.scores[(int64_t)t * a.stride + s] = score == 0.0f ? 0.0f : score; /* no −0 */
+        a.scores[(int64_t)t * a.stride + s] = score == 0.0f ? 0.0f : score; /* no −0 */
     }
 }
 
@@ -95,9 +111,13 @@ __global__ void __launch_bounds__(512) idx_topk_kernel(idx_args a, const int64_t
         int shift = 24 - 8 * pass;
         for (int i = threadIdx.x; i < 256; i += blockDim.x) hist[i] = 0;
         __syncthreads();
-        for (int64_t s = threadIdx.x; s < nvis; s += blockDim.x) {
-            unsigned u = fkey(sc[s]);
-            if ((u & mask) == prefix) atomicAdd(&hist[(u >> shift) & 255u], 1u);
+        for (int64_t s0 = 0; s0 < nvis; s0 += blockDim.x) { /* warp-aggregated: few bins are hot */
+            int64_t s = s0 + threadIdx.x;
+            unsigned u = s < nvis ? fkey(sc[s]) : 0u;
+            int in = s < nvis && (u & mask) == prefix;
+            unsigned bin = in ? (u >> shift) & 255u : 256u + (threadIdx.x & 31);
+            unsigned peers = __match_any_sync(0xffffffffu, bin);
+            if (in && (int)(threadIdx.x & 31) == __ffs(peers) - 1) atomicAdd(&hist[bin], (unsigned)__popc(peers));
         }
         __syncthreads();
         if (threadIdx.x == 0) {
@@ -139,7 +159,7 @@ void cu_exec_indexer(cu_impl *c, const void *args, const int64_t *dpos)
     const idx_args *a = (const idx_args *)args;
     if (a->T <= 0) return;
     size_t shm = (size_t)(a->heads * a->head_dim + a->heads) * sizeof(float);
-    idx_score_kernel<<<dim3((unsigned)a->score_blocks, (unsigned)a->T), 256, shm, c->stream>>>(*a, dpos);
+    idx_score_kernel<<<dim3((unsigned)a->score_blocks, (unsigned)a->T), IDX_THREADS, shm, c->stream>>>(*a, dpos);
     CU_LAUNCHED(c, "indexer scores");
     idx_topk_kernel<<<a->T, 512, 0, c->stream>>>(*a, dpos);
     CU_LAUNCHED(c, "indexer top-k");
@@ -150,8 +170,8 @@ void cu_indexer(dsv4_backend *b, const float *q, const float *w, int T, int64_t 
 {
     cu_impl *c = cu_of(b);
     size_t shm = (size_t)(heads * head_dim + heads) * sizeof(float);
-    if (head_dim > 32 * KEY_REGS || shm > 200 * 1024 || ratio <= 0) {
-        backend_fail(b, DSV4_ERR_UNSUPPORTED, "CUDA indexer: head_dim above 256 or too many heads");
+    if (head_dim % 4 || shm > 200 * 1024 || ratio <= 0) {
+        backend_fail(b, DSV4_ERR_UNSUPPORTED, "CUDA indexer: head_dim must be a multiple of 4 (and heads x head_dim below 50K)");
         return;
     }
     if (shm > 48 * 1024 &&

@@ -12,81 +12,103 @@
 
 #define CONV_BYTES ((size_t)64 << 20)
 
-template <int NT>
-__device__ __forceinline__ void lane_dot_multi(int dt, const void *w, int64_t n, const float *x, int64_t ldx,
-                                               int vec, float *acc)
+__device__ __forceinline__ void unpack8(int dt, uint4 u, float *f)
 {
-    int lane = threadIdx.x & 31;
+    uint32_t q[4] = {u.x, u.y, u.z, u.w};
 #pragma unroll
-    for (int t = 0; t < NT; t++) acc[t] = 0.0f;
-    if (vec && dt != DT_F32) {
-        const uint4 *wv = (const uint4 *)w;
-#pragma unroll 4
-        for (int64_t c = lane; c < n / 8; c += 32) {
-            uint4 u = __ldg(wv + c);
-            float f[8];
-            uint32_t q[4] = {u.x, u.y, u.z, u.w};
-#pragma unroll
-            for (int j = 0; j < 4; j++) {
-                if (dt == DT_BF16) {
-                    f[2 * j] = __uint_as_float(q[j] << 16);
-                    f[2 * j + 1] = __uint_as_float(q[j] & 0xffff0000u);
-                } else {
-                    float2 ff = __half22float2(*(const __half2 *)&q[j]);
-                    f[2 * j] = ff.x;
-                    f[2 * j + 1] = ff.y;
-                }
-            }
-#pragma unroll
-            for (int t = 0; t < NT; t++) {
-                const float4 *xv = (const float4 *)(x + t * ldx + c * 8);
-                float4 a = xv[0], b = xv[1];
-                float s = acc[t];
-                s = fmaf(f[0], a.x, s); s = fmaf(f[1], a.y, s);
-                s = fmaf(f[2], a.z, s); s = fmaf(f[3], a.w, s);
-                s = fmaf(f[4], b.x, s); s = fmaf(f[5], b.y, s);
-                s = fmaf(f[6], b.z, s); s = fmaf(f[7], b.w, s);
-                acc[t] = s;
-            }
-        }
-    } else if (vec) {
-        const float4 *wv = (const float4 *)w;
-#pragma unroll 4
-        for (int64_t c = lane; c < n / 4; c += 32) {
-            float4 u = __ldg(wv + c);
-#pragma unroll
-            for (int t = 0; t < NT; t++) {
-                float4 a = ((const float4 *)(x + t * ldx))[c];
-                float s = acc[t];
-                s = fmaf(u.x, a.x, s); s = fmaf(u.y, a.y, s);
-                s = fmaf(u.z, a.z, s); s = fmaf(u.w, a.w, s);
-                acc[t] = s;
-            }
-        }
-    } else {
-        for (int64_t c = lane; c < n; c += 32) {
-            float wv = cu_ld(dt, w, c);
-#pragma unroll
-            for (int t = 0; t < NT; t++) acc[t] = fmaf(wv, x[t * ldx + c], acc[t]);
+    for (int j = 0; j < 4; j++) {
+        if (dt == DT_BF16) {
+            f[2 * j] = __uint_as_float(q[j] << 16);
+            f[2 * j + 1] = __uint_as_float(q[j] & 0xffff0000u);
+        } else {
+            float2 ff = __half22float2(*(const __half2 *)&q[j]);
+            f[2 * j] = ff.x;
+            f[2 * j + 1] = ff.y;
         }
     }
 }
 
-template <int NT>
+/* One warp computes RW weight rows against NT token rows; a lane's partial
+ * sums run over chunks lane, lane+32, ... in order, whatever RW and NT are
+ * (so a token's result never depends on the other tokens). Each x chunk is
+ * loaded once and used for the RW rows. */
+template <int NT, int RW>
 __global__ void __launch_bounds__(256) gemv_kernel(const float *x, int64_t ldx, dsv4_mat W, float *y, int64_t ldy,
                                                    int vec)
 {
-    int64_t row = (int64_t)blockIdx.x * 8 + (threadIdx.x >> 5);
-    if (row >= W.rows) return;
-    int esz = W.dtype == DT_F32 ? 4 : 2;
-    const char *wr = (const char *)W.data + row * W.cols * esz;
-    float acc[NT];
-    lane_dot_multi<NT>(W.dtype, wr, W.cols, x, ldx, vec, acc);
+    int lane = threadIdx.x & 31;
+    int64_t row0 = ((int64_t)blockIdx.x * 8 + (threadIdx.x >> 5)) * RW;
+    if (row0 >= W.rows) return;
+    int dt = W.dtype, esz = dt == DT_F32 ? 4 : 2;
+    int64_t n = W.cols;
+    const char *wr[RW];
 #pragma unroll
-    for (int t = 0; t < NT; t++) {
-        float v = cu_warp_sum(acc[t]);
-        if ((threadIdx.x & 31) == 0) y[t * ldy + row] = v;
+    for (int r = 0; r < RW; r++) /* rows past the end repeat the last one; their sums are dropped */
+        wr[r] = (const char *)W.data + (row0 + r < W.rows ? row0 + r : W.rows - 1) * n * esz;
+    float acc[RW][NT];
+#pragma unroll
+    for (int r = 0; r < RW; r++)
+#pragma unroll
+        for (int t = 0; t < NT; t++) acc[r][t] = 0.0f;
+    if (vec && dt != DT_F32) {
+#pragma unroll 2
+        for (int64_t c = lane; c < n / 8; c += 32) {
+            float f[RW][8];
+#pragma unroll
+            for (int r = 0; r < RW; r++) unpack8(dt, __ldg((const uint4 *)wr[r] + c), f[r]);
+#pragma unroll
+            for (int t = 0; t < NT; t++) {
+                const float4 *xv = (const float4 *)(x + t * ldx + c * 8);
+                float4 a = xv[0], b = xv[1];
+#pragma unroll
+                for (int r = 0; r < RW; r++) {
+                    float s = acc[r][t];
+                    s = fmaf(f[r][0], a.x, s); s = fmaf(f[r][1], a.y, s);
+                    s = fmaf(f[r][2], a.z, s); s = fmaf(f[r][3], a.w, s);
+                    s = fmaf(f[r][4], b.x, s); s = fmaf(f[r][5], b.y, s);
+                    s = fmaf(f[r][6], b.z, s); s = fmaf(f[r][7], b.w, s);
+                    acc[r][t] = s;
+                }
+            }
+        }
+    } else if (vec) {
+#pragma unroll 2
+        for (int64_t c = lane; c < n / 4; c += 32) {
+            float4 u[RW];
+#pragma unroll
+            for (int r = 0; r < RW; r++) u[r] = __ldg((const float4 *)wr[r] + c);
+#pragma unroll
+            for (int t = 0; t < NT; t++) {
+                float4 a = ((const float4 *)(x + t * ldx))[c];
+#pragma unroll
+                for (int r = 0; r < RW; r++) {
+                    float s = acc[r][t];
+                    s = fmaf(u[r].x, a.x, s); s = fmaf(u[r].y, a.y, s);
+                    s = fmaf(u[r].z, a.z, s); s = fmaf(u[r].w, a.w, s);
+                    acc[r][t] = s;
+                }
+            }
+        }
+    } else {
+        for (int64_t c = lane; c < n; c += 32) {
+            float wv[RW];
+#pragma unroll
+            for (int r = 0; r < RW; r++) wv[r] = cu_ld(dt, wr[r], c);
+#pragma unroll
+            for (int t = 0; t < NT; t++) {
+                float xv = x[t * ldx + c];
+#pragma unroll
+                for (int r = 0; r < RW; r++) acc[r][t] = fmaf(wv[r], xv, acc[r][t]);
+            }
+        }
     }
+#pragma unroll
+    for (int r = 0; r < RW; r++)
+#pragma unroll
+        for (int t = 0; t < NT; t++) {
+            float v = cu_warp_sum(acc[r][t]);
+            if (lane == 0 && row0 + r < W.rows) y[t * ldy + row0 + r] = v;
+        }
 }
 
 __global__ void to_f32_kernel(dsv4_mat W, int64_t off, int64_t n, float *out)
@@ -117,10 +139,12 @@ void cu_exec_matmul(cu_impl *c, const void *args, const int64_t *dpos)
     if (T <= 0 || W->rows <= 0) return;
     if (T <= CU_MAX_GEMV_ROWS) {
         int vec = cu_vec_ok(W->dtype, W->data, W->cols, a->x, a->ldx);
-        unsigned grid = cu_blocks(W->rows, 8);
+        /* more token rows: more weight rows per warp, so each x load serves several */
+        int rw = T == 1 ? 1 : T < 4 ? 2 : 4;
+        unsigned grid = cu_blocks(W->rows, 8 * rw);
         switch (T) {
-#define CASE(n) case n: gemv_kernel<n><<<grid, 256, 0, c->stream>>>(a->x, a->ldx, *W, a->y, a->ldy, vec); break;
-            CASE(1) CASE(2) CASE(3) CASE(4) CASE(5) CASE(6) CASE(7) CASE(8)
+#define CASE(n, r) case n: gemv_kernel<n, r><<<grid, 256, 0, c->stream>>>(a->x, a->ldx, *W, a->y, a->ldy, vec); break;
+            CASE(1, 1) CASE(2, 2) CASE(3, 2) CASE(4, 4) CASE(5, 4) CASE(6, 4) CASE(7, 4) CASE(8, 4)
 #undef CASE
         }
         CU_LAUNCHED(c, "gemv");

@@ -38,46 +38,74 @@ __device__ __forceinline__ float score_of(float l, int fn)
     return sqrtf(sp);
 }
 
+/* (v, e) beats (bv, be): higher value, ties to the lower expert id; a
+ * missing candidate (e < 0) never wins. Same choice as the CPU's scan. */
+__device__ __forceinline__ int route_better(float v, int e, float bv, int be)
+{
+    if (e < 0) return 0;
+    if (be < 0) return 1;
+    return v > bv || (!(v < bv) && !(v > bv) && e < be) || (isnan(bv) && !isnan(v));
+}
+
+/* One block per token: scores, selection (top-K by parallel argmax rounds,
+ * or the hash table), normalised weights, and the combine order. */
 __global__ void route_kernel(moe_args a)
 {
-    extern __shared__ float s[];
-    int t = blockIdx.x, E = a.E, K = a.K;
+    extern __shared__ float s[]; /* [E] scores, then [E] taken flags */
+    __shared__ float rv[32];
+    __shared__ int re[32];
+    int t = blockIdx.x, E = a.E, K = a.K, lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    int *taken = (int *)(s + E);
     const float *lg = a.logits + (int64_t)t * E;
+    int32_t *st = a.sel + (int64_t)t * K;
     if (a.score_func != SCORE_SOFTMAX)
         for (int e = threadIdx.x; e < E; e += blockDim.x) s[e] = score_of(lg[e], a.score_func);
-    __syncthreads();
-    if (threadIdx.x != 0) return;
-    if (a.score_func == SCORE_SOFTMAX) {
+    else if (threadIdx.x == 0) {
         float mx = -INFINITY, sum = 0.0f;
         for (int e = 0; e < E; e++) mx = fmaxf(mx, lg[e]);
         for (int e = 0; e < E; e++) sum += (s[e] = expf(lg[e] - mx));
         for (int e = 0; e < E; e++) s[e] /= sum;
     }
-    int32_t *st = a.sel + (int64_t)t * K;
+    for (int e = threadIdx.x; e < E; e += blockDim.x) taken[e] = 0;
+    __syncthreads();
     if (a.tid2eid) {
-        int32_t id = a.tok[t];
-        for (int k = 0; k < K; k++) {
-            int32_t e = id >= 0 ? a.tid2eid[(int64_t)id * K + k] : -1;
-            if (e < 0 || e >= E) {
-                cu_fault(a.err, CU_FAULT_EXPERT);
-                e = -1;
+        if (threadIdx.x == 0) {
+            int32_t id = a.tok[t];
+            for (int k = 0; k < K; k++) {
+                int32_t e = id >= 0 ? a.tid2eid[(int64_t)id * K + k] : -1;
+                if (e < 0 || e >= E) {
+                    cu_fault(a.err, CU_FAULT_EXPERT);
+                    e = -1;
+                }
+                st[k] = e;
             }
-            st[k] = e;
         }
     } else {
-        for (int k = 0; k < K; k++) { /* top-K of score + bias; ties to the lower id */
-            int best = -1;
-            float bv = -INFINITY;
-            for (int e = 0; e < E; e++) {
-                int taken = 0;
-                for (int q = 0; q < k; q++) taken |= st[q] == e;
-                if (taken) continue;
+        for (int k = 0; k < K; k++) {
+            float bv = 0.0f;
+            int be = -1;
+            for (int e = threadIdx.x; e < E; e += blockDim.x) {
+                if (taken[e]) continue;
                 float v = s[e] + (a.bias.data ? cu_ld(a.bias.dtype, a.bias.data, e) : 0.0f);
-                if (best < 0 || v > bv) { best = e; bv = v; }
+                if (route_better(v, e, bv, be)) { bv = v; be = e; }
             }
-            st[k] = best;
+            for (int o = 16; o > 0; o >>= 1) {
+                float ov = __shfl_xor_sync(0xffffffffu, bv, o);
+                int oe = __shfl_xor_sync(0xffffffffu, be, o);
+                if (route_better(ov, oe, bv, be)) { bv = ov; be = oe; }
+            }
+            if (lane == 0) { rv[warp] = bv; re[warp] = be; }
+            __syncthreads();
+            if (threadIdx.x == 0) {
+                for (int w = 1; w < (int)(blockDim.x >> 5); w++)
+                    if (route_better(rv[w], re[w], bv, be)) { bv = rv[w]; be = re[w]; }
+                st[k] = be;
+                if (be >= 0) taken[be] = 1;
+            }
+            __syncthreads();
         }
     }
+    if (threadIdx.x != 0) return;
     float sum = 0.0f;
     for (int k = 0; k < K; k++) sum += st[k] >= 0 ? s[st[k]] : 0.0f;
     int32_t *ord = a.ord + (int64_t)t * K;
@@ -177,7 +205,7 @@ void cu_exec_moe(cu_impl *c, const void *args, const int64_t *dpos)
     g.conv = a->gate_conv;
     g.conv_bytes = a->gate_conv_bytes;
     cu_exec_matmul(c, &g, dpos);
-    route_kernel<<<a->T, 256, (size_t)a->E * sizeof(float), c->stream>>>(*a);
+    route_kernel<<<a->T, 256, (size_t)a->E * 2 * sizeof(float), c->stream>>>(*a);
     CU_LAUNCHED(c, "moe route");
     unsigned pairs = (unsigned)(a->T * a->K + a->T);
     expert_up_kernel<<<dim3(cu_blocks(a->I, 8), pairs), 256, 0, c->stream>>>(*a);
