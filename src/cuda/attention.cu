@@ -13,6 +13,7 @@
 #define ATT_G 4          /* heads per block (one warp each) */
 #define ATT_MAX_HD 512
 #define ATT_PER_LANE (ATT_MAX_HD / 32)
+#define ATT_MAX_SPLITS 32
 
 typedef struct {
     int64_t pos0;
@@ -84,14 +85,24 @@ __global__ void __launch_bounds__(ATT_G * 32) attention_part_kernel(att_args a, 
         acc[j] = 0.0f;
     }
     float m = -INFINITY, den = 0.0f;
-    for (int64_t k = k0; k < k1; k++) {
-        const float *key = key_at(a, pos0, ks, k);
-        float kr[ATT_PER_LANE], d = 0.0f;
+    float kr[ATT_PER_LANE], kn[ATT_PER_LANE];
+    /* the next key's row is loaded while the current one is used */
+    if (k0 < k1) {
+        const float *key = key_at(a, pos0, ks, k0);
 #pragma unroll
-        for (int j = 0; j < ATT_PER_LANE; j++) {
-            kr[j] = j < nd ? key[j * 32 + lane] : 0.0f;
-            d = fmaf(qv[j], kr[j], d);
+        for (int j = 0; j < ATT_PER_LANE; j++) kn[j] = j < nd ? key[j * 32 + lane] : 0.0f;
+    }
+    for (int64_t k = k0; k < k1; k++) {
+#pragma unroll
+        for (int j = 0; j < ATT_PER_LANE; j++) kr[j] = kn[j];
+        if (k + 1 < k1) {
+            const float *key = key_at(a, pos0, ks, k + 1);
+#pragma unroll
+            for (int j = 0; j < ATT_PER_LANE; j++) kn[j] = j < nd ? key[j * 32 + lane] : 0.0f;
         }
+        float d = 0.0f;
+#pragma unroll
+        for (int j = 0; j < ATT_PER_LANE; j++) d = fmaf(qv[j], kr[j], d);
         float l = cu_warp_sum(d) * a.scale;
         if (l > m) { /* new running max: rescale what was summed so far */
             float r = expf(m - l);
@@ -117,27 +128,30 @@ __global__ void __launch_bounds__(ATT_G * 32) attention_part_kernel(att_args a, 
 
 __global__ void attention_combine_kernel(att_args a, const int64_t *dpos)
 {
-    int h = blockIdx.x, t = blockIdx.y, hd = a.hd;
-    if (threadIdx.x == 0 && a.sel_idx && (a.sel_n[t] < 0 || a.sel_n[t] > a.sel_cap)) cu_fault(a.err, CU_FAULT_SELECT);
+    __shared__ float f[ATT_MAX_SPLITS];
+    __shared__ float s_inv;
+    int h = blockIdx.x, t = blockIdx.y, hd = a.hd, S = a.splits;
     (void)dpos;
-    const float *p = a.part + ((int64_t)t * a.H + h) * a.splits * (hd + 2);
-    float sink = cu_ld(a.sinks.dtype, a.sinks.data, h), M = sink;
-    for (int s = 0; s < a.splits; s++)
-        if (p[s * (hd + 2) + hd + 1] > 0.0f) M = fmaxf(M, p[s * (hd + 2) + hd]);
-    float denom = expf(sink - M);
-    for (int s = 0; s < a.splits; s++) {
-        float l = p[s * (hd + 2) + hd + 1];
-        if (l > 0.0f) denom += l * expf(p[s * (hd + 2) + hd] - M);
+    const float *p = a.part + ((int64_t)t * a.H + h) * S * (hd + 2);
+    if (threadIdx.x == 0) {
+        if (a.sel_idx && (a.sel_n[t] < 0 || a.sel_n[t] > a.sel_cap)) cu_fault(a.err, CU_FAULT_SELECT);
+        float sink = cu_ld(a.sinks.dtype, a.sinks.data, h), M = sink;
+        for (int s = 0; s < S; s++)
+            if (p[s * (hd + 2) + hd + 1] > 0.0f) M = fmaxf(M, p[s * (hd + 2) + hd]);
+        float denom = expf(sink - M);
+        for (int s = 0; s < S; s++) {
+            float l = p[s * (hd + 2) + hd + 1];
+            f[s] = l > 0.0f ? expf(p[s * (hd + 2) + hd] - M) : 0.0f;
+            denom += l * f[s];
+        }
+        s_inv = 1.0f / denom;
     }
-    float inv = 1.0f / denom;
+    __syncthreads();
     float *o = a.out + ((int64_t)t * a.H + h) * hd;
     for (int d = threadIdx.x; d < hd; d += blockDim.x) {
         float v = 0.0f;
-        for (int s = 0; s < a.splits; s++) {
-            const float *ps = p + s * (hd + 2);
-            if (ps[hd + 1] > 0.0f) v = fmaf(ps[d], expf(ps[hd] - M), v);
-        }
-        o[d] = v * inv;
+        for (int s = 0; s < S; s++) v = fmaf(p[s * (hd + 2) + d], f[s], v);
+        o[d] = v * s_inv;
     }
 }
 
@@ -148,7 +162,7 @@ void cu_exec_attention(cu_impl *c, const void *args, const int64_t *dpos)
     dim3 grid((unsigned)((a->H + ATT_G - 1) / ATT_G), (unsigned)a->T, (unsigned)a->splits);
     attention_part_kernel<<<grid, ATT_G * 32, 0, c->stream>>>(*a, dpos);
     CU_LAUNCHED(c, "attention");
-    attention_combine_kernel<<<dim3((unsigned)a->H, (unsigned)a->T), 128, 0, c->stream>>>(*a, dpos);
+    attention_combine_kernel<<<dim3((unsigned)a->H, (unsigned)a->T), 256, 0, c->stream>>>(*a, dpos);
     CU_LAUNCHED(c, "attention combine");
 }
 
@@ -183,7 +197,7 @@ void cu_attention(dsv4_backend *b, const float *q, int T, int64_t pos0, int H, i
     /* enough blocks to fill the GPU at decode; fewer slices for many rows */
     int groups = (H + ATT_G - 1) / ATT_G * (T > 0 ? T : 1);
     a.splits = groups >= 4 * c->n_sm ? 1 : (4 * c->n_sm + groups - 1) / groups;
-    if (a.splits > 32) a.splits = 32;
+    if (a.splits > ATT_MAX_SPLITS) a.splits = ATT_MAX_SPLITS;
     a.part = (float *)cu_ws(c, WS_ATTN, (size_t)(T > 0 ? T : 1) * H * a.splits * (hd + 2) * sizeof(float));
     if (!a.part) return;
     cu_submit(c, K_ATTENTION, &a, sizeof a);

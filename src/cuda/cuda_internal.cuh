@@ -211,6 +211,7 @@ __device__ __forceinline__ float cu_lane_dot(int dt, const void *w, int64_t n, c
     float acc = 0.0f;
     if (vec && dt != DT_F32) {
         const uint4 *wv = (const uint4 *)w;
+#pragma unroll 4
         for (int64_t c = lane; c < n / 8; c += 32) {
             uint4 u = __ldg(wv + c);
             const float4 *xv = (const float4 *)(x + c * 8);

@@ -21,17 +21,52 @@ typedef struct {
     float *mix;                  /* workspace [T][n_mix] */
 } hc_args;
 
-/* mix[t][k] = rsqrt(mean(X[t]²)+eps) · (fn[k] · X[t]) */
-__global__ void hc_mix_kernel(const float *X, int64_t n, dsv4_mat fn, float eps, float *mix, int n_mix)
+/* mix[t][k] = rsqrt(mean(X[t]²)+eps) · (fn[k] · X[t]); 16-byte loads of fn
+ * and X when aligned. */
+__global__ void __launch_bounds__(1024) hc_mix_kernel(const float *X, int64_t n, dsv4_mat fn, float eps, float *mix,
+                                                      int n_mix, int vec)
 {
     __shared__ float sh[32];
     int k = blockIdx.x, t = blockIdx.y;
     const float *v = X + (int64_t)t * n;
     float ss = 0.0f, dot = 0.0f;
-    for (int64_t i = threadIdx.x; i < n; i += blockDim.x) {
-        float xv = v[i];
-        ss = fmaf(xv, xv, ss);
-        dot = fmaf(cu_ld(fn.dtype, fn.data, (int64_t)k * n + i), xv, dot);
+    if (vec) {
+        int per = fn.dtype == DT_F32 ? 4 : 8, esz = fn.dtype == DT_F32 ? 4 : 2;
+        const char *w = (const char *)fn.data + (int64_t)k * n * esz;
+        for (int64_t c = threadIdx.x; c < n / per; c += blockDim.x) {
+            float f[8], xv[8];
+            if (per == 8) {
+                float4 a = ((const float4 *)v)[2 * c], b = ((const float4 *)v)[2 * c + 1];
+                xv[0] = a.x; xv[1] = a.y; xv[2] = a.z; xv[3] = a.w; xv[4] = b.x; xv[5] = b.y; xv[6] = b.z; xv[7] = b.w;
+                uint4 u = __ldg((const uint4 *)w + c);
+                uint32_t q[4] = {u.x, u.y, u.z, u.w};
+#pragma unroll
+                for (int j = 0; j < 4; j++) {
+                    if (fn.dtype == DT_BF16) {
+                        f[2 * j] = __uint_as_float(q[j] << 16);
+                        f[2 * j + 1] = __uint_as_float(q[j] & 0xffff0000u);
+                    } else {
+                        float2 ff = __half22float2(*(const __half2 *)&q[j]);
+                        f[2 * j] = ff.x;
+                        f[2 * j + 1] = ff.y;
+                    }
+                }
+            } else {
+                float4 a = ((const float4 *)v)[c], u = __ldg((const float4 *)w + c);
+                xv[0] = a.x; xv[1] = a.y; xv[2] = a.z; xv[3] = a.w;
+                f[0] = u.x; f[1] = u.y; f[2] = u.z; f[3] = u.w;
+            }
+            for (int j = 0; j < per; j++) {
+                ss = fmaf(xv[j], xv[j], ss);
+                dot = fmaf(f[j], xv[j], dot);
+            }
+        }
+    } else {
+        for (int64_t i = threadIdx.x; i < n; i += blockDim.x) {
+            float xv = v[i];
+            ss = fmaf(xv, xv, ss);
+            dot = fmaf(cu_ld(fn.dtype, fn.data, (int64_t)k * n + i), xv, dot);
+        }
     }
     ss = cu_block_sum(ss, sh);
     dot = cu_block_sum(dot, sh);
@@ -40,8 +75,48 @@ __global__ void hc_mix_kernel(const float *X, int64_t n, dsv4_mat fn, float eps,
 
 __device__ __forceinline__ float sigm(float x) { return 1.0f / (1.0f + expf(-x)); }
 
-/* One block per token; the Sinkhorn projection runs on hc·hc threads, one
- * per entry, each summing its row or column in the CPU's order. */
+/* The Sinkhorn projection of one token's comb on nq = hc·hc threads, one
+ * per entry, each summing its row or column in the CPU's order. WARP: all
+ * entries fit one warp, which syncs alone (cheap); else the whole block. */
+template <bool WARP>
+__device__ void sinkhorn(float *cm, int hc, int iters, float eps, int q)
+{
+    int nq = hc * hc, r = q / hc, k = q % hc;
+#define HC_SYNC() do { if (WARP) __syncwarp(); else __syncthreads(); } while (0)
+    float v = 0.0f;
+    if (q < nq) { /* row softmax + eps */
+        float mx = -INFINITY, sum = 0.0f;
+        for (int j = 0; j < hc; j++) mx = fmaxf(mx, cm[r * hc + j]);
+        for (int j = 0; j < hc; j++) sum += expf(cm[r * hc + j] - mx);
+        v = expf(cm[q] - mx) / sum + eps;
+    }
+    HC_SYNC();
+    if (q < nq) cm[q] = v;
+    HC_SYNC();
+    for (int it = 0; it < iters; it++) {
+        if (it > 0) {
+            if (q < nq) {
+                float sr = 0.0f;
+                for (int j = 0; j < hc; j++) sr += cm[r * hc + j];
+                v = cm[q] / (sr + eps);
+            }
+            HC_SYNC();
+            if (q < nq) cm[q] = v;
+            HC_SYNC();
+        }
+        if (q < nq) {
+            float sc = 0.0f;
+            for (int j = 0; j < hc; j++) sc += cm[j * hc + k];
+            v = cm[q] / (sc + eps);
+        }
+        HC_SYNC();
+        if (q < nq) cm[q] = v;
+        HC_SYNC();
+    }
+#undef HC_SYNC
+}
+
+/* One block per token: pre (and post, comb), then the collapse of the streams. */
 __global__ void hc_finish_kernel(hc_args a)
 {
     __shared__ float pre[HC_MAX], cm[HC_MAX * HC_MAX];
@@ -56,37 +131,12 @@ __global__ void hc_finish_kernel(hc_args a)
             a.post[(int64_t)t * hc + q] = 2.0f * sigm(mix[hc + q] * s1 + cu_ld(a.base.dtype, a.base.data, hc + q));
         if (q < nq) cm[q] = mix[2 * hc + q] * s2 + cu_ld(a.base.dtype, a.base.data, 2 * hc + q);
         __syncthreads();
-        int r = q / hc, k = q % hc;
-        float v = 0.0f;
-        if (q < nq) { /* row softmax + eps */
-            float mx = -INFINITY, sum = 0.0f;
-            for (int j = 0; j < hc; j++) mx = fmaxf(mx, cm[r * hc + j]);
-            for (int j = 0; j < hc; j++) sum += expf(cm[r * hc + j] - mx);
-            v = expf(cm[q] - mx) / sum + a.hc_eps;
+        if (nq <= 32) {
+            if (q < 32) sinkhorn<true>(cm, hc, a.iters, a.hc_eps, q);
+        } else {
+            sinkhorn<false>(cm, hc, a.iters, a.hc_eps, q);
         }
         __syncthreads();
-        if (q < nq) cm[q] = v;
-        __syncthreads();
-        for (int it = 0; it < a.iters; it++) {
-            if (it > 0) {
-                if (q < nq) {
-                    float sr = 0.0f;
-                    for (int j = 0; j < hc; j++) sr += cm[r * hc + j];
-                    v = cm[q] / (sr + a.hc_eps);
-                }
-                __syncthreads();
-                if (q < nq) cm[q] = v;
-                __syncthreads();
-            }
-            if (q < nq) {
-                float sc = 0.0f;
-                for (int j = 0; j < hc; j++) sc += cm[j * hc + k];
-                v = cm[q] / (sc + a.hc_eps);
-            }
-            __syncthreads();
-            if (q < nq) cm[q] = v;
-            __syncthreads();
-        }
         if (q < nq) a.comb[(int64_t)t * nq + q] = cm[q];
     }
     __syncthreads();
@@ -103,8 +153,9 @@ static void exec_hc(cu_impl *c, const hc_args *a)
     if (a->T <= 0) return;
     int n_mix = a->head ? a->hc : (2 + a->hc) * a->hc;
     int64_t n = (int64_t)a->hc * a->D;
-    hc_mix_kernel<<<dim3((unsigned)n_mix, (unsigned)a->T), 512, 0, c->stream>>>(a->X, n, a->fn, a->norm_eps, a->mix,
-                                                                               n_mix);
+    int vec = cu_vec_ok(a->fn.dtype, a->fn.data, n, a->X, n);
+    hc_mix_kernel<<<dim3((unsigned)n_mix, (unsigned)a->T), 1024, 0, c->stream>>>(a->X, n, a->fn, a->norm_eps, a->mix,
+                                                                                n_mix, vec);
     CU_LAUNCHED(c, "hc mix");
     hc_finish_kernel<<<a->T, 256, 0, c->stream>>>(*a);
     CU_LAUNCHED(c, "hc finish");

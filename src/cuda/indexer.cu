@@ -9,8 +9,7 @@
 
 #include "cuda/cuda_internal.cuh"
 
-#define IDX_THREADS 128
-#define IDX_HG 16 /* heads per register group */
+#define IDX_HG 8 /* heads per warp */
 
 typedef struct {
     int64_t pos0;
@@ -23,29 +22,33 @@ typedef struct {
     int score_blocks;
 } idx_args;
 
-/* One thread per visible entry: the key is streamed once per group of
- * IDX_HG heads (16-byte loads), the query comes from shared memory as a
- * broadcast, and no cross-lane reduction is needed. */
-__global__ void __launch_bounds__(IDX_THREADS) idx_score_kernel(idx_args a, const int64_t *dpos)
+/* A block scores tiles of 32 entries: lane = entry, warp = group of IDX_HG
+ * heads. Each thread streams its entry's key (16-byte loads) against its
+ * heads' queries (shared-memory broadcasts); the groups' partial scores are
+ * added in group order through shared memory. */
+__global__ void __launch_bounds__(1024) idx_score_kernel(idx_args a, const int64_t *dpos)
 {
-    extern __shared__ float4 sq4[]; /* [heads][hd] query, then [heads] weights */
+    extern __shared__ float4 sq4[]; /* [heads][hd] query, [heads] weights, [groups][32] partials */
     float *sq = (float *)sq4;
-    int t = blockIdx.y, hd = a.head_dim, H = a.heads;
+    int t = blockIdx.y, hd = a.head_dim, H = a.heads, groups = (H + IDX_HG - 1) / IDX_HG;
+    int lane = threadIdx.x & 31, g = threadIdx.x >> 5;
     int64_t pos0 = dpos ? *dpos : a.pos0;
     int64_t nvis = (pos0 + t + 1) / a.ratio;
-    if ((int64_t)blockIdx.x * IDX_THREADS >= nvis) return;
-    float *sw = sq + H * hd;
+    if ((int64_t)blockIdx.x * 32 >= nvis) return;
+    float *sw = sq + H * hd, *part = sw + H;
     for (int i = threadIdx.x; i < H * hd; i += blockDim.x) sq[i] = a.q[(int64_t)t * H * hd + i];
     for (int i = threadIdx.x; i < H; i += blockDim.x) sw[i] = a.w[(int64_t)t * H + i] * a.w_scale;
     __syncthreads();
-    for (int64_t s = (int64_t)blockIdx.x * IDX_THREADS + threadIdx.x; s < nvis;
-         s += (int64_t)gridDim.x * IDX_THREADS) {
-        const float4 *key = (const float4 *)(a.keys + s * hd);
+    for (int64_t s0 = (int64_t)blockIdx.x * 32; s0 < nvis; s0 += (int64_t)gridDim.x * 32) {
+        int64_t s = s0 + lane;
         float score = 0.0f;
-        for (int h0 = 0; h0 < H; h0 += IDX_HG) {
+        if (s < nvis) {
+            const float4 *key = (const float4 *)(a.keys + s * hd);
             float acc[IDX_HG];
 #pragma unroll
             for (int j = 0; j < IDX_HG; j++) acc[j] = 0.0f;
+            int h0 = g * IDX_HG;
+#pragma unroll 4
             for (int d4 = 0; d4 < hd / 4; d4++) {
                 float4 k = key[d4];
 #pragma unroll
@@ -63,7 +66,14 @@ __global__ void __launch_bounds__(IDX_THREADS) idx_score_kernel(idx_args a, cons
             for (int j = 0; j < IDX_HG; j++)
                 if (h0 + j < H) score += (fmaxf(acc[j], 0.0f) * a.score_scale) * sw[h0 + j];
         }
-        a.scores[(int64_t)t * a.stride + s] = score == 0.0f ? 0.0f : score; /* no −0 */
+        part[g * 32 + lane] = score;
+        __syncthreads();
+        if (g == 0 && s < nvis) {
+            float tot = 0.0f;
+            for (int i = 0; i < groups; i++) tot += part[i * 32 + lane];
+            a.scores[(int64_t)t * a.stride + s] = tot == 0.0f ? 0.0f : tot; /* no −0 */
+        }
+        __syncthreads();
     }
 }
 
@@ -73,6 +83,9 @@ __device__ __forceinline__ unsigned fkey(float f)
     unsigned u = __float_as_uint(f);
     return (u & 0x80000000u) ? ~u : (u | 0x80000000u);
 }
+
+/* Barrier among the first 256 threads (named barrier 1). */
+__device__ __forceinline__ void bar_sync_256() { asm volatile("bar.sync 1, 256;" ::: "memory"); }
 
 /* Exclusive prefix count of flag over the block, and the block total. */
 __device__ __forceinline__ int block_scan(int flag, int *total, int *sh)
@@ -95,11 +108,15 @@ __global__ void __launch_bounds__(512) idx_topk_kernel(idx_args a, const int64_t
 {
     __shared__ unsigned hist[256];
     __shared__ int sh[32];
-    __shared__ unsigned s_bin, s_rem;
+    __shared__ unsigned s_bin, s_rem, wsum[8];
     int t = blockIdx.x;
     int64_t pos0 = dpos ? *dpos : a.pos0;
     int64_t nvis = (pos0 + t + 1) / a.ratio;
     int32_t *out = a.idx + (int64_t)t * a.topk;
+    if (a.topk <= 0) {
+        if (threadIdx.x == 0) a.n[t] = 0;
+        return;
+    }
     if (nvis <= a.topk) {
         for (int64_t s = threadIdx.x; s < nvis; s += blockDim.x) out[s] = (int32_t)s;
         if (threadIdx.x == 0) a.n[t] = (int32_t)nvis;
@@ -120,15 +137,22 @@ __global__ void __launch_bounds__(512) idx_topk_kernel(idx_args a, const int64_t
             if (in && (int)(threadIdx.x & 31) == __ffs(peers) - 1) atomicAdd(&hist[bin], (unsigned)__popc(peers));
         }
         __syncthreads();
-        if (threadIdx.x == 0) {
-            unsigned cum = 0;
-            for (int bin = 255; bin >= 0; bin--) {
-                if (cum + hist[bin] >= rem) {
-                    s_bin = (unsigned)bin;
-                    s_rem = rem - cum;
-                    break;
-                }
-                cum += hist[bin];
+        if (threadIdx.x < 256) { /* bins from the top: the one where the count reaches rem */
+            int b = 255 - (int)threadIdx.x, w = threadIdx.x >> 5, l = threadIdx.x & 31;
+            unsigned h = hist[b], inc = h;
+            for (int o = 1; o < 32; o <<= 1) {
+                unsigned v = __shfl_up_sync(0xffffffffu, inc, o);
+                if (l >= o) inc += v;
+            }
+            if (l == 31) wsum[w] = inc;
+            __syncwarp();
+            bar_sync_256();
+            unsigned off = 0;
+            for (int i = 0; i < w; i++) off += wsum[i];
+            inc += off;
+            if (inc - h < rem && inc >= rem) {
+                s_bin = (unsigned)b;
+                s_rem = rem - (inc - h);
             }
         }
         __syncthreads();
@@ -154,12 +178,19 @@ __global__ void __launch_bounds__(512) idx_topk_kernel(idx_args a, const int64_t
     if (threadIdx.x == 0) a.n[t] = a.topk;
 }
 
+static size_t idx_shm(int heads, int head_dim)
+{
+    int groups = (heads + IDX_HG - 1) / IDX_HG;
+    return (size_t)(heads * head_dim + heads + 32 * groups) * sizeof(float);
+}
+
 void cu_exec_indexer(cu_impl *c, const void *args, const int64_t *dpos)
 {
     const idx_args *a = (const idx_args *)args;
     if (a->T <= 0) return;
-    size_t shm = (size_t)(a->heads * a->head_dim + a->heads) * sizeof(float);
-    idx_score_kernel<<<dim3((unsigned)a->score_blocks, (unsigned)a->T), IDX_THREADS, shm, c->stream>>>(*a, dpos);
+    size_t shm = idx_shm(a->heads, a->head_dim);
+    int warps = (a->heads + IDX_HG - 1) / IDX_HG;
+    idx_score_kernel<<<dim3((unsigned)a->score_blocks, (unsigned)a->T), 32 * warps, shm, c->stream>>>(*a, dpos);
     CU_LAUNCHED(c, "indexer scores");
     idx_topk_kernel<<<a->T, 512, 0, c->stream>>>(*a, dpos);
     CU_LAUNCHED(c, "indexer top-k");
@@ -169,8 +200,8 @@ void cu_indexer(dsv4_backend *b, const float *q, const float *w, int T, int64_t 
                 const float *keys, int ratio, int topk, float score_scale, float w_scale, int32_t *idx, int32_t *n)
 {
     cu_impl *c = cu_of(b);
-    size_t shm = (size_t)(heads * head_dim + heads) * sizeof(float);
-    if (head_dim % 4 || shm > 200 * 1024 || ratio <= 0) {
+    size_t shm = idx_shm(heads, head_dim);
+    if (head_dim % 4 || heads > 32 * IDX_HG || shm > 200 * 1024 || ratio <= 0) {
         backend_fail(b, DSV4_ERR_UNSUPPORTED, "CUDA indexer: head_dim must be a multiple of 4 (and heads x head_dim below 50K)");
         return;
     }
@@ -199,7 +230,7 @@ void cu_indexer(dsv4_backend *b, const float *q, const float *w, int T, int64_t 
     while (stride < need) stride *= 2;
     a.stride = stride;
     a.scores = (float *)cu_ws(c, WS_INDEXER, (size_t)(T > 0 ? T : 1) * (size_t)stride * sizeof(float));
-    a.score_blocks = T <= CU_GRAPH_MAX_ROWS ? 2 * c->n_sm : 32;
+    a.score_blocks = T <= CU_GRAPH_MAX_ROWS ? 4 * c->n_sm : 64;
     if (!a.scores) return;
     cu_submit(c, K_INDEXER, &a, sizeof a);
 }

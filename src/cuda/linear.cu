@@ -51,7 +51,7 @@ __global__ void __launch_bounds__(256) gemv_kernel(const float *x, int64_t ldx, 
 #pragma unroll
         for (int t = 0; t < NT; t++) acc[r][t] = 0.0f;
     if (vec && dt != DT_F32) {
-#pragma unroll 2
+#pragma unroll(8 / RW) /* loads in flight */
         for (int64_t c = lane; c < n / 8; c += 32) {
             float f[RW][8];
 #pragma unroll
