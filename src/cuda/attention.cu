@@ -70,6 +70,7 @@ __device__ __forceinline__ const float *key_at(const att_args &a, int64_t pos0, 
 
 __global__ void __launch_bounds__(ATT_G * 32) attention_part_kernel(att_args a, const int64_t *dpos)
 {
+    cu_pdl();
     int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     int h = blockIdx.x * ATT_G + warp, t = blockIdx.y, sp = blockIdx.z, hd = a.hd, nd = hd / 32;
     if (h >= a.H) return;
@@ -128,6 +129,7 @@ __global__ void __launch_bounds__(ATT_G * 32) attention_part_kernel(att_args a, 
 
 __global__ void attention_combine_kernel(att_args a, const int64_t *dpos)
 {
+    cu_pdl();
     __shared__ float f[ATT_MAX_SPLITS];
     __shared__ float s_inv;
     int h = blockIdx.x, t = blockIdx.y, hd = a.hd, S = a.splits;
@@ -160,10 +162,8 @@ void cu_exec_attention(cu_impl *c, const void *args, const int64_t *dpos)
     const att_args *a = (const att_args *)args;
     if (a->T <= 0 || a->H <= 0) return;
     dim3 grid((unsigned)((a->H + ATT_G - 1) / ATT_G), (unsigned)a->T, (unsigned)a->splits);
-    attention_part_kernel<<<grid, ATT_G * 32, 0, c->stream>>>(*a, dpos);
-    CU_LAUNCHED(c, "attention");
-    attention_combine_kernel<<<dim3((unsigned)a->H, (unsigned)a->T), 256, 0, c->stream>>>(*a, dpos);
-    CU_LAUNCHED(c, "attention combine");
+    cu_launch(c, "attention", attention_part_kernel, dim3(grid), dim3(ATT_G * 32), 0, *a, dpos);
+    cu_launch(c, "attention combine", attention_combine_kernel, dim3(dim3((unsigned)a->H, (unsigned)a->T)), dim3(256), 0, *a, dpos);
 }
 
 void cu_attention(dsv4_backend *b, const float *q, int T, int64_t pos0, int H, int hd, int window, const float *ring,

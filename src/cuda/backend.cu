@@ -451,6 +451,8 @@ extern "C" dsv4_backend *cuda_backend_new(int device, int64_t max_row)
     c->device = device;
     const char *g = getenv("DSV4_CUDA_GRAPHS");
     c->graphs_on = !(g && !strcmp(g, "0"));
+    const char *pdl = getenv("DSV4_CUDA_PDL");
+    c->pdl = !(pdl && !strcmp(pdl, "0"));
     c->arg_cap = 1 << 20;
     const char *what = "device setup";
     if ((e = cudaSetDevice(device)) != cudaSuccess ||

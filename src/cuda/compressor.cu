@@ -18,6 +18,7 @@ typedef struct {
 
 __global__ void __launch_bounds__(256) compress_kernel(comp_args a, const int64_t *dpos)
 {
+    cu_pdl();
     __shared__ float sh[32];
     int m = a.ratio, d = a.width, cw = d * (a.overlap ? 2 : 1);
     int64_t pos0 = dpos ? *dpos : a.pos0;
@@ -80,8 +81,7 @@ void cu_exec_compress(cu_impl *c, const void *args, const int64_t *dpos)
 {
     const comp_args *a = (const comp_args *)args;
     if (a->T <= 0) return;
-    compress_kernel<<<1, 256, 0, c->stream>>>(*a, dpos);
-    CU_LAUNCHED(c, "compress");
+    cu_launch(c, "compress", compress_kernel, dim3(1), dim3(256), 0, *a, dpos);
 }
 
 void cu_compress(dsv4_backend *b, const float *u, const float *g, int T, int64_t pos0, const dsv4_comp_params *p,

@@ -103,6 +103,7 @@ struct cu_impl {
 
     /* graphs */
     int graphs_on, recording;
+    int pdl;                       /* launch with programmatic dependent launch */
     cu_record *rec;
     int n_rec, cap_rec;
     unsigned char *arg_host, *arg_dev; /* pinned host / device argument blocks */
@@ -136,8 +137,33 @@ int cu_record_upload(cu_impl *c, void *dst, const void *src, size_t bytes);
 int cu_record_download(cu_impl *c, void *dst, const void *src, size_t bytes);
 /* Runs the pending records eagerly (before an op that cannot be recorded). */
 void cu_flush(cu_impl *c);
-/* Launch check after each kernel. */
-#define CU_LAUNCHED(c, name) cu_check((c), cudaGetLastError(), name)
+/* Every kernel starts with cu_pdl() and is launched with cu_launch(), which
+ * allows programmatic dependent launch: a kernel is scheduled while its
+ * predecessor finishes, and cu_pdl() holds it until the predecessor has
+ * completed and its writes are visible (before any read or write), so the
+ * launch latency between the many small kernels of a step overlaps. */
+__device__ __forceinline__ void cu_pdl()
+{
+    asm volatile("griddepcontrol.wait;" ::: "memory");
+    asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+}
+
+template <typename... KArgs, typename... Args>
+static inline void cu_launch(cu_impl *c, const char *what, void (*kernel)(KArgs...), dim3 grid, dim3 block, size_t shm,
+                             Args... args)
+{
+    cudaLaunchAttribute at[1];
+    at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    at[0].val.programmaticStreamSerializationAllowed = c->pdl;
+    cudaLaunchConfig_t cfg = {};
+    cfg.gridDim = grid;
+    cfg.blockDim = block;
+    cfg.dynamicSmemBytes = shm;
+    cfg.stream = c->stream;
+    cfg.attrs = at;
+    cfg.numAttrs = 1;
+    cu_check(c, cudaLaunchKernelEx(&cfg, kernel, args...), what);
+}
 
 /* Exec functions, one per kind. */
 void cu_exec_matmul(cu_impl *c, const void *a, const int64_t *dpos);

@@ -26,6 +26,7 @@ typedef struct {
 __global__ void __launch_bounds__(1024) hc_mix_kernel(const float *X, int64_t n, dsv4_mat fn, float eps, float *mix,
                                                       int n_mix, int vec)
 {
+    cu_pdl();
     __shared__ float sh[32];
     int k = blockIdx.x, t = blockIdx.y;
     const float *v = X + (int64_t)t * n;
@@ -119,6 +120,7 @@ __device__ void sinkhorn(float *cm, int hc, int iters, float eps, int q)
 /* One block per token: pre (and post, comb), then the collapse of the streams. */
 __global__ void hc_finish_kernel(hc_args a)
 {
+    cu_pdl();
     __shared__ float pre[HC_MAX], cm[HC_MAX * HC_MAX];
     int t = blockIdx.x, hc = a.hc, D = a.D, q = threadIdx.x, nq = hc * hc;
     int n_mix = a.head ? hc : (2 + hc) * hc;
@@ -154,11 +156,8 @@ static void exec_hc(cu_impl *c, const hc_args *a)
     int n_mix = a->head ? a->hc : (2 + a->hc) * a->hc;
     int64_t n = (int64_t)a->hc * a->D;
     int vec = cu_vec_ok(a->fn.dtype, a->fn.data, n, a->X, n);
-    hc_mix_kernel<<<dim3((unsigned)n_mix, (unsigned)a->T), 1024, 0, c->stream>>>(a->X, n, a->fn, a->norm_eps, a->mix,
-                                                                                n_mix, vec);
-    CU_LAUNCHED(c, "hc mix");
-    hc_finish_kernel<<<a->T, 256, 0, c->stream>>>(*a);
-    CU_LAUNCHED(c, "hc finish");
+    cu_launch(c, "hc mix", hc_mix_kernel, dim3(dim3((unsigned)n_mix, (unsigned)a->T)), dim3(1024), 0, a->X, n, a->fn, a->norm_eps, a->mix, n_mix, vec);
+    cu_launch(c, "hc finish", hc_finish_kernel, dim3(a->T), dim3(256), 0, *a);
 }
 
 void cu_exec_hc_pre(cu_impl *c, const void *args, const int64_t *dpos) { (void)dpos; exec_hc(c, (const hc_args *)args); }
@@ -214,6 +213,7 @@ typedef struct {
 
 __global__ void hc_post_kernel(post_args p)
 {
+    cu_pdl();
     int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= (int64_t)p.T * p.D) return;
     int64_t t = i / p.D, d = i % p.D;
@@ -236,8 +236,7 @@ void cu_exec_hc_post(cu_impl *c, const void *args, const int64_t *dpos)
     (void)dpos;
     int64_t n = (int64_t)a->T * a->D;
     if (n <= 0) return;
-    hc_post_kernel<<<cu_blocks(n, 256), 256, 0, c->stream>>>(*a);
-    CU_LAUNCHED(c, "hc_post");
+    cu_launch(c, "hc_post", hc_post_kernel, dim3(cu_blocks(n, 256)), dim3(256), 0, *a);
 }
 
 void cu_hc_post(dsv4_backend *b, float *X, int T, int hc, int D, const float *a, const float *post, const float *comb)

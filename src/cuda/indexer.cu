@@ -10,6 +10,7 @@
 #include "cuda/cuda_internal.cuh"
 
 #define IDX_HG 8 /* heads per warp */
+#define TK_E 8   /* consecutive scores per thread in the top-k passes */
 
 typedef struct {
     int64_t pos0;
@@ -28,6 +29,7 @@ typedef struct {
  * added in group order through shared memory. */
 __global__ void __launch_bounds__(1024) idx_score_kernel(idx_args a, const int64_t *dpos)
 {
+    cu_pdl();
     extern __shared__ float4 sq4[]; /* [heads][hd] query, [heads] weights, [groups][32] partials */
     float *sq = (float *)sq4;
     int t = blockIdx.y, hd = a.head_dim, H = a.heads, groups = (H + IDX_HG - 1) / IDX_HG;
@@ -87,12 +89,16 @@ __device__ __forceinline__ unsigned fkey(float f)
 /* Barrier among the first 256 threads (named barrier 1). */
 __device__ __forceinline__ void bar_sync_256() { asm volatile("bar.sync 1, 256;" ::: "memory"); }
 
-/* Exclusive prefix count of flag over the block, and the block total. */
-__device__ __forceinline__ int block_scan(int flag, int *total, int *sh)
+/* Exclusive prefix sum of v over the block (thread order), and the total. */
+__device__ __forceinline__ int block_scan(int v, int *total, int *sh)
 {
     int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
-    unsigned b = __ballot_sync(0xffffffffu, flag);
-    if (lane == 0) sh[warp] = __popc(b);
+    int inc = v;
+    for (int o = 1; o < 32; o <<= 1) {
+        int u = __shfl_up_sync(0xffffffffu, inc, o);
+        if (lane >= o) inc += u;
+    }
+    if (lane == 31) sh[warp] = inc;
     __syncthreads();
     int off = 0, tot = 0;
     for (int i = 0; i < nw; i++) {
@@ -101,11 +107,12 @@ __device__ __forceinline__ int block_scan(int flag, int *total, int *sh)
     }
     __syncthreads();
     *total = tot;
-    return off + __popc(b & ((1u << lane) - 1u));
+    return off + inc - v;
 }
 
 __global__ void __launch_bounds__(512) idx_topk_kernel(idx_args a, const int64_t *dpos)
 {
+    cu_pdl();
     __shared__ unsigned hist[256];
     __shared__ int sh[32];
     __shared__ unsigned s_bin, s_rem, wsum[8];
@@ -128,13 +135,23 @@ __global__ void __launch_bounds__(512) idx_topk_kernel(idx_args a, const int64_t
         int shift = 24 - 8 * pass;
         for (int i = threadIdx.x; i < 256; i += blockDim.x) hist[i] = 0;
         __syncthreads();
-        for (int64_t s0 = 0; s0 < nvis; s0 += blockDim.x) { /* warp-aggregated: few bins are hot */
-            int64_t s = s0 + threadIdx.x;
-            unsigned u = s < nvis ? fkey(sc[s]) : 0u;
-            int in = s < nvis && (u & mask) == prefix;
-            unsigned bin = in ? (u >> shift) & 255u : 256u + (threadIdx.x & 31);
-            unsigned peers = __match_any_sync(0xffffffffu, bin);
-            if (in && (int)(threadIdx.x & 31) == __ffs(peers) - 1) atomicAdd(&hist[bin], (unsigned)__popc(peers));
+        /* each thread counts a run of TK_E consecutive scores; equal bins in a
+         * row (the common case: scores share their top bits) make one atomic */
+        for (int64_t b0 = (int64_t)threadIdx.x * TK_E; b0 < nvis; b0 += (int64_t)blockDim.x * TK_E) {
+            unsigned last = 0, cnt = 0;
+            for (int j = 0; j < TK_E && b0 + j < nvis; j++) {
+                unsigned u = fkey(sc[b0 + j]);
+                if ((u & mask) != prefix) continue;
+                unsigned bin = (u >> shift) & 255u;
+                if (cnt && bin == last) {
+                    cnt++;
+                } else {
+                    if (cnt) atomicAdd(&hist[last], cnt);
+                    last = bin;
+                    cnt = 1;
+                }
+            }
+            if (cnt) atomicAdd(&hist[last], cnt);
         }
         __syncthreads();
         if (threadIdx.x < 256) { /* bins from the top: the one where the count reaches rem */
@@ -161,17 +178,31 @@ __global__ void __launch_bounds__(512) idx_topk_kernel(idx_args a, const int64_t
         rem = s_rem;
         __syncthreads();
     }
-    /* thr = prefix: everything above it, plus the first `rem` equal to it */
+    /* thr = prefix: everything above it, plus the first `rem` equal to it;
+     * each thread takes a run of TK_E consecutive indices, in thread order */
     int base_eq = 0, base_out = 0;
-    for (int64_t s0 = 0; s0 < nvis; s0 += blockDim.x) {
-        int64_t s = s0 + threadIdx.x;
-        unsigned u = s < nvis ? fkey(sc[s]) : 0u;
-        int gt = s < nvis && u > prefix, eq = s < nvis && u == prefix;
-        int tot_eq, tot_sel;
-        int eq_rank = base_eq + block_scan(eq, &tot_eq, sh);
-        int sel = gt || (eq && eq_rank < (int)rem);
-        int at = base_out + block_scan(sel, &tot_sel, sh);
-        if (sel) out[at] = (int32_t)s;
+    for (int64_t c0 = 0; c0 < nvis; c0 += (int64_t)blockDim.x * TK_E) {
+        int64_t b0 = c0 + (int64_t)threadIdx.x * TK_E;
+        unsigned u[TK_E];
+        int n_eq = 0, tot_eq, tot_sel;
+#pragma unroll
+        for (int j = 0; j < TK_E; j++) {
+            u[j] = b0 + j < nvis ? fkey(sc[b0 + j]) : 0u;
+            n_eq += b0 + j < nvis && u[j] == prefix;
+        }
+        int eq_rank = base_eq + block_scan(n_eq, &tot_eq, sh), n_sel = 0;
+        int take[TK_E];
+#pragma unroll
+        for (int j = 0; j < TK_E; j++) {
+            int in = b0 + j < nvis, eq = in && u[j] == prefix;
+            take[j] = (in && u[j] > prefix) || (eq && eq_rank < (int)rem);
+            eq_rank += eq;
+            n_sel += take[j];
+        }
+        int at = base_out + block_scan(n_sel, &tot_sel, sh);
+#pragma unroll
+        for (int j = 0; j < TK_E; j++)
+            if (take[j]) out[at++] = (int32_t)(b0 + j);
         base_eq += tot_eq;
         base_out += tot_sel;
     }
@@ -190,10 +221,8 @@ void cu_exec_indexer(cu_impl *c, const void *args, const int64_t *dpos)
     if (a->T <= 0) return;
     size_t shm = idx_shm(a->heads, a->head_dim);
     int warps = (a->heads + IDX_HG - 1) / IDX_HG;
-    idx_score_kernel<<<dim3((unsigned)a->score_blocks, (unsigned)a->T), 32 * warps, shm, c->stream>>>(*a, dpos);
-    CU_LAUNCHED(c, "indexer scores");
-    idx_topk_kernel<<<a->T, 512, 0, c->stream>>>(*a, dpos);
-    CU_LAUNCHED(c, "indexer top-k");
+    cu_launch(c, "indexer scores", idx_score_kernel, dim3(dim3((unsigned)a->score_blocks, (unsigned)a->T)), dim3(32 * warps), shm, *a, dpos);
+    cu_launch(c, "indexer top-k", idx_topk_kernel, dim3(a->T), dim3(512), 0, *a, dpos);
 }
 
 void cu_indexer(dsv4_backend *b, const float *q, const float *w, int T, int64_t pos0, int heads, int head_dim,

@@ -36,6 +36,7 @@ template <int NT, int RW>
 __global__ void __launch_bounds__(256) gemv_kernel(const float *x, int64_t ldx, dsv4_mat W, float *y, int64_t ldy,
                                                    int vec)
 {
+    cu_pdl();
     int lane = threadIdx.x & 31;
     int64_t row0 = ((int64_t)blockIdx.x * 8 + (threadIdx.x >> 5)) * RW;
     if (row0 >= W.rows) return;
@@ -113,6 +114,7 @@ __global__ void __launch_bounds__(256) gemv_kernel(const float *x, int64_t ldx, 
 
 __global__ void to_f32_kernel(dsv4_mat W, int64_t off, int64_t n, float *out)
 {
+    cu_pdl();
     for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x)
         out[i] = cu_ld(W.dtype, W.data, off + i);
 }
@@ -143,11 +145,10 @@ void cu_exec_matmul(cu_impl *c, const void *args, const int64_t *dpos)
         int rw = T == 1 ? 1 : T < 4 ? 2 : 4;
         unsigned grid = cu_blocks(W->rows, 8 * rw);
         switch (T) {
-#define CASE(n, r) case n: gemv_kernel<n, r><<<grid, 256, 0, c->stream>>>(a->x, a->ldx, *W, a->y, a->ldy, vec); break;
+#define CASE(n, r) case n: cu_launch(c, "gemv_kernel", gemv_kernel<n, r>, dim3(grid), dim3(256), 0, a->x, a->ldx, *W, a->y, a->ldy, vec); break;
             CASE(1, 1) CASE(2, 2) CASE(3, 2) CASE(4, 4) CASE(5, 4) CASE(6, 4) CASE(7, 4) CASE(8, 4)
 #undef CASE
         }
-        CU_LAUNCHED(c, "gemv");
         return;
     }
     const float one = 1.0f, zero = 0.0f;
@@ -161,8 +162,7 @@ void cu_exec_matmul(cu_impl *c, const void *args, const int64_t *dpos)
     int64_t chunk = (int64_t)(a->conv_bytes / ((size_t)W->cols * 4));
     for (int64_t r0 = 0; r0 < W->rows; r0 += chunk) {
         int64_t R = W->rows - r0 < chunk ? W->rows - r0 : chunk;
-        to_f32_kernel<<<(unsigned)(c->n_sm * 8), 256, 0, c->stream>>>(*W, r0 * W->cols, R * W->cols, a->conv);
-        CU_LAUNCHED(c, "weight conversion");
+        cu_launch(c, "weight conversion", to_f32_kernel, dim3((unsigned)(c->n_sm * 8)), dim3(256), 0, *W, r0 * W->cols, R * W->cols, a->conv);
         if (cublasSgemm(c->blas, CUBLAS_OP_T, CUBLAS_OP_N, (int)R, T, (int)W->cols, &one, a->conv, (int)W->cols, a->x,
                         (int)a->ldx, &zero, a->y + r0, (int)a->ldy) != CUBLAS_STATUS_SUCCESS) {
             backend_fail(c->b, DSV4_ERR_DEVICE, "cuBLAS SGEMM failed");

@@ -51,6 +51,7 @@ __device__ __forceinline__ int route_better(float v, int e, float bv, int be)
  * or the hash table), normalised weights, and the combine order. */
 __global__ void route_kernel(moe_args a)
 {
+    cu_pdl();
     extern __shared__ float s[]; /* [E] scores, then [E] taken flags */
     __shared__ float rv[32];
     __shared__ int re[32];
@@ -140,6 +141,7 @@ __device__ __forceinline__ int pair_token(const moe_args &a, int p)
 
 __global__ void __launch_bounds__(256) expert_up_kernel(moe_args a)
 {
+    cu_pdl();
     int p = blockIdx.y;
     int64_t r = (int64_t)blockIdx.x * 8 + (threadIdx.x >> 5);
     if (r >= a.I) return;
@@ -163,6 +165,7 @@ __global__ void __launch_bounds__(256) expert_up_kernel(moe_args a)
 
 __global__ void __launch_bounds__(256) expert_down_kernel(moe_args a)
 {
+    cu_pdl();
     int p = blockIdx.y;
     int64_t d = (int64_t)blockIdx.x * 8 + (threadIdx.x >> 5);
     if (d >= a.D) return;
@@ -177,6 +180,7 @@ __global__ void __launch_bounds__(256) expert_down_kernel(moe_args a)
 
 __global__ void combine_kernel(moe_args a)
 {
+    cu_pdl();
     int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= (int64_t)a.T * a.D) return;
     int64_t t = i / a.D, d = i % a.D;
@@ -205,15 +209,11 @@ void cu_exec_moe(cu_impl *c, const void *args, const int64_t *dpos)
     g.conv = a->gate_conv;
     g.conv_bytes = a->gate_conv_bytes;
     cu_exec_matmul(c, &g, dpos);
-    route_kernel<<<a->T, 256, (size_t)a->E * 2 * sizeof(float), c->stream>>>(*a);
-    CU_LAUNCHED(c, "moe route");
+    cu_launch(c, "moe route", route_kernel, dim3(a->T), dim3(256), (size_t)a->E * 2 * sizeof(float), *a);
     unsigned pairs = (unsigned)(a->T * a->K + a->T);
-    expert_up_kernel<<<dim3(cu_blocks(a->I, 8), pairs), 256, 0, c->stream>>>(*a);
-    CU_LAUNCHED(c, "moe up");
-    expert_down_kernel<<<dim3(cu_blocks(a->D, 8), pairs), 256, 0, c->stream>>>(*a);
-    CU_LAUNCHED(c, "moe down");
-    combine_kernel<<<cu_blocks((int64_t)a->T * a->D, 256), 256, 0, c->stream>>>(*a);
-    CU_LAUNCHED(c, "moe combine");
+    cu_launch(c, "moe up", expert_up_kernel, dim3(dim3(cu_blocks(a->I, 8), pairs)), dim3(256), 0, *a);
+    cu_launch(c, "moe down", expert_down_kernel, dim3(dim3(cu_blocks(a->D, 8), pairs)), dim3(256), 0, *a);
+    cu_launch(c, "moe combine", combine_kernel, dim3(cu_blocks((int64_t)a->T * a->D, 256)), dim3(256), 0, *a);
 }
 
 /* Device table of the experts' w1, w3, w2 pointers for one layer, built once

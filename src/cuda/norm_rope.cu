@@ -16,6 +16,7 @@ typedef struct {
 
 __global__ void rmsnorm_kernel(const float *x, float *y, int n, dsv4_mat w, float eps)
 {
+    cu_pdl();
     __shared__ float sh[32];
     const float *xr = x + (int64_t)blockIdx.x * n;
     float *yr = y + (int64_t)blockIdx.x * n;
@@ -35,8 +36,7 @@ void cu_exec_rmsnorm(cu_impl *c, const void *args, const int64_t *dpos)
     (void)dpos;
     if (a->T <= 0) return;
     int threads = a->n >= 2048 ? 512 : a->n >= 512 ? 256 : 128;
-    rmsnorm_kernel<<<a->T, threads, 0, c->stream>>>(a->x, a->y, a->n, a->w, a->eps);
-    CU_LAUNCHED(c, "rmsnorm");
+    cu_launch(c, "rmsnorm", rmsnorm_kernel, dim3(a->T), dim3(threads), 0, a->x, a->y, a->n, a->w, a->eps);
 }
 
 void cu_rmsnorm(dsv4_backend *b, const float *x, int T, int n, const dsv4_mat *w, float eps, float *y)
@@ -65,6 +65,7 @@ typedef struct {
 
 __global__ void rope_kernel(rope_args a, const int64_t *dpos)
 {
+    cu_pdl();
     int half = a.rope_dim / 2;
     int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= (int64_t)a.T * a.n_heads * half) return;
@@ -87,8 +88,7 @@ void cu_exec_rope(cu_impl *c, const void *args, const int64_t *dpos)
     const rope_args *a = (const rope_args *)args;
     int64_t n = (int64_t)a->T * a->n_heads * (a->rope_dim / 2);
     if (n <= 0) return;
-    rope_kernel<<<cu_blocks(n, 256), 256, 0, c->stream>>>(*a, dpos);
-    CU_LAUNCHED(c, "rope");
+    cu_launch(c, "rope", rope_kernel, dim3(cu_blocks(n, 256)), dim3(256), 0, *a, dpos);
 }
 
 void cu_rope(dsv4_backend *b, float *x, int T, int n_heads, int head_dim, int rope_dim, int64_t pos0,
@@ -121,6 +121,7 @@ typedef struct {
 
 __global__ void embed_kernel(embed_args a)
 {
+    cu_pdl();
     int64_t D = a.E.cols;
     int t = blockIdx.y;
     int32_t id = a.tok[t];
@@ -140,8 +141,7 @@ void cu_exec_embed(cu_impl *c, const void *args, const int64_t *dpos)
     (void)dpos;
     if (a->T <= 0) return;
     dim3 grid(cu_blocks(a->E.cols, 256), (unsigned)a->T);
-    embed_kernel<<<grid, 256, 0, c->stream>>>(*a);
-    CU_LAUNCHED(c, "embed");
+    cu_launch(c, "embed", embed_kernel, dim3(grid), dim3(256), 0, *a);
 }
 
 void cu_embed(dsv4_backend *b, const dsv4_mat *E, const int32_t *tok, int T, int hc, float *X)
@@ -169,6 +169,7 @@ typedef struct {
 
 __global__ void ring_kernel(ring_args a, const int64_t *dpos)
 {
+    cu_pdl();
     int first = a.T > a.window ? a.T - a.window : 0;
     int64_t n = (int64_t)(a.T - first) * a.width;
     int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
@@ -184,8 +185,7 @@ void cu_exec_ring(cu_impl *c, const void *args, const int64_t *dpos)
     int first = a->T > a->window ? a->T - a->window : 0;
     int64_t n = (int64_t)(a->T - first) * a->width;
     if (n <= 0) return;
-    ring_kernel<<<cu_blocks(n, 256), 256, 0, c->stream>>>(*a, dpos);
-    CU_LAUNCHED(c, "ring_store");
+    cu_launch(c, "ring_store", ring_kernel, dim3(cu_blocks(n, 256)), dim3(256), 0, *a, dpos);
 }
 
 void cu_ring_store(dsv4_backend *b, float *ring, int window, int width, const float *kv, int T, int64_t pos0)
