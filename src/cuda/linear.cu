@@ -28,18 +28,23 @@ __device__ __forceinline__ void unpack8(int dt, uint4 u, float *f)
     }
 }
 
-/* One warp computes RW weight rows against NT token rows; a lane's partial
- * sums run over chunks lane, lane+32, ... in order, whatever RW and NT are
- * (so a token's result never depends on the other tokens). Each x chunk is
- * loaded once and used for the RW rows. */
+/* KS warps (a power of two up to 8) share RW weight rows, computed against
+ * NT token rows: warp split sp takes the 16-byte chunks sp, sp+KS, ... of a
+ * row, lane-strided; the KS partial sums are added in split order. The
+ * order depends only on the row length and KS, which depends only on the
+ * matrix shape, never on RW or NT, so a token's result does not depend on the
+ * other tokens. Each x chunk is loaded once and used for the RW rows. */
 template <int NT, int RW>
 __global__ void __launch_bounds__(256) gemv_kernel(const float *x, int64_t ldx, dsv4_mat W, float *y, int64_t ldy,
-                                                   int vec)
+                                                   int vec, int ks)
 {
     cu_pdl();
-    int lane = threadIdx.x & 31;
-    int64_t row0 = ((int64_t)blockIdx.x * 8 + (threadIdx.x >> 5)) * RW;
-    if (row0 >= W.rows) return;
+    __shared__ float part[8][RW][NT];
+    int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, sp = warp % ks, lanes = 32 * ks;
+    int64_t row0 = ((int64_t)blockIdx.x * (8 / ks) + warp / ks) * RW;
+    int active = row0 < W.rows;
+    if (ks == 1 && !active) return;
+    if (!active) row0 = W.rows - 1; /* computes a dummy row, so every warp reaches the barrier */
     int dt = W.dtype, esz = dt == DT_F32 ? 4 : 2;
     int64_t n = W.cols;
     const char *wr[RW];
@@ -53,7 +58,7 @@ __global__ void __launch_bounds__(256) gemv_kernel(const float *x, int64_t ldx, 
         for (int t = 0; t < NT; t++) acc[r][t] = 0.0f;
     if (vec && dt != DT_F32) {
 #pragma unroll(8 / RW) /* loads in flight */
-        for (int64_t c = lane; c < n / 8; c += 32) {
+        for (int64_t c = lane + 32 * sp; c < n / 8; c += lanes) {
             float f[RW][8];
 #pragma unroll
             for (int r = 0; r < RW; r++) unpack8(dt, __ldg((const uint4 *)wr[r] + c), f[r]);
@@ -74,7 +79,7 @@ __global__ void __launch_bounds__(256) gemv_kernel(const float *x, int64_t ldx, 
         }
     } else if (vec) {
 #pragma unroll 2
-        for (int64_t c = lane; c < n / 4; c += 32) {
+        for (int64_t c = lane + 32 * sp; c < n / 4; c += lanes) {
             float4 u[RW];
 #pragma unroll
             for (int r = 0; r < RW; r++) u[r] = __ldg((const float4 *)wr[r] + c);
@@ -91,7 +96,7 @@ __global__ void __launch_bounds__(256) gemv_kernel(const float *x, int64_t ldx, 
             }
         }
     } else {
-        for (int64_t c = lane; c < n; c += 32) {
+        for (int64_t c = lane + 32 * sp; c < n; c += lanes) {
             float wv[RW];
 #pragma unroll
             for (int r = 0; r < RW; r++) wv[r] = cu_ld(dt, wr[r], c);
@@ -108,8 +113,30 @@ __global__ void __launch_bounds__(256) gemv_kernel(const float *x, int64_t ldx, 
 #pragma unroll
         for (int t = 0; t < NT; t++) {
             float v = cu_warp_sum(acc[r][t]);
-            if (lane == 0 && row0 + r < W.rows) y[t * ldy + row0 + r] = v;
+            if (ks == 1) {
+                if (lane == 0 && row0 + r < W.rows) y[t * ldy + row0 + r] = v;
+            } else if (lane == 0) {
+                part[warp][r][t] = v;
+            }
         }
+    if (ks == 1) return;
+    __syncthreads();
+    if (sp == 0 && lane == 0 && active)
+        for (int r = 0; r < RW; r++)
+            for (int t = 0; t < NT; t++) {
+                float v = part[warp][r][t];
+                for (int j = 1; j < ks; j++) v += part[warp + j][r][t];
+                if (row0 + r < W.rows) y[t * ldy + row0 + r] = v;
+            }
+}
+
+/* Warps per row: enough warps in flight for short matrices, from the shape
+ * alone (see gemv_kernel). */
+static int gemv_splits(int64_t rows, int64_t cols)
+{
+    int ks = 1;
+    while (ks < 8 && rows * ks < 4096 && cols / (ks * 2) >= 1024) ks *= 2;
+    return ks;
 }
 
 __global__ void to_f32_kernel(dsv4_mat W, int64_t off, int64_t n, float *out)
@@ -142,10 +169,10 @@ void cu_exec_matmul(cu_impl *c, const void *args, const int64_t *dpos)
     if (T <= CU_MAX_GEMV_ROWS) {
         int vec = cu_vec_ok(W->dtype, W->data, W->cols, a->x, a->ldx);
         /* more token rows: more weight rows per warp, so each x load serves several */
-        int rw = T == 1 ? 1 : T < 4 ? 2 : 4;
-        unsigned grid = cu_blocks(W->rows, 8 * rw);
+        int rw = T == 1 ? 1 : T < 4 ? 2 : 4, ks = gemv_splits(W->rows, W->cols);
+        unsigned grid = cu_blocks(W->rows, 8 / ks * rw);
         switch (T) {
-#define CASE(n, r) case n: cu_launch(c, "gemv_kernel", gemv_kernel<n, r>, dim3(grid), dim3(256), 0, a->x, a->ldx, *W, a->y, a->ldy, vec); break;
+#define CASE(n, r) case n: cu_launch(c, "gemv_kernel", gemv_kernel<n, r>, dim3(grid), dim3(256), 0, a->x, a->ldx, *W, a->y, a->ldy, vec, ks); break;
             CASE(1, 1) CASE(2, 2) CASE(3, 2) CASE(4, 4) CASE(5, 4) CASE(6, 4) CASE(7, 4) CASE(8, 4)
 #undef CASE
         }

@@ -106,10 +106,11 @@ static double maxdiff(const float *a, const float *b, size_t n, double *ref_max)
 static void test_matmul(void)
 {
     dsv4_dtype dts[3] = {DT_F32, DT_BF16, DT_F16};
-    int64_t shapes[][2] = {{37, 64}, {256, 1024}, {33, 200}, {129, 24}};
+    /* the last two use several warps per row (split sums) */
+    int64_t shapes[][2] = {{37, 64}, {256, 1024}, {33, 200}, {129, 24}, {300, 4096}, {1000, 2048}};
     int Ts[] = {1, 3, 8, 9, 40};
     for (int di = 0; di < 3; di++)
-        for (int si = 0; si < 4; si++)
+        for (int si = 0; si < 6; si++)
             for (int ti = 0; ti < 5; ti++) {
                 int64_t R = shapes[si][0], C = shapes[si][1], ldx = C + 8, ldy = R + 4;
                 int T = Ts[ti];
