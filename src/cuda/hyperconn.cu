@@ -117,23 +117,62 @@ __device__ void sinkhorn(float *cm, int hc, int iters, float eps, int q)
 #undef HC_SYNC
 }
 
-/* One block per token: pre (and post, comb), then the collapse of the streams. */
-__global__ void hc_finish_kernel(hc_args a)
+/* hc = 4 (the real models): the whole Sinkhorn in one thread's registers,
+ * the CPU's operations in the CPU's order. */
+__device__ void sinkhorn4(float *cm, int iters, float eps)
+{
+    float c[16];
+#pragma unroll
+    for (int q = 0; q < 16; q++) c[q] = cm[q];
+#pragma unroll
+    for (int r = 0; r < 4; r++) {
+        float mx = -INFINITY, sum = 0.0f;
+#pragma unroll
+        for (int k = 0; k < 4; k++) mx = fmaxf(mx, c[r * 4 + k]);
+#pragma unroll
+        for (int k = 0; k < 4; k++) sum += (c[r * 4 + k] = expf(c[r * 4 + k] - mx));
+#pragma unroll
+        for (int k = 0; k < 4; k++) c[r * 4 + k] = c[r * 4 + k] / sum + eps;
+    }
+    for (int it = 0; it < iters; it++) {
+        if (it > 0)
+#pragma unroll
+            for (int r = 0; r < 4; r++) {
+                float sr = ((c[r * 4] + c[r * 4 + 1]) + c[r * 4 + 2]) + c[r * 4 + 3];
+#pragma unroll
+                for (int k = 0; k < 4; k++) c[r * 4 + k] /= sr + eps;
+            }
+#pragma unroll
+        for (int k = 0; k < 4; k++) {
+            float sc = ((c[k] + c[4 + k]) + c[8 + k]) + c[12 + k];
+#pragma unroll
+            for (int r = 0; r < 4; r++) c[r * 4 + k] /= sc + eps;
+        }
+    }
+#pragma unroll
+    for (int q = 0; q < 16; q++) cm[q] = c[q];
+}
+
+/* Grid (D slices, tokens): every block computes pre and collapses its slice
+ * of the streams; block 0 of a token also computes post and comb. */
+__global__ void __launch_bounds__(256) hc_finish_kernel(hc_args a)
 {
     cu_pdl();
     __shared__ float pre[HC_MAX], cm[HC_MAX * HC_MAX];
-    int t = blockIdx.x, hc = a.hc, D = a.D, q = threadIdx.x, nq = hc * hc;
+    int t = blockIdx.y, hc = a.hc, D = a.D, q = threadIdx.x, nq = hc * hc;
     int n_mix = a.head ? hc : (2 + hc) * hc;
     const float *mix = a.mix + (int64_t)t * n_mix;
     float s0 = cu_ld(a.scale.dtype, a.scale.data, 0);
     if (q < hc) pre[q] = sigm(mix[q] * s0 + cu_ld(a.base.dtype, a.base.data, q)) + a.hc_eps;
-    if (!a.head) {
+    if (!a.head && blockIdx.x == 0) {
         float s1 = cu_ld(a.scale.dtype, a.scale.data, 1), s2 = cu_ld(a.scale.dtype, a.scale.data, 2);
         if (q < hc)
             a.post[(int64_t)t * hc + q] = 2.0f * sigm(mix[hc + q] * s1 + cu_ld(a.base.dtype, a.base.data, hc + q));
         if (q < nq) cm[q] = mix[2 * hc + q] * s2 + cu_ld(a.base.dtype, a.base.data, 2 * hc + q);
         __syncthreads();
-        if (nq <= 32) {
+        if (hc == 4) {
+            if (q == 0) sinkhorn4(cm, a.iters, a.hc_eps);
+        } else if (nq <= 32) {
             if (q < 32) sinkhorn<true>(cm, hc, a.iters, a.hc_eps, q);
         } else {
             sinkhorn<false>(cm, hc, a.iters, a.hc_eps, q);
@@ -142,8 +181,9 @@ __global__ void hc_finish_kernel(hc_args a)
         if (q < nq) a.comb[(int64_t)t * nq + q] = cm[q];
     }
     __syncthreads();
-    const float *X = a.X + (int64_t)t * hc * D;
-    for (int d = threadIdx.x; d < D; d += blockDim.x) {
+    const float *__restrict__ X = a.X + (int64_t)t * hc * D;
+    int d = blockIdx.x * blockDim.x + threadIdx.x;
+    if (d < D) {
         float s = 0.0f;
         for (int i = 0; i < hc; i++) s += pre[i] * X[(int64_t)i * D + d];
         a.x[(int64_t)t * D + d] = s;
@@ -157,7 +197,7 @@ static void exec_hc(cu_impl *c, const hc_args *a)
     int64_t n = (int64_t)a->hc * a->D;
     int vec = cu_vec_ok(a->fn.dtype, a->fn.data, n, a->X, n);
     cu_launch(c, "hc mix", hc_mix_kernel, dim3(dim3((unsigned)n_mix, (unsigned)a->T)), dim3(1024), 0, a->X, n, a->fn, a->norm_eps, a->mix, n_mix, vec);
-    cu_launch(c, "hc finish", hc_finish_kernel, dim3(a->T), dim3(256), 0, *a);
+    cu_launch(c, "hc finish", hc_finish_kernel, dim3(cu_blocks(a->D, 256), (unsigned)a->T), dim3(256), 0, *a);
 }
 
 void cu_exec_hc_pre(cu_impl *c, const void *args, const int64_t *dpos) { (void)dpos; exec_hc(c, (const hc_args *)args); }

@@ -14,12 +14,32 @@ typedef struct {
     float eps;
 } norm_args;
 
-__global__ void rmsnorm_kernel(const float *x, float *y, int n, dsv4_mat w, float eps)
+/* One block per row. Rows of up to 8 values per thread are held in
+ * registers between the sum of squares and the scaling (one read). */
+#define NORM_REG 8
+__global__ void __launch_bounds__(1024) rmsnorm_kernel(const float *x, float *y, int n, dsv4_mat w, float eps)
 {
     cu_pdl();
     __shared__ float sh[32];
     const float *xr = x + (int64_t)blockIdx.x * n;
     float *yr = y + (int64_t)blockIdx.x * n;
+    if (n <= NORM_REG * (int)blockDim.x) {
+        float v[NORM_REG], ss = 0.0f;
+#pragma unroll
+        for (int j = 0; j < NORM_REG; j++) {
+            int i = j * blockDim.x + threadIdx.x;
+            v[j] = i < n ? xr[i] : 0.0f;
+            ss = fmaf(v[j], v[j], ss);
+        }
+        ss = cu_block_sum(ss, sh);
+        float r = 1.0f / sqrtf(ss / (float)n + eps);
+#pragma unroll
+        for (int j = 0; j < NORM_REG; j++) {
+            int i = j * blockDim.x + threadIdx.x;
+            if (i < n) yr[i] = w.data ? (v[j] * r) * cu_ld(w.dtype, w.data, i) : v[j] * r;
+        }
+        return;
+    }
     float ss = 0.0f;
     for (int i = threadIdx.x; i < n; i += blockDim.x) ss = fmaf(xr[i], xr[i], ss);
     ss = cu_block_sum(ss, sh);
@@ -35,7 +55,7 @@ void cu_exec_rmsnorm(cu_impl *c, const void *args, const int64_t *dpos)
     const norm_args *a = (const norm_args *)args;
     (void)dpos;
     if (a->T <= 0) return;
-    int threads = a->n >= 2048 ? 512 : a->n >= 512 ? 256 : 128;
+    int threads = a->n >= 4096 ? 1024 : a->n >= 1024 ? 256 : 128;
     cu_launch(c, "rmsnorm", rmsnorm_kernel, dim3(a->T), dim3(threads), 0, a->x, a->y, a->n, a->w, a->eps);
 }
 

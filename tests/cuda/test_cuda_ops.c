@@ -206,9 +206,9 @@ static void test_embed_ring(void)
     gpu->ops->free(gpu, dt); gpu->ops->free(gpu, dX);
 }
 
-static void test_hc(void)
+static void hc_case(int hc)
 {
-    int hc = 4, D = 96, T = 3, n_mix = (2 + hc) * hc;
+    int D = 96, T = 3, n_mix = (2 + hc) * hc;
     tmat fn = mk(DT_F32, n_mix, (int64_t)hc * D, 0.3f), base = mk(DT_F32, 1, n_mix, 0.5f), sc = mk(DT_F32, 1, 3, 1.0f);
     tmat hfn = mk(DT_BF16, hc, (int64_t)hc * D, 0.3f), hbase = mk(DT_F32, 1, hc, 0.5f), hsc = mk(DT_F32, 1, 1, 1.0f);
     float *X = rnd((size_t)T * hc * D, 2.0f), *dX = dev(X, (size_t)T * hc * D);
@@ -240,6 +240,13 @@ static void test_hc(void)
 }
 
 /* One compressor fed in chunks; states and entries compared after each. */
+static void test_hc(void)
+{
+    hc_case(4); /* the real models: register Sinkhorn */
+    hc_case(3); /* one warp */
+    hc_case(6); /* whole block */
+}
+
 static void compress_case(int ratio, int overlap)
 {
     int d = 32, rd = 16, cw = d * (overlap ? 2 : 1), cap = 64;
