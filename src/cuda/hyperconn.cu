@@ -76,14 +76,11 @@ __global__ void __launch_bounds__(1024) hc_mix_kernel(const float *X, int64_t n,
 
 __device__ __forceinline__ float sigm(float x) { return 1.0f / (1.0f + expf(-x)); }
 
-/* The Sinkhorn projection of one token's comb on nq = hc·hc threads, one
- * per entry, each summing its row or column in the CPU's order. WARP: all
- * entries fit one warp, which syncs alone (cheap); else the whole block. */
-template <bool WARP>
-__device__ void sinkhorn(float *cm, int hc, int iters, float eps, int q)
+/* hc·hc > 32: the Sinkhorn projection on nq threads of the block, one per
+ * entry, each summing its row or column in the CPU's order. */
+__device__ void sinkhorn_block(float *cm, int hc, int iters, float eps, int q)
 {
     int nq = hc * hc, r = q / hc, k = q % hc;
-#define HC_SYNC() do { if (WARP) __syncwarp(); else __syncthreads(); } while (0)
     float v = 0.0f;
     if (q < nq) { /* row softmax + eps */
         float mx = -INFINITY, sum = 0.0f;
@@ -91,9 +88,9 @@ __device__ void sinkhorn(float *cm, int hc, int iters, float eps, int q)
         for (int j = 0; j < hc; j++) sum += expf(cm[r * hc + j] - mx);
         v = expf(cm[q] - mx) / sum + eps;
     }
-    HC_SYNC();
+    __syncthreads();
     if (q < nq) cm[q] = v;
-    HC_SYNC();
+    __syncthreads();
     for (int it = 0; it < iters; it++) {
         if (it > 0) {
             if (q < nq) {
@@ -101,56 +98,44 @@ __device__ void sinkhorn(float *cm, int hc, int iters, float eps, int q)
                 for (int j = 0; j < hc; j++) sr += cm[r * hc + j];
                 v = cm[q] / (sr + eps);
             }
-            HC_SYNC();
+            __syncthreads();
             if (q < nq) cm[q] = v;
-            HC_SYNC();
+            __syncthreads();
         }
         if (q < nq) {
             float sc = 0.0f;
             for (int j = 0; j < hc; j++) sc += cm[j * hc + k];
             v = cm[q] / (sc + eps);
         }
-        HC_SYNC();
+        __syncthreads();
         if (q < nq) cm[q] = v;
-        HC_SYNC();
+        __syncthreads();
     }
-#undef HC_SYNC
 }
 
-/* hc = 4 (the real models): the whole Sinkhorn in one thread's registers,
- * the CPU's operations in the CPU's order. */
-__device__ void sinkhorn4(float *cm, int iters, float eps)
+/* hc·hc <= 32 (hc = 4 in the real models): one warp, lane q holds entry q
+ * in a register and gathers its row or column with shuffles; sums in the
+ * CPU's order, one division per lane per step, all lanes at once. */
+__device__ void sinkhorn_warp(float *cm, int hc, int iters, float eps)
 {
-    float c[16];
-#pragma unroll
-    for (int q = 0; q < 16; q++) c[q] = cm[q];
-#pragma unroll
-    for (int r = 0; r < 4; r++) {
-        float mx = -INFINITY, sum = 0.0f;
-#pragma unroll
-        for (int k = 0; k < 4; k++) mx = fmaxf(mx, c[r * 4 + k]);
-#pragma unroll
-        for (int k = 0; k < 4; k++) sum += (c[r * 4 + k] = expf(c[r * 4 + k] - mx));
-#pragma unroll
-        for (int k = 0; k < 4; k++) c[r * 4 + k] = c[r * 4 + k] / sum + eps;
-    }
+    int q = threadIdx.x & 31, nq = hc * hc, r = q / hc, k = q % hc;
+    float c = q < nq ? cm[q] : 0.0f;
+    float mx = -INFINITY, sum = 0.0f;
+    for (int j = 0; j < hc; j++) mx = fmaxf(mx, __shfl_sync(0xffffffffu, c, (r * hc + j) & 31));
+    float e = expf(c - mx);
+    for (int j = 0; j < hc; j++) sum += __shfl_sync(0xffffffffu, e, (r * hc + j) & 31);
+    c = e / sum + eps;
     for (int it = 0; it < iters; it++) {
-        if (it > 0)
-#pragma unroll
-            for (int r = 0; r < 4; r++) {
-                float sr = ((c[r * 4] + c[r * 4 + 1]) + c[r * 4 + 2]) + c[r * 4 + 3];
-#pragma unroll
-                for (int k = 0; k < 4; k++) c[r * 4 + k] /= sr + eps;
-            }
-#pragma unroll
-        for (int k = 0; k < 4; k++) {
-            float sc = ((c[k] + c[4 + k]) + c[8 + k]) + c[12 + k];
-#pragma unroll
-            for (int r = 0; r < 4; r++) c[r * 4 + k] /= sc + eps;
+        if (it > 0) {
+            float sr = 0.0f;
+            for (int j = 0; j < hc; j++) sr += __shfl_sync(0xffffffffu, c, (r * hc + j) & 31);
+            c = c / (sr + eps);
         }
+        float sc = 0.0f;
+        for (int j = 0; j < hc; j++) sc += __shfl_sync(0xffffffffu, c, (j * hc + k) & 31);
+        c = c / (sc + eps);
     }
-#pragma unroll
-    for (int q = 0; q < 16; q++) cm[q] = c[q];
+    if (q < nq) cm[q] = c;
 }
 
 /* Grid (D slices, tokens): every block computes pre and collapses its slice
@@ -170,12 +155,10 @@ __global__ void __launch_bounds__(256) hc_finish_kernel(hc_args a)
             a.post[(int64_t)t * hc + q] = 2.0f * sigm(mix[hc + q] * s1 + cu_ld(a.base.dtype, a.base.data, hc + q));
         if (q < nq) cm[q] = mix[2 * hc + q] * s2 + cu_ld(a.base.dtype, a.base.data, 2 * hc + q);
         __syncthreads();
-        if (hc == 4) {
-            if (q == 0) sinkhorn4(cm, a.iters, a.hc_eps);
-        } else if (nq <= 32) {
-            if (q < 32) sinkhorn<true>(cm, hc, a.iters, a.hc_eps, q);
+        if (nq <= 32) {
+            if (q < 32) sinkhorn_warp(cm, hc, a.iters, a.hc_eps);
         } else {
-            sinkhorn<false>(cm, hc, a.iters, a.hc_eps, q);
+            sinkhorn_block(cm, hc, a.iters, a.hc_eps, q);
         }
         __syncthreads();
         if (q < nq) a.comb[(int64_t)t * nq + q] = cm[q];
