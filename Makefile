@@ -1,9 +1,10 @@
 # dsv4 build. `make` builds build/dsv4 and build/libdsv4.a; `make test` builds
 # and runs every test, including the loader/parser tests and the bad-input CLI
 # tests a second time in an AddressSanitizer+UBSan build (build-asan).
+.DEFAULT_GOAL := all
 BUILD   ?= build
 CC      ?= cc
-OPT     ?= -O2
+OPT     ?= -O3
 CFLAGS  += -std=c11 $(OPT) -g -Wall -Wextra -D_GNU_SOURCE -Iinclude -Isrc -pthread -MMD -MP
 LDLIBS  += -lcjson -lpcre2-8 -lm -pthread
 ifeq ($(SAN),1)

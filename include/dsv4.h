@@ -46,6 +46,11 @@ typedef struct {
 /* Load a Hugging Face checkpoint directory (config.json + safetensors). */
 dsv4_status dsv4_model_load(const char *dir, const dsv4_load_options *opt,
                             dsv4_model **out);
+/* A model with the real dimensions of "flash" or "pro", random BF16
+ * weights built in memory, `layers` layers and `experts` routed experts
+ * (<= 0: the real counts). For benchmarks. */
+dsv4_status dsv4_model_synthetic(const char *preset, int layers, int experts,
+                                 const dsv4_load_options *opt, dsv4_model **out);
 void dsv4_model_free(dsv4_model *m);
 
 /* Model facts for callers (sizes of buffers they pass in). */

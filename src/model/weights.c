@@ -9,6 +9,7 @@
  *                      hc_head.hc_fn kept from transformers.
  * Routed experts come per expert (ffn.experts.E.w1.weight) or merged
  * (mlp.experts.gate_up_proj [E, 2I, D], mlp.experts.down_proj [E, D, I]). */
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -71,6 +72,9 @@ static dsv4_status bind(binder *b, dsv4_mat *out, const char *pre, const char *c
         return dsv4_fail(DSV4_ERR_FORMAT, "checkpoint: tensor '%s' has shape [%s], config expects [%lld]",
                          t->name, got, (long long)d0);
     }
+    if ((uintptr_t)t->data % (uintptr_t)dtype_size(t->dtype))
+        return dsv4_fail(DSV4_ERR_FORMAT, "checkpoint: tensor '%s' data is not aligned to its %d-byte elements",
+                         t->name, dtype_size(t->dtype));
     b->used[tensor_index(b->m->st, t)] = 1;
     out->dtype = t->dtype;
     out->rows = d1 ? d0 : 1;
