@@ -7,9 +7,12 @@
 
 void *cpu_alloc(dsv4_backend *b, size_t bytes)
 {
-    (void)b;
+    cpu_impl *c = b->impl;
+    if (c->fail_alloc_in > 0 && --c->fail_alloc_in == 0) return NULL;
     return calloc(1, bytes ? bytes : 1);
 }
+
+void cpu_backend_inject_alloc_failure(dsv4_backend *b, int n) { ((cpu_impl *)b->impl)->fail_alloc_in = n; }
 
 void cpu_free(dsv4_backend *b, void *p) { (void)b; free(p); }
 
@@ -34,10 +37,6 @@ dsv4_status cpu_adopt_weight(dsv4_backend *b, dsv4_mat *m)
 
 dsv4_status cpu_sync(dsv4_backend *b)
 {
-    dsv4_status st = b->sticky;
-    if (st) {
-        dsv4_fail(st, "%s", b->sticky_msg);
-        b->sticky = DSV4_OK;
-    }
-    return st;
+    if (b->sticky) dsv4_fail(b->sticky, "%s", b->sticky_msg);
+    return b->sticky;
 }

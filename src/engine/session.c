@@ -143,6 +143,9 @@ static dsv4_status eval(dsv4_session *s, const int32_t *tokens, int n, float *lo
                              tokens[i], i, c->vocab - 1);
     dsv4_status st = session_reserve(s, s->pos + n);
     if (st) return st;
+    fwd_scratch *sc = NULL;
+    int rows = n < MAX_CHUNK ? n : MAX_CHUNK;
+    if ((st = forward_scratch_new(s->m, rows, all_rows ? rows : 1, &sc))) return st;
     for (int done = 0; done < n;) {
         int T = n - done > MAX_CHUNK ? MAX_CHUNK : n - done;
         int last = done + T == n;
@@ -150,15 +153,17 @@ static dsv4_status eval(dsv4_session *s, const int32_t *tokens, int n, float *lo
         if (logits && all_rows) lg = logits + (size_t)done * (size_t)c->vocab;
         else if (logits && last) lg = logits;
         fwd_lane lane = {s, T, 0};
-        st = forward_step(s->m, &lane, 1, tokens + done, T, lg, all_rows);
+        st = forward_step(s->m, sc, &lane, 1, tokens + done, T, lg, all_rows);
         if (st) {
             /* the forward writes ring slots and compressor rows in place */
             s->poisoned = 1;
+            forward_scratch_free(s->m, sc);
             return dsv4_fail_prefix(st, "session poisoned: ");
         }
         s->pos += T;
         done += T;
     }
+    forward_scratch_free(s->m, sc);
     return DSV4_OK;
 }
 
