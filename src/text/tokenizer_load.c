@@ -297,8 +297,10 @@ static dsv4_status check_section(loader *L, const cJSON *root, const char *key, 
         const cJSON *list = item(o, "normalizers");
         if (cJSON_IsArray(list) && cJSON_GetArraySize(list) == 0) return DSV4_OK;
     }
+    if (!cJSON_IsString(type))
+        return dsv4_fail(DSV4_ERR_FORMAT, "%s: %s: missing, or without a \"type\" (expected %s)", L->path, key, allowed);
     return dsv4_fail(DSV4_ERR_UNSUPPORTED, "%s: %s: type '%.40s' is not supported (only %s)", L->path, key,
-                     cJSON_IsString(type) ? type->valuestring : "?", allowed);
+                     type->valuestring, allowed);
 }
 
 static dsv4_status check_model(loader *L, const cJSON *model)
