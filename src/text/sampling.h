@@ -17,6 +17,9 @@
  * penalties, temperature and truncation): what OpenAI's API and vLLM report
  * by default, so they do not change with the sampling settings.
  *
+ * Stop tokens, stop strings (below) and a token budget are the generation
+ * loop's to check after each draw.
+ *
  * Cost: one pass over the vocabulary for penalties, the max and the
  * normalizer; top-k/top-p only sort the few tokens above a probability
  * threshold that is lowered until it provably holds the kept set. */
