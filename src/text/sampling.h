@@ -20,9 +20,13 @@
  * Stop tokens, stop strings (below) and a token budget are the generation
  * loop's to check after each draw.
  *
- * Cost: one pass over the vocabulary for penalties, the max and the
- * normalizer; top-k/top-p only sort the few tokens above a probability
- * threshold that is lowered until it provably holds the kept set. */
+ * Cost: a few passes over the vocabulary (checks, penalties, max; the
+ * normalizer only where top-p without top-k needs it). Truncation first
+ * keeps the tokens above a probability threshold, lowered until it provably
+ * holds the kept set, so exp() and selection run on few tokens for peaked
+ * distributions; then top-k is a size-k heap (O(n log k)) and top-p a
+ * weighted quickselect (expected O(n)): nothing is fully sorted. About
+ * 1 ms per token at vocabulary 129280 on this 2-core machine. */
 #ifndef DSV4_TEXT_SAMPLING_H
 #define DSV4_TEXT_SAMPLING_H
 #include <stddef.h>
