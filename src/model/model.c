@@ -24,11 +24,10 @@ static dsv4_status model_finish(dsv4_model *m, const dsv4_load_options *opt, con
     if (c->weight_format != WFMT_PLAIN || c->expert_format != WFMT_PLAIN)
         return dsv4_fail(DSV4_ERR_UNSUPPORTED, "%s: quantization_config (FP8/FP4 weights) is not supported "
                          "yet; use a BF16/F32 checkpoint", what);
-    if (opt && opt->progress) opt->progress(opt->progress_user, 0, st_mapped_bytes(m->st));
     if ((st = weights_bind(m))) return st;
     if (!(m->be = backend_create(opt ? opt->device : NULL, opt ? opt->n_threads : 0, max_row_width(c))))
         return DSV4_ERR_DEVICE;
-    if ((st = weights_adopt(m))) return st;
+    if ((st = weights_adopt(m, opt ? opt->progress : NULL, opt ? opt->progress_user : NULL))) return st;
     size_t fbytes = (size_t)c->rope_dim / 2 * sizeof(float);
     float *host = malloc(2 * fbytes);
     m->inv_freq_main = m->be->ops->alloc(m->be, fbytes);
@@ -42,7 +41,6 @@ static dsv4_status model_finish(dsv4_model *m, const dsv4_load_options *opt, con
     m->be->ops->upload(m->be, m->inv_freq_main, host, fbytes);
     m->be->ops->upload(m->be, m->inv_freq_compress, host + c->rope_dim / 2, fbytes);
     free(host);
-    if (opt && opt->progress) opt->progress(opt->progress_user, st_mapped_bytes(m->st), st_mapped_bytes(m->st));
     return m->be->ops->sync(m->be);
 }
 

@@ -50,8 +50,9 @@ dsv4_status model_synthetic_image(const char *preset, int layers, int experts, d
 /* Bind every expected tensor of the config: presence, dtype and exact shape.
  * Fills m->embed ... m->layers; records unknown tensor names. */
 dsv4_status weights_bind(dsv4_model *m);
-/* Hand the bound weights to m->be (after weights_bind). */
-dsv4_status weights_adopt(dsv4_model *m);
+/* Hand the bound weights to m->be (after weights_bind), reporting progress
+ * in bytes (CUDA: uploads; CPU: read-ahead requests on the mapping). */
+dsv4_status weights_adopt(dsv4_model *m, dsv4_progress_fn progress, void *user);
 void weights_free(dsv4_model *m);
 
 /* Bytes one decode step reads at context ctx: weights (all dense tensors,
