@@ -18,10 +18,13 @@ static void usage(FILE *f)
     fprintf(f,
             "usage: dsv4 bench (--model DIR | --synthetic flash|pro [--layers N] [--experts N])\n"
             "                  [--device cpu|cuda|auto] [--threads N] [--contexts 0,4096,32768,131072]\n"
-            "                  [--decode N] [--prefill N]\n"
+            "                  [--decode N] [--prefill N] [--hf-compare]\n"
             "Decode tokens/s at each context (state filled with random values, no prefill),\n"
             "prefill tokens/s for an N-token prompt, bytes read per decode token, achieved\n"
-            "GB/s against the bandwidth limit, and the split of decode time by op family.\n");
+            "GB/s against the bandwidth limit, and the split of decode time by op family.\n"
+            "--hf-compare (with --synthetic): also times transformers' eager bf16 model at\n"
+            "the same shapes (tools/bench/hf_decode.py, python from $DSV4_PYTHON or python3)\n"
+            "and prints our decode speed at the first context as a ratio to it.\n");
 }
 
 static double now(void)
@@ -101,6 +104,24 @@ out:
     return t;
 }
 
+/* ms per decode token of transformers' eager model (tools/bench/hf_decode.py). */
+static double hf_decode_ms(const char *preset, int layers, int experts, int n)
+{
+    const char *py = getenv("DSV4_PYTHON") ? getenv("DSV4_PYTHON") : "python3";
+    char cmd[512];
+    snprintf(cmd, sizeof cmd, "%s tools/bench/hf_decode.py --preset %s --layers %d --experts %d --decode %d", py,
+             preset, layers, experts, n);
+    fflush(stdout);
+    FILE *p = popen(cmd, "r");
+    if (!p) return -1;
+    char line[256];
+    double ms = -1;
+    while (fgets(line, sizeof line, p))
+        if (sscanf(line, "hf_ms_per_token %lf", &ms) == 1) break;
+    pclose(p);
+    return ms;
+}
+
 int cmd_bench(int argc, char **argv)
 {
     static const struct option opts[] = {
@@ -108,9 +129,10 @@ int cmd_bench(int argc, char **argv)
         {"layers", required_argument, 0, 'L'}, {"experts", required_argument, 0, 'E'},
         {"device", required_argument, 0, 'd'}, {"threads", required_argument, 0, 'j'},
         {"contexts", required_argument, 0, 'c'}, {"decode", required_argument, 0, 'n'},
-        {"prefill", required_argument, 0, 'p'}, {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
+        {"prefill", required_argument, 0, 'p'}, {"hf-compare", no_argument, 0, 'H'},
+        {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
     const char *model = NULL, *synth = NULL, *device = NULL, *ctxs = "0,4096,32768,131072";
-    int layers = 0, experts = 0, threads = 0, n_dec = 16, n_pre = 4096, c;
+    int layers = 0, experts = 0, threads = 0, n_dec = 16, n_pre = 4096, hf = 0, c;
     optind = 1;
     while ((c = getopt_long(argc, argv, "m:s:L:E:d:j:c:n:p:h", opts, NULL)) != -1) {
         switch (c) {
@@ -123,13 +145,14 @@ int cmd_bench(int argc, char **argv)
         case 'c': ctxs = optarg; break;
         case 'n': n_dec = atoi(optarg); break;
         case 'p': n_pre = atoi(optarg); break;
+        case 'H': hf = 1; break;
         case 'h': usage(stdout); return 0;
         default: usage(stderr); return 2;
         }
     }
     int64_t ctx[16];
     int n_ctx = parse_list(ctxs, ctx, 16);
-    if (!!model == !!synth || n_ctx <= 0 || n_dec < 1 || n_pre < 0) { usage(stderr); return 2; }
+    if (!!model == !!synth || n_ctx <= 0 || n_dec < 1 || n_pre < 0 || (hf && !synth)) { usage(stderr); return 2; }
     dsv4_model *m = NULL;
     double t0 = now();
     if (synth) {
@@ -151,8 +174,10 @@ int cmd_bench(int argc, char **argv)
     if (!logits) { dsv4_model_free(m); return 1; }
     printf("%-9s %10s %10s %12s %12s %9s %7s\n", "context", "tok/s", "ms/tok", "weights MB", "state MB", "GB/s",
            "% limit");
+    double first_t = 0;
     for (int i = 0; i < n_ctx; i++) {
         double t = time_decode(m, ctx[i], n_dec, logits);
+        if (i == 0) first_t = t;
         if (t < 0) { cli_report("bench", "decode"); free(logits); dsv4_model_free(m); return 1; }
         uint64_t wb, sb;
         model_decode_traffic(m, ctx[i], cf->n_active, &wb, &sb);
@@ -174,6 +199,14 @@ int cmd_bench(int argc, char **argv)
         else printf("prefill %d tokens: %.2f s, %.1f tok/s\n", n_pre, tp, n_pre / tp);
         dsv4_session_free(s);
         free(tok);
+    }
+    if (hf) {
+        double hf_ms = hf_decode_ms(synth, cf->n_layers, cf->n_experts, n_dec);
+        if (hf_ms > 0)
+            printf("transformers eager bf16, same shapes: %.3f ms/tok; dsv4 at context %lld: %.3f ms/tok -> %.1fx faster\n",
+                   hf_ms, (long long)ctx[0], 1e3 * first_t, hf_ms / (1e3 * first_t));
+        else
+            printf("transformers comparison failed (see stderr)\n");
     }
     /* split of decode time by op family (synchronized per op) */
     dsv4_backend *real = m->be, *prof = profile_wrap(real);
