@@ -1,6 +1,7 @@
 /* dsv4 bench: decode and prefill speed on a real or synthetic checkpoint,
  * against the memory-bandwidth limit measured (CPU) or nominal (GPU). */
 #include <getopt.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,13 +19,16 @@ static void usage(FILE *f)
     fprintf(f,
             "usage: dsv4 bench (--model DIR | --synthetic flash|pro [--layers N] [--experts N])\n"
             "                  [--device cpu|cuda|auto] [--threads N] [--contexts 0,4096,32768,131072]\n"
-            "                  [--decode N] [--prefill N] [--hf-compare]\n"
+            "                  [--decode N] [--prefill N] [--hf-compare] [--lanes 1,2,4,8]\n"
             "Decode tokens/s at each context (state filled with random values, no prefill),\n"
             "prefill tokens/s for an N-token prompt, bytes read per decode token, achieved\n"
             "GB/s against the bandwidth limit, and the split of decode time by op family.\n"
             "--hf-compare (with --synthetic): also times transformers' eager bf16 model at\n"
             "the same shapes (tools/bench/hf_decode.py, python from $DSV4_PYTHON or python3)\n"
-            "and prints our decode speed at the first context as a ratio to it.\n");
+            "and prints our decode speed at the first context as a ratio to it.\n"
+            "--lanes: aggregate tokens/s of batched steps (dsv4_decode_batch) with that many\n"
+            "sessions at the first context, against the roofline of dense weights + the\n"
+            "expected distinct experts of the lanes (uniform routing) + every lane's state.\n");
 }
 
 static double now(void)
@@ -104,6 +108,51 @@ out:
     return t;
 }
 
+/* Aggregate decode speed of batched steps with n lanes at context ctx. */
+static int bench_lanes(dsv4_model *m, const char *list, int64_t ctx, int n_dec, double limit)
+{
+    int64_t nl[16];
+    int cnt = parse_list(list, nl, 16);
+    if (cnt <= 0) { fprintf(stderr, "dsv4 bench: bad --lanes list '%s'\n", list); return -1; }
+    const dsv4_config *cf = &m->cfg;
+    printf("batched decode at context %lld:\n%-6s %12s %10s %10s %14s %9s %8s\n", (long long)ctx, "lanes",
+           "agg tok/s", "ms/step", "speedup", "bytes/step MB", "GB/s", "% limit");
+    double one = 0;
+    for (int i = 0; i < cnt; i++) {
+        int n = (int)nl[i];
+        if (n < 1 || n > DSV4_MAX_LANES) { fprintf(stderr, "dsv4 bench: --lanes %d out of range\n", n); return -1; }
+        dsv4_session *s[DSV4_MAX_LANES] = {0};
+        int32_t tok[DSV4_MAX_LANES];
+        float *lg = malloc((size_t)n * (size_t)cf->vocab * sizeof *lg);
+        uint32_t x = 99u;
+        int ok = lg != NULL;
+        for (int k = 0; k < n && ok; k++) {
+            ok = !dsv4_session_new(m, &s[k]) && (!ctx || !session_fill_random(s[k], ctx));
+            tok[k] = random_token(&x, cf->vocab);
+        }
+        double t = 0;
+        for (int step = 0; step < 2 + n_dec && ok; step++) {
+            if (step == 2) t = now();
+            ok = !dsv4_decode_batch(m, s, tok, n, lg, NULL);
+            for (int k = 0; k < n; k++) tok[k] = random_token(&x, cf->vocab);
+        }
+        t = (now() - t) / n_dec;
+        for (int k = 0; k < n; k++) dsv4_session_free(s[k]);
+        free(lg);
+        if (!ok) { cli_report("bench", "batched decode"); return -1; }
+        /* expected distinct experts per layer when n tokens each pick K of E uniformly */
+        double E = cf->n_experts, K = cf->n_active, distinct = E * (1 - pow(1 - K / E, n));
+        uint64_t wb, sb;
+        model_decode_traffic(m, ctx, distinct, &wb, &sb);
+        double bytes = (double)wb + (double)n * (double)sb, gbs = bytes / t / 1e9;
+        if (i == 0) one = n / t;
+        printf("%-6d %12.2f %10.3f %9.2fx %14.1f %9.1f %7.1f%%\n", n, n / t, 1e3 * t, (n / t) / one, bytes / 1e6, gbs,
+               100 * gbs / limit);
+        fflush(stdout);
+    }
+    return 0;
+}
+
 /* ms per decode token of transformers' eager model (tools/bench/hf_decode.py). */
 static double hf_decode_ms(const char *preset, int layers, int experts, int n)
 {
@@ -130,8 +179,9 @@ int cmd_bench(int argc, char **argv)
         {"device", required_argument, 0, 'd'}, {"threads", required_argument, 0, 'j'},
         {"contexts", required_argument, 0, 'c'}, {"decode", required_argument, 0, 'n'},
         {"prefill", required_argument, 0, 'p'}, {"hf-compare", no_argument, 0, 'H'},
+        {"lanes", required_argument, 0, 'l'},
         {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
-    const char *model = NULL, *synth = NULL, *device = NULL, *ctxs = "0,4096,32768,131072";
+    const char *model = NULL, *synth = NULL, *device = NULL, *ctxs = "0,4096,32768,131072", *lanes_arg = NULL;
     int layers = 0, experts = 0, threads = 0, n_dec = 16, n_pre = 4096, hf = 0, c;
     optind = 1;
     while ((c = getopt_long(argc, argv, "m:s:L:E:d:j:c:n:p:h", opts, NULL)) != -1) {
@@ -146,6 +196,7 @@ int cmd_bench(int argc, char **argv)
         case 'n': n_dec = atoi(optarg); break;
         case 'p': n_pre = atoi(optarg); break;
         case 'H': hf = 1; break;
+        case 'l': lanes_arg = optarg; break;
         case 'h': usage(stdout); return 0;
         default: usage(stderr); return 2;
         }
@@ -200,6 +251,7 @@ int cmd_bench(int argc, char **argv)
         dsv4_session_free(s);
         free(tok);
     }
+    if (lanes_arg && bench_lanes(m, lanes_arg, ctx[0], n_dec, limit)) { free(logits); dsv4_model_free(m); return 1; }
     if (hf) {
         double hf_ms = hf_decode_ms(synth, cf->n_layers, cf->n_experts, n_dec);
         if (hf_ms > 0)

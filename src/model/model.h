@@ -58,7 +58,7 @@ void weights_free(dsv4_model *m);
 /* Bytes one decode step reads at context ctx: weights (all dense tensors,
  * `distinct_experts` routed experts per layer, one embedding row) and session
  * state (window, indexer keys, selected/all compressed entries). */
-void model_decode_traffic(const dsv4_model *m, int64_t ctx, int distinct_experts, uint64_t *weights,
+void model_decode_traffic(const dsv4_model *m, int64_t ctx, double distinct_experts, uint64_t *weights,
                           uint64_t *state);
 
 /* RoPE inverse frequencies as transformers computes them (fp32). */

@@ -6,7 +6,7 @@ static uint64_t mat_bytes(const dsv4_mat *m)
     return m->data ? (uint64_t)m->rows * (uint64_t)m->cols * (uint64_t)dtype_size(m->dtype) : 0;
 }
 
-void model_decode_traffic(const dsv4_model *m, int64_t ctx, int distinct_experts, uint64_t *weights,
+void model_decode_traffic(const dsv4_model *m, int64_t ctx, double distinct_experts, uint64_t *weights,
                           uint64_t *state)
 {
     const dsv4_config *c = &m->cfg;
@@ -22,7 +22,7 @@ void model_decode_traffic(const dsv4_model *m, int64_t ctx, int distinct_experts
                                   &lw->idx_comp.wgate, &lw->idx_comp.norm, &lw->idx_wq_b, &lw->idx_wproj,
                                   &lw->gate, &lw->sh_w1, &lw->sh_w2, &lw->sh_w3};
         for (size_t i = 0; i < sizeof mats / sizeof mats[0]; i++) w += mat_bytes(mats[i]);
-        w += (uint64_t)distinct_experts * (mat_bytes(&lw->w1[0]) + mat_bytes(&lw->w2[0]) + mat_bytes(&lw->w3[0]));
+        w += (uint64_t)(distinct_experts * (double)(mat_bytes(&lw->w1[0]) + mat_bytes(&lw->w2[0]) + mat_bytes(&lw->w3[0])));
         int64_t win = pos + 1 < c->window ? pos + 1 : c->window;
         s += (uint64_t)win * (uint64_t)c->head_dim * sizeof(float);
         int r = config_ratio(c, l);
