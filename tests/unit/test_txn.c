@@ -176,16 +176,19 @@ static void test_fault_poisons_all_lanes(void)
     dsv4_session *s[NL];
     int32_t nx[NL];
     prefill4(s, nx);
-    /* corrupt layer 0's hash table for lane 2's token (CPU: host memory) */
+    /* corrupt layer 0's hash table (backend memory) for lane 2's token */
     int32_t *tab = (int32_t *)g_m->layers[0].tid2eid;
     int K = g_m->cfg.n_active, tok = nx[2];
     for (int i = 0; i < NL; i++) if (i != 2 && nx[i] == tok) nx[i] = (tok + 1) % V;
     for (int i = 0; i < NL; i++) if (i != 2 && nx[i] == tok) nx[i] = (tok + 2) % V;
-    int32_t saved = tab[tok * K];
-    tab[tok * K] = 99;
+    int32_t saved, bad = 99;
+    dsv4_backend *be = g_m->be;
+    be->ops->download(be, &saved, tab + tok * K, sizeof saved);
+    be->ops->upload(be, tab + tok * K, &bad, sizeof bad);
     float *lb = malloc((size_t)NL * V * sizeof *lb);
     dsv4_status st = dsv4_decode_batch(g_m, s, nx, NL, lb, NULL);
-    tab[tok * K] = saved;
+    be->ops->upload(be, tab + tok * K, &saved, sizeof saved);
+    CHECK(be->ops->sync(be) == DSV4_OK);
     CHECK(st == DSV4_ERR_DEVICE);
     CHECKF(strstr(dsv4_last_error(), "lane 2") && strstr(dsv4_last_error(), "layer 0"),
            "message does not name lane and layer: %s", dsv4_last_error());
