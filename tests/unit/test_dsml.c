@@ -8,20 +8,6 @@
 
 #define DATA "tests/data/chat/"
 
-static char *read_file(const char *path)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *p = malloc((size_t)n + 1);
-    if (p && fread(p, 1, (size_t)n, f) != (size_t)n) { free(p); p = NULL; }
-    fclose(f);
-    if (p) p[n] = 0;
-    return p;
-}
-
 static cJSON *g_cases;
 
 static const char *jstr(const cJSON *o, const char *k)
@@ -237,7 +223,7 @@ static void test_random_damage(void)
 
 int main(void)
 {
-    char *text = read_file(DATA "dsml_cases.json");
+    char *text = test_read_file(DATA "dsml_cases.json", NULL);
     g_cases = text ? cJSON_Parse(text) : NULL;
     if (!g_cases) printf("FAIL load_cases: cannot read " DATA "dsml_cases.json (run from the repo root)\n");
     RUN(test_reference_agreement);
