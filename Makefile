@@ -1,9 +1,10 @@
 # dsv4 build. `make` builds build/dsv4 and build/libdsv4.a; `make test` builds
 # and runs every test, including the loader/parser tests and the bad-input CLI
 # tests a second time in an AddressSanitizer+UBSan build (build-asan).
+.DEFAULT_GOAL := all
 BUILD   ?= build
 CC      ?= cc
-OPT     ?= -O2
+OPT     ?= -O3
 CFLAGS  += -std=c11 $(OPT) -g -Wall -Wextra -D_GNU_SOURCE -Iinclude -Isrc -pthread -MMD -MP
 LDLIBS  += -lcjson -lpcre2-8 -lm -pthread
 ifeq ($(SAN),1)
@@ -70,7 +71,7 @@ run: $(BUILD)/dsv4
 	$(BUILD)/dsv4 generate --model tests/fixtures/tiny-mixed-f32 --tokens 1,2,3,4,5 -n 16
 
 ASAN_BUILD ?= build-asan
-test: $(BUILD)/dsv4 $(TEST_BIN)
+test: $(BUILD)/dsv4 $(TEST_BIN) fuzz
 	$(MAKE) --no-print-directory SAN=1 BUILD=$(ASAN_BUILD) NVCC= sanitized
 	DSV4_BIN=$(BUILD)/dsv4 DSV4_ASAN_BUILD=$(ASAN_BUILD) tests/run.sh $(TEST_BIN) tests/cli/*.sh
 
@@ -90,20 +91,20 @@ FUZZ_CC    ?= clang
 FUZZ_FLAGS ?= -std=c11 -g -O1 -D_GNU_SOURCE -Iinclude -Isrc \
               -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined
 FUZZ_TIME  ?= 20
-FUZZ_NAMES := safetensors config
-FUZZ_SRC   := $(wildcard src/base/*.c src/io/*.c)
+FUZZ_NAMES := safetensors config dsml
+FUZZ_SRC   := $(wildcard src/base/*.c src/io/*.c src/text/*.c)
 FUZZ_BIN   := $(FUZZ_NAMES:%=$(BUILD)/fuzz/fuzz_%)
 .PHONY: fuzz fuzz-smoke
 fuzz: $(FUZZ_BIN)
 
 $(BUILD)/fuzz/fuzz_%: tests/fuzz/fuzz_%.c $(FUZZ_SRC)
 	@mkdir -p $(@D)
-	$(FUZZ_CC) $(FUZZ_FLAGS) -o $@ $< $(FUZZ_SRC) -lcjson -lm
+	$(FUZZ_CC) $(FUZZ_FLAGS) -o $@ $< $(FUZZ_SRC) -lcjson -lpcre2-8 -lm
 
 fuzz-smoke: $(FUZZ_BIN)
 	set -e; for n in $(FUZZ_NAMES); do \
 	  mkdir -p $(BUILD)/fuzz/corpus_$$n; \
-	  $(BUILD)/fuzz/fuzz_$$n -max_total_time=$(FUZZ_TIME) -dict=tests/fuzz/$$n.dict \
+	  $(BUILD)/fuzz/fuzz_$$n -max_total_time=$(FUZZ_TIME) $$([ -f tests/fuzz/$$n.dict ] && echo -dict=tests/fuzz/$$n.dict) \
 	    -artifact_prefix=$(BUILD)/fuzz/ $(BUILD)/fuzz/corpus_$$n tests/fuzz/corpus_$$n; \
 	done
 

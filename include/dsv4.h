@@ -46,6 +46,11 @@ typedef struct {
 /* Load a Hugging Face checkpoint directory (config.json + safetensors). */
 dsv4_status dsv4_model_load(const char *dir, const dsv4_load_options *opt,
                             dsv4_model **out);
+/* A model with the real dimensions of "flash" or "pro", random BF16
+ * weights built in memory, `layers` layers and `experts` routed experts
+ * (<= 0: the real counts). For benchmarks. */
+dsv4_status dsv4_model_synthetic(const char *preset, int layers, int experts,
+                                 const dsv4_load_options *opt, dsv4_model **out);
 void dsv4_model_free(dsv4_model *m);
 
 /* Model facts for callers (sizes of buffers they pass in). */
@@ -77,6 +82,43 @@ dsv4_status dsv4_session_eval(dsv4_session *s, const int32_t *tokens, int n,
 /* Same, but logits (if not NULL) receives only the row of the last token. */
 dsv4_status dsv4_session_eval_last(dsv4_session *s, const int32_t *tokens, int n,
                                    float *logits);
+
+/* ---- several sessions in one transaction (engine/txn.c) ---- */
+
+#define DSV4_MAX_LANES 64
+
+/* Commit gate: called after a step ran and validated, before it is
+ * published; return non-zero to veto (e.g. the request was cancelled). */
+typedef int (*dsv4_gate_fn)(void *user, int n_lanes, double elapsed_ms);
+typedef struct {
+    dsv4_gate_fn fn;        /* may be NULL */
+    void *user;
+    double deadline_ms;     /* > 0: veto a step whose execution took longer */
+    int check_finite;       /* 1: a non-finite logit is a fault */
+} dsv4_gate;
+
+/* Decode one token for each of n_lanes distinct sessions (1..DSV4_MAX_LANES,
+ * any positions) in one step. logits (may be NULL): n_lanes rows of vocab.
+ * Each lane's logits and state are bit-identical to decoding it alone.
+ * Either every lane advances or none does: a veto (DSV4_ERR_VETO) or an
+ * error before the run leaves every session exactly as it was; a fault
+ * detected after the run (message names lane and layer) poisons them all. */
+dsv4_status dsv4_decode_batch(dsv4_model *m, dsv4_session *const *sessions,
+                              const int32_t *tokens, int n_lanes, float *logits,
+                              const dsv4_gate *gate);
+
+/* 1 when the session refuses use until dsv4_session_reset/restore. */
+int dsv4_session_poisoned(const dsv4_session *s);
+
+/* In-memory snapshot of a session's live state (a canonical byte image:
+ * equal images mean equal behaviour). */
+typedef struct dsv4_snapshot dsv4_snapshot;
+dsv4_status dsv4_session_snapshot(dsv4_session *s, dsv4_snapshot **out);
+/* Make s equal to the snapshot (also recovers a poisoned session). */
+dsv4_status dsv4_session_restore(dsv4_session *s, const dsv4_snapshot *snap);
+void dsv4_snapshot_free(dsv4_snapshot *snap);
+const void *dsv4_snapshot_data(const dsv4_snapshot *snap, size_t *len);
+int64_t dsv4_snapshot_pos(const dsv4_snapshot *snap);
 
 #ifdef __cplusplus
 }

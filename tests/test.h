@@ -49,6 +49,21 @@ static inline void t_run(const char *name, void (*fn)(void))
 }
 
 #define RUN(fn) t_run(#fn, fn)
+
+/* A whole file, NUL-terminated, malloc'd; NULL if unreadable. len may be NULL. */
+static inline char *test_read_file(const char *path, size_t *len)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    char *p = n >= 0 ? malloc((size_t)n + 1) : NULL;
+    if (p && fread(p, 1, (size_t)n, f) != (size_t)n) { free(p); p = NULL; }
+    fclose(f);
+    if (p) { p[n] = 0; if (len) *len = (size_t)n; }
+    return p;
+}
 #define TEST_MAIN_END() return t_fail ? 1 : 0
 
 #endif

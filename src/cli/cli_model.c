@@ -7,12 +7,14 @@
 
 #include "cli/commands.h"
 
+/* A bar on stderr; only for checkpoints big enough to take a while. */
 static void progress(void *user, uint64_t done, uint64_t total)
 {
     (void)user;
-    if (!total) return;
-    int pct = (int)(100.0 * (double)done / (double)total);
-    fprintf(stderr, "\rloading %3d%% (%.1f GiB)", pct, (double)total / (1u << 30));
+    if (total < (256u << 20)) return;
+    int pct = (int)(100.0 * (double)done / (double)total), w = pct * 30 / 100;
+    fprintf(stderr, "\rloading [%.*s%*s] %3d%% of %.1f GiB", w, "##############################", 30 - w, "", pct,
+            (double)total / (1u << 30));
     if (done >= total) fputc('\n', stderr);
 }
 

@@ -1,17 +1,25 @@
-/* dsv4 generate: greedy decoding from token ids. */
+/* dsv4 generate: greedy decoding from token ids, for one prompt or a batch
+ * of prompts decoded together (one transaction per step). */
 #include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "cli/commands.h"
 
 static void usage(FILE *f)
 {
     fprintf(f,
-            "usage: dsv4 generate --model DIR (--tokens 1,2,3 | --tokens-file F) [-n N] [--threads N]\n"
+            "usage: dsv4 generate --model DIR (--tokens 1,2,3 | --tokens-file F | --batch F) [-n N]\n"
+            "                     [--serial] [--step-deadline-ms MS] [--threads N]\n"
             "       [--device cpu|cuda|auto]   (default auto: cuda when a GPU is usable)\n"
             "Prefills the prompt, then decodes N tokens greedily (default 16) and prints\n"
-            "the generated ids, comma-separated, on one line.\n");
+            "the generated ids, comma-separated, on one line.\n"
+            "--batch F: one prompt per line (token ids); all prompts decode together, one\n"
+            "step per token for every lane; prints one line per prompt. --serial decodes\n"
+            "them one at a time instead (same output: batching never changes results).\n"
+            "--step-deadline-ms: a batched step that takes longer is vetoed (no lane\n"
+            "advances) and generation stops with an error.\n");
 }
 
 static int argmax(const float *v, int n)
@@ -21,34 +29,96 @@ static int argmax(const float *v, int n)
     return best;
 }
 
-int cmd_generate(int argc, char **argv)
+/* Prompts of a --batch file: one line each, blank lines skipped. */
+static int read_batch(const char *path, int ***ids, int **lens, int *n)
 {
-    static const struct option opts[] = {
-        {"model", required_argument, 0, 'm'}, {"tokens", required_argument, 0, 't'},
-        {"tokens-file", required_argument, 0, 'f'}, {"threads", required_argument, 0, 'j'},
-        {"device", required_argument, 0, 'd'},
-        {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
-    const char *model = NULL, *tokens = NULL, *file = NULL;
-    int n_gen = 16, threads = 0, c;
-    const char *device = NULL;
-    optind = 1;
-    while ((c = getopt_long(argc, argv, "m:t:f:n:j:d:h", opts, NULL)) != -1) {
-        switch (c) {
-        case 'm': model = optarg; break;
-        case 't': tokens = optarg; break;
-        case 'f': file = optarg; break;
-        case 'n': n_gen = atoi(optarg); if (n_gen < 0) { fprintf(stderr, "dsv4 generate: -n must be >= 0\n"); return 2; } break;
-        case 'j': threads = atoi(optarg); break;
-        case 'd': device = optarg; break;
-        case 'h': usage(stdout); return 0;
-        default: usage(stderr); return 2;
+    char *text = cli_read_file(path, NULL);
+    if (!text) return -1;
+    int cap = 8, cnt = 0, rc = 0;
+    int **v = malloc((size_t)cap * sizeof *v), *l = malloc((size_t)cap * sizeof *l);
+    for (char *line = strtok(text, "\n"); line && v && l; line = strtok(NULL, "\n")) {
+        if (strspn(line, " \t\r,") == strlen(line)) continue;
+        if (cnt == cap) {
+            cap *= 2;
+            int **g = realloc(v, (size_t)cap * sizeof *g);
+            int *h = realloc(l, (size_t)cap * sizeof *h);
+            if (g) v = g;
+            if (h) l = h;
+            if (!g || !h) { rc = -1; break; }
         }
+        char what[64];
+        snprintf(what, sizeof what, "%s line %d", path, cnt + 1);
+        if (cli_parse_ids(line, &v[cnt], &l[cnt], what)) { rc = -1; break; }
+        cnt++;
     }
-    if (!model) { usage(stderr); return 2; }
-    int *ids = NULL, n = 0;
-    if (cli_token_arg("generate", tokens, file, &ids, &n)) return 2;
-    dsv4_model *m = cli_load_model("generate", model, threads, device);
-    if (!m) { free(ids); return 1; }
+    free(text);
+    if (!v || !l || rc || !cnt) {
+        if (!cnt && !rc) fprintf(stderr, "dsv4 generate: %s: no prompts\n", path);
+        for (int i = 0; v && i < cnt; i++) free(v[i]);
+        free(v);
+        free(l);
+        return -1;
+    }
+    *ids = v;
+    *lens = l;
+    *n = cnt;
+    return 0;
+}
+
+static int generate_batch(dsv4_model *m, const char *file, int n_gen, int serial, double deadline)
+{
+    int **ids = NULL, *lens = NULL, n = 0, rc = 1, V = dsv4_model_vocab(m);
+    if (read_batch(file, &ids, &lens, &n)) return 2;
+    if (!serial && n > DSV4_MAX_LANES) {
+        fprintf(stderr, "dsv4 generate: %s has %d prompts; at most %d decode together\n", file, n, DSV4_MAX_LANES);
+        goto out;
+    }
+    dsv4_session **s = calloc((size_t)n, sizeof *s);
+    int32_t *next = calloc((size_t)n, sizeof *next), *out_ids = calloc((size_t)n * (size_t)(n_gen + 1), sizeof *out_ids);
+    float *logits = malloc((size_t)n * (size_t)V * sizeof *logits);
+    if (!s || !next || !out_ids || !logits) { fprintf(stderr, "dsv4 generate: out of memory\n"); goto done; }
+    for (int i = 0; i < n; i++) {
+        if (dsv4_session_new(m, &s[i]) || dsv4_session_eval_last(s[i], (const int32_t *)ids[i], lens[i], logits)) {
+            fprintf(stderr, "dsv4 generate: prompt %d: %s\n", i + 1, dsv4_last_error());
+            goto done;
+        }
+        next[i] = argmax(logits, V);
+    }
+    dsv4_gate gate = {NULL, NULL, deadline, 1};
+    for (int k = 0; k < n_gen; k++) {
+        for (int i = 0; i < n; i++) out_ids[(size_t)i * n_gen + k] = next[i];
+        if (k + 1 == n_gen) break;
+        if (serial) {
+            for (int i = 0; i < n; i++) {
+                if (dsv4_session_eval_last(s[i], &next[i], 1, logits + (size_t)i * V)) {
+                    fprintf(stderr, "dsv4 generate: prompt %d: %s\n", i + 1, dsv4_last_error());
+                    goto done;
+                }
+            }
+        } else if (dsv4_decode_batch(m, s, next, n, logits, &gate)) {
+            fprintf(stderr, "dsv4 generate: step %d: %s\n", k + 1, dsv4_last_error());
+            goto done;
+        }
+        for (int i = 0; i < n; i++) next[i] = argmax(logits + (size_t)i * V, V);
+    }
+    for (int i = 0; i < n; i++)
+        for (int k = 0; k < n_gen; k++) printf("%d%s", out_ids[(size_t)i * n_gen + k], k + 1 < n_gen ? "," : "\n");
+    rc = 0;
+done:
+    for (int i = 0; s && i < n; i++) dsv4_session_free(s[i]);
+    free(s);
+    free(next);
+    free(out_ids);
+    free(logits);
+out:
+    for (int i = 0; i < n; i++) free(ids[i]);
+    free(ids);
+    free(lens);
+    return rc;
+}
+
+static int generate_one(dsv4_model *m, const int *ids, int n, int n_gen)
+{
     int V = dsv4_model_vocab(m), rc = 1;
     float *logits = malloc((size_t)V * sizeof *logits);
     dsv4_session *s = NULL;
@@ -68,8 +138,45 @@ int cmd_generate(int argc, char **argv)
     rc = 0;
 done:
     dsv4_session_free(s);
-    dsv4_model_free(m);
     free(logits);
+    return rc;
+}
+
+int cmd_generate(int argc, char **argv)
+{
+    static const struct option opts[] = {
+        {"model", required_argument, 0, 'm'}, {"tokens", required_argument, 0, 't'},
+        {"tokens-file", required_argument, 0, 'f'}, {"batch", required_argument, 0, 'b'},
+        {"serial", no_argument, 0, 'S'}, {"step-deadline-ms", required_argument, 0, 'D'},
+        {"threads", required_argument, 0, 'j'}, {"device", required_argument, 0, 'd'},
+        {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
+    const char *model = NULL, *tokens = NULL, *file = NULL, *batch = NULL, *device = NULL;
+    int n_gen = 16, threads = 0, serial = 0, c;
+    double deadline = 0;
+    optind = 1;
+    while ((c = getopt_long(argc, argv, "m:t:f:n:b:SD:j:d:h", opts, NULL)) != -1) {
+        switch (c) {
+        case 'm': model = optarg; break;
+        case 't': tokens = optarg; break;
+        case 'f': file = optarg; break;
+        case 'b': batch = optarg; break;
+        case 'S': serial = 1; break;
+        case 'D': deadline = atof(optarg); if (deadline <= 0) { fprintf(stderr, "dsv4 generate: --step-deadline-ms must be > 0\n"); return 2; } break;
+        case 'n': n_gen = atoi(optarg); if (n_gen < 0) { fprintf(stderr, "dsv4 generate: -n must be >= 0\n"); return 2; } break;
+        case 'j': threads = atoi(optarg); break;
+        case 'd': device = optarg; break;
+        case 'h': usage(stdout); return 0;
+        default: usage(stderr); return 2;
+        }
+    }
+    if (!model) { usage(stderr); return 2; }
+    if (batch && (tokens || file)) { fprintf(stderr, "dsv4 generate: --batch replaces --tokens/--tokens-file\n"); return 2; }
+    int *ids = NULL, n = 0;
+    if (!batch && cli_token_arg("generate", tokens, file, &ids, &n)) return 2;
+    dsv4_model *m = cli_load_model("generate", model, threads, device);
+    if (!m) { free(ids); return 1; }
+    int rc = batch ? generate_batch(m, batch, n_gen, serial, deadline) : generate_one(m, ids, n, n_gen);
+    dsv4_model_free(m);
     free(ids);
     return rc;
 }

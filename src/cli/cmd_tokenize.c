@@ -96,10 +96,20 @@ static int encode_print(const tok_t *tok, const char *text, size_t len, int flag
     return 0;
 }
 
+/* Parses one whole line as JSON; NULL if it is not exactly one value. */
+static cJSON *parse_line(const char *line, size_t len)
+{
+    const char *end = NULL;
+    cJSON *j = cJSON_ParseWithLengthOpts(line, len, &end, 0);
+    while (j && end < line + len && strchr(" \t\r", *end)) end++;
+    if (j && end != line + len) { cJSON_Delete(j); j = NULL; }
+    return j;
+}
+
 static int encode_json_line(void *vctx, char *line, size_t len, size_t lineno)
 {
     line_ctx *c = vctx;
-    cJSON *j = cJSON_ParseWithLength(line, len);
+    cJSON *j = parse_line(line, len);
     if (!cJSON_IsString(j)) {
         fprintf(stderr, "dsv4 tokenize: %s:%zu: not a JSON string\n", c->file, lineno);
         cJSON_Delete(j);
@@ -192,7 +202,7 @@ static int decode_json_line(void *vctx, char *line, size_t len, size_t lineno)
     line_ctx *c = vctx;
     char what[512];
     snprintf(what, sizeof what, "%s:%zu", c->file, lineno);
-    cJSON *j = cJSON_ParseWithLength(line, len), *it;
+    cJSON *j = parse_line(line, len), *it;
     size_t n = 0;
     int32_t *ids = malloc(((size_t)cJSON_GetArraySize(j) + 1) * sizeof *ids);
     int rc = !cJSON_IsArray(j) || !ids ? 1 : 0;

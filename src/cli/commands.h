@@ -9,6 +9,7 @@
 int cmd_generate(int argc, char **argv);
 int cmd_score(int argc, char **argv);
 int cmd_info(int argc, char **argv);
+int cmd_bench(int argc, char **argv);
 int cmd_tokenize(int argc, char **argv);
 int cmd_detokenize(int argc, char **argv);
 

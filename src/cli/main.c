@@ -12,6 +12,7 @@ static const struct {
     {"generate", cmd_generate, "greedy generation from token ids"},
     {"score", cmd_score, "write the logits of every input position"},
     {"info", cmd_info, "print model facts and session memory per token"},
+    {"bench", cmd_bench, "decode/prefill speed against the bandwidth limit"},
     {"tokenize", cmd_tokenize, "text to token ids"},
     {"detokenize", cmd_detokenize, "token ids to text"},
 };

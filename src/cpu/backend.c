@@ -61,15 +61,6 @@ static const dsv4_ops k_cpu_ops = {
     .moe = cpu_moe,
 };
 
-void backend_fail(dsv4_backend *b, dsv4_status st, const char *msg)
-{
-    dsv4_status expected = DSV4_OK;
-    if (__atomic_compare_exchange_n(&b->sticky, &expected, st, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
-        strncpy(b->sticky_msg, msg, sizeof b->sticky_msg - 1);
-        b->sticky_msg[sizeof b->sticky_msg - 1] = 0;
-    }
-}
-
 static void cpu_backend_free(dsv4_backend *b)
 {
     if (!b) return;

@@ -23,6 +23,7 @@ float mat_get(const dsv4_mat *m, int64_t i)
     return f;
 }
 
+__attribute__((target_clones("avx2", "default")))
 void cpu_mat_to_f32(const dsv4_mat *m, int64_t off, int64_t n, float *out)
 {
     switch (m->dtype) {
@@ -45,6 +46,9 @@ void cpu_mat_to_f32(const dsv4_mat *m, int64_t off, int64_t n, float *out)
     }
 }
 
+/* AVX2 and baseline clones compute the same lanes in the same order (no FMA
+ * contraction in ISO C mode), so results do not depend on the CPU. */
+__attribute__((target_clones("avx2", "default")))
 float cpu_dot(const float *a, const float *b, int64_t n)
 {
     float acc[8] = {0};
@@ -54,6 +58,28 @@ float cpu_dot(const float *a, const float *b, int64_t n)
     for (; i < n; i++) acc[i & 7] += a[i] * b[i];
     return ((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7]));
 }
+
+/* x · bf16 row without a conversion pass: the same lanes and order as
+ * cpu_dot over the converted row, hence the same bits. */
+__attribute__((target_clones("avx2", "default")))
+static float dot_bf16(const float *a, const uint16_t *w, int64_t n)
+{
+    float acc[8] = {0};
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        for (int j = 0; j < 8; j++) {
+            uint32_t u = (uint32_t)w[i + j] << 16;
+            float f;
+            memcpy(&f, &u, 4);
+            acc[j] += a[i + j] * f;
+        }
+    for (; i < n; i++) acc[i & 7] += a[i] * bf16_to_f32(w[i]);
+    return ((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7]));
+}
+
+/* Up to this many tokens the bf16 row is streamed straight into the dots
+ * (decode); beyond, converting it once per row is cheaper. */
+#define BF16_DIRECT_MAX_T 4
 
 typedef struct {
     dsv4_backend *b;
@@ -69,6 +95,13 @@ static void matmul_rows(void *ctx, int64_t r0, int64_t r1, int tid)
     matmul_job *j = ctx;
     int64_t n = j->W->cols;
     float *row = cpu_scratch_row(j->b, tid);
+    if (j->W->dtype == DT_BF16 && j->T <= BF16_DIRECT_MAX_T) {
+        for (int64_t r = r0; r < r1; r++) {
+            const uint16_t *w = (const uint16_t *)j->W->data + r * n;
+            for (int t = 0; t < j->T; t++) j->y[t * j->ldy + r] = dot_bf16(j->x + t * j->ldx, w, n);
+        }
+        return;
+    }
     for (int64_t r = r0; r < r1; r++) {
         cpu_mat_to_f32(j->W, r * n, n, row);
         for (int t = 0; t < j->T; t++) j->y[t * j->ldy + r] = cpu_dot(j->x + t * j->ldx, row, n);

@@ -1,15 +1,20 @@
 /* Memory functions of the CPU backend: plain host memory. */
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include "base/error.h"
 #include "cpu/cpu.h"
 
 void *cpu_alloc(dsv4_backend *b, size_t bytes)
 {
-    (void)b;
+    cpu_impl *c = b->impl;
+    if (c->fail_alloc_in > 0 && --c->fail_alloc_in == 0) return NULL;
     return calloc(1, bytes ? bytes : 1);
 }
+
+void cpu_backend_inject_alloc_failure(dsv4_backend *b, int n) { ((cpu_impl *)b->impl)->fail_alloc_in = n; }
 
 void cpu_free(dsv4_backend *b, void *p) { (void)b; free(p); }
 
@@ -28,16 +33,15 @@ void cpu_zero(dsv4_backend *b, void *p, size_t bytes)
 dsv4_status cpu_adopt_weight(dsv4_backend *b, dsv4_mat *m)
 {
     (void)b;
-    (void)m; /* read in place from the mapping */
+    /* read in place from the mapping; ask the kernel to start reading it in */
+    uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE), start = (uintptr_t)m->data & ~(page - 1);
+    uintptr_t end = (uintptr_t)m->data + (uintptr_t)(m->rows * m->cols * dtype_size(m->dtype));
+    if (end > start) madvise((void *)start, end - start, MADV_WILLNEED);
     return DSV4_OK;
 }
 
 dsv4_status cpu_sync(dsv4_backend *b)
 {
-    dsv4_status st = b->sticky;
-    if (st) {
-        dsv4_fail(st, "%s", b->sticky_msg);
-        b->sticky = DSV4_OK;
-    }
-    return st;
+    if (b->sticky) dsv4_fail(b->sticky, "%s", b->sticky_msg);
+    return b->sticky;
 }

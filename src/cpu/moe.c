@@ -6,6 +6,7 @@
  * increasing expert id, then adds the shared expert — an order that does not
  * depend on which other tokens are in the chunk. */
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -93,6 +94,13 @@ void cpu_moe(dsv4_backend *b, const float *x, const int32_t *tok, int T, int D, 
     }
     cpu_matmul(b, x, D, T, p->gate, logits, E);
     route(logits, tok, T, p, sel, wt, scores);
+    for (int64_t i = 0; i < (int64_t)T * K; i++)
+        if (sel[i] < 0 || sel[i] >= E) { /* a corrupted table must not index past the experts */
+            char msg[96];
+            snprintf(msg, sizeof msg, "routed to expert %d, outside 0..%d", sel[i], E - 1);
+            backend_fail_row(b, DSV4_ERR_DEVICE, (int)(i / K), msg);
+            goto done;
+        }
     memset(out, 0, (size_t)T * (size_t)D * sizeof *out);
     for (int e = 0; e < E; e++) {
         int n = 0;

@@ -136,7 +136,7 @@ __global__ void attention_combine_kernel(att_args a, const int64_t *dpos)
     (void)dpos;
     const float *p = a.part + ((int64_t)t * a.H + h) * S * (hd + 2);
     if (threadIdx.x == 0) {
-        if (a.sel_idx && (a.sel_n[t] < 0 || a.sel_n[t] > a.sel_cap)) cu_fault(a.err, CU_FAULT_SELECT);
+        if (a.sel_idx && (a.sel_n[t] < 0 || a.sel_n[t] > a.sel_cap)) cu_fault(a.err, CU_FAULT_SELECT, t);
         float sink = cu_ld(a.sinks.dtype, a.sinks.data, h), M = sink;
         for (int s = 0; s < S; s++)
             if (p[s * (hd + 2) + hd + 1] > 0.0f) M = fmaxf(M, p[s * (hd + 2) + hd]);

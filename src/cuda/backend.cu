@@ -366,13 +366,16 @@ static dsv4_status cu_sync(dsv4_backend *b)
     if (c->recording) cu_step_end(b);
     cu_check(c, cudaStreamSynchronize(c->stream), "stream synchronize");
     cu_check(c, cudaGetLastError(), "kernel");
-    if (*(volatile int *)c->err_host) {
-        int code = *(volatile int *)c->err_host;
-        *(volatile int *)c->err_host = 0;
-        backend_fail(b, DSV4_ERR_DEVICE, code == CU_FAULT_TOKEN    ? "CUDA kernel: token id outside the vocabulary"
-                                         : code == CU_FAULT_EXPERT ? "CUDA kernel: expert id out of range in MoE routing"
-                                         : code == CU_FAULT_SELECT ? "CUDA kernel: indexer selection out of range"
-                                                                   : "CUDA kernel: unknown fault");
+    volatile int *err = c->err_host;
+    if (err[0]) { /* a kernel-detected fault: code and the activation row */
+        int code = err[0], row = err[1];
+        err[0] = 0;
+        err[1] = -1;
+        backend_fail_row(b, DSV4_ERR_DEVICE, row,
+                         code == CU_FAULT_TOKEN    ? "CUDA kernel: token id outside the vocabulary"
+                         : code == CU_FAULT_EXPERT ? "CUDA kernel: routed to an expert id outside the layer's experts"
+                         : code == CU_FAULT_SELECT ? "CUDA kernel: indexer selection count out of range"
+                                                   : "CUDA kernel: unknown fault");
     }
     for (int i = 0; i < c->n_dl; i++) memcpy(c->dl[i].host_dst, c->stage + c->dl[i].off, c->dl[i].bytes);
     c->n_dl = 0;
@@ -380,12 +383,9 @@ static dsv4_status cu_sync(dsv4_backend *b)
     for (int i = 0; i < c->n_deferred; i++) cudaFree(c->deferred[i]);
     c->n_deferred = 0;
     if (c->profiling) prof_collect(c);
-    dsv4_status st = b->sticky;
-    if (st) {
-        dsv4_fail(st, "%s", b->sticky_msg);
-        b->sticky = DSV4_OK;
-    }
-    return st;
+    /* the error stays set until the caller clears it (backend_clear_error) */
+    if (b->sticky) dsv4_fail(b->sticky, "%s", b->sticky_msg);
+    return b->sticky;
 }
 
 void *cu_ws(cu_impl *c, int slot, size_t bytes)
@@ -458,7 +458,7 @@ extern "C" dsv4_backend *cuda_backend_new(int device, int64_t max_row)
     if ((e = cudaSetDevice(device)) != cudaSuccess ||
         (e = cudaDeviceGetAttribute(&c->n_sm, cudaDevAttrMultiProcessorCount, device)) != cudaSuccess ||
         (e = cudaStreamCreateWithFlags(&c->stream, cudaStreamNonBlocking)) != cudaSuccess ||
-        (e = cudaHostAlloc((void **)&c->err_host, sizeof(int), cudaHostAllocMapped)) != cudaSuccess ||
+        (e = cudaHostAlloc((void **)&c->err_host, 2 * sizeof(int), cudaHostAllocMapped)) != cudaSuccess ||
         (e = cudaHostGetDevicePointer((void **)&c->err_dev, c->err_host, 0)) != cudaSuccess ||
         (e = cudaHostAlloc((void **)&c->arg_host, c->arg_cap, cudaHostAllocDefault)) != cudaSuccess ||
         (e = cudaMalloc((void **)&c->arg_dev, c->arg_cap)) != cudaSuccess) {
@@ -466,7 +466,8 @@ extern "C" dsv4_backend *cuda_backend_new(int device, int64_t max_row)
         cu_destroy(b);
         return NULL;
     }
-    *c->err_host = 0;
+    c->err_host[0] = 0;
+    c->err_host[1] = -1;
     if (cublasCreate(&c->blas) != CUBLAS_STATUS_SUCCESS || cublasSetStream(c->blas, c->stream) != CUBLAS_STATUS_SUCCESS) {
         dsv4_fail(DSV4_ERR_DEVICE, "cuBLAS initialisation failed on GPU %d", device);
         cu_destroy(b);

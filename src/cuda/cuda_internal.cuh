@@ -81,7 +81,7 @@ struct cu_impl {
     int device, n_sm;
     cudaStream_t stream;
     cublasHandle_t blas;
-    int *err_host, *err_dev;       /* mapped pinned word for kernel-detected faults */
+    int *err_host, *err_dev;       /* mapped pinned [code, row] of a kernel-detected fault */
 
     /* memory: live activation blocks and the cache of freed ones (exact sizes) */
     cu_block *live, *cache;
@@ -223,9 +223,12 @@ __device__ __forceinline__ float cu_block_sum(float v, float *sh)
     return cu_warp_sum(r);
 }
 
-__device__ __forceinline__ void cu_fault(int *err, int code)
+/* Records a fault for sync: err[0] = code, err[1] = activation row. */
+__device__ __forceinline__ void cu_fault(int *err, int code, int row)
 {
-    if (err) *(volatile int *)err = code;
+    if (!err) return;
+    ((volatile int *)err)[1] = row;
+    ((volatile int *)err)[0] = code;
 }
 
 /* One lane's share of a dot product of a weight row (dtype dt, n values)

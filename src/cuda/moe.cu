@@ -75,7 +75,7 @@ __global__ void route_kernel(moe_args a)
             for (int k = 0; k < K; k++) {
                 int32_t e = id >= 0 ? a.tid2eid[(int64_t)id * K + k] : -1;
                 if (e < 0 || e >= E) {
-                    cu_fault(a.err, CU_FAULT_EXPERT);
+                    cu_fault(a.err, CU_FAULT_EXPERT, t);
                     e = -1;
                 }
                 st[k] = e;

@@ -146,7 +146,7 @@ __global__ void embed_kernel(embed_args a)
     int t = blockIdx.y;
     int32_t id = a.tok[t];
     if (id < 0 || id >= a.E.rows) {
-        if (threadIdx.x == 0 && blockIdx.x == 0) cu_fault(a.err, CU_FAULT_TOKEN);
+        if (threadIdx.x == 0 && blockIdx.x == 0) cu_fault(a.err, CU_FAULT_TOKEN, t);
         id = 0;
     }
     for (int64_t d = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; d < D; d += (int64_t)gridDim.x * blockDim.x) {

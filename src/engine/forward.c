@@ -9,6 +9,7 @@
  * attention, ring) run per lane. No op's arithmetic for a row depends on the
  * other rows, which is why a lane's results are the same alone or batched. */
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -16,14 +17,18 @@
 #include "engine/forward.h"
 
 /* Activations of one step, carved from one backend allocation. */
-typedef struct {
+struct fwd_scratch {
     float *X, *x, *xn, *post, *comb, *qr, *q, *kv, *o, *z, *a, *u, *g, *qi, *wi, *y, *logits;
     int32_t *tok, *sel_idx, *sel_n;
     void *block;
-} scratch;
+    int rows, out_rows;
+};
+typedef fwd_scratch scratch;
 
 static dsv4_status scratch_alloc(dsv4_backend *b, scratch *sc, const dsv4_config *c, int rows, int out_rows)
 {
+    sc->rows = rows;
+    sc->out_rows = out_rows;
     size_t hc = (size_t)c->hc_mult, D = (size_t)c->dim, H = (size_t)c->n_heads, hd = (size_t)c->head_dim;
     size_t ih = (size_t)c->idx_heads, ihd = (size_t)c->idx_head_dim, k = (size_t)c->idx_topk;
     size_t cw = 2 * (hd > ihd ? hd : ihd), z = (size_t)c->o_groups * (size_t)c->o_lora, R = (size_t)rows;
@@ -149,23 +154,44 @@ static void ffn_block(dsv4_model *m, int l, int rows, scratch *sc)
     op->hc_post(b, sc->X, rows, c->hc_mult, D, sc->y, sc->post, sc->comb);
 }
 
-dsv4_status forward_step(dsv4_model *m, const fwd_lane *lanes, int n_lanes, const int32_t *tok, int rows,
-                         float *logits, int all_rows)
+dsv4_status forward_scratch_new(dsv4_model *m, int rows, int out_rows, fwd_scratch **out)
+{
+    *out = NULL;
+    scratch *sc = calloc(1, sizeof *sc);
+    if (!sc) return dsv4_fail(DSV4_ERR_NOMEM, "out of memory");
+    dsv4_status st = scratch_alloc(m->be, sc, &m->cfg, rows, out_rows);
+    if (st) { free(sc); return st; }
+    *out = sc;
+    return DSV4_OK;
+}
+
+void forward_scratch_free(dsv4_model *m, fwd_scratch *sc)
+{
+    if (!sc) return;
+    m->be->ops->free(m->be, sc->block);
+    free(sc);
+}
+
+dsv4_status forward_step(dsv4_model *m, fwd_scratch *scp, const fwd_lane *lanes, int n_lanes, const int32_t *tok,
+                         int rows, float *logits, int all_rows)
 {
     const dsv4_config *c = &m->cfg;
     dsv4_backend *b = m->be;
     const dsv4_ops *op = b->ops;
     int out_rows = all_rows ? rows : n_lanes;
-    scratch sc;
-    dsv4_status st = scratch_alloc(b, &sc, c, rows, logits ? out_rows : 0);
-    if (st) return st;
+    if (rows > scp->rows || (logits && out_rows > scp->out_rows))
+        return dsv4_fail(DSV4_ERR_ARG, "forward: %d rows exceed the scratch for %d", rows, scp->rows);
+    scratch sc = *scp;
+    dsv4_status st;
     if (op->step_begin) op->step_begin(b, rows);
     op->upload(b, sc.tok, tok, (size_t)rows * sizeof *tok);
     op->embed(b, &m->embed, sc.tok, rows, c->hc_mult, sc.X);
     for (int l = 0; l < c->n_layers; l++) {
+        b->cur_layer = l;
         attention_block(m, l, lanes, n_lanes, rows, &sc);
         ffn_block(m, l, rows, &sc);
     }
+    b->cur_layer = -1;
     if (logits) {
         int64_t hcD = (int64_t)c->hc_mult * c->dim;
         if (all_rows) {
@@ -183,6 +209,15 @@ dsv4_status forward_step(dsv4_model *m, const fwd_lane *lanes, int n_lanes, cons
     }
     if (op->step_end) op->step_end(b);
     st = op->sync(b);
-    op->free(b, sc.block);
+    if (st) { /* name the lane and layer the fault came from */
+        int lane = -1;
+        for (int i = 0; i < n_lanes && b->sticky_row >= 0; i++)
+            if (b->sticky_row >= lanes[i].row0 && b->sticky_row < lanes[i].row0 + lanes[i].T) lane = i;
+        char where[64] = "";
+        if (lane >= 0 && b->sticky_layer >= 0) snprintf(where, sizeof where, "lane %d, layer %d: ", lane, b->sticky_layer);
+        else if (b->sticky_layer >= 0) snprintf(where, sizeof where, "layer %d: ", b->sticky_layer);
+        st = dsv4_fail(st, "%s%s", where, b->sticky_msg);
+        backend_clear_error(b);
+    }
     return st;
 }

@@ -9,12 +9,18 @@ typedef struct {
     int row0;        /* its first row among the step's rows */
 } fwd_lane;
 
+/* Activation memory for steps of up to `rows` rows and `out_rows` logits
+ * rows; allocating it is the last fallible thing before a step writes state. */
+typedef struct fwd_scratch fwd_scratch;
+dsv4_status forward_scratch_new(dsv4_model *m, int rows, int out_rows, fwd_scratch **out);
+void forward_scratch_free(dsv4_model *m, fwd_scratch *sc);
+
 /* tok: `rows` host token ids, lane by lane. logits (host): NULL, all rows
  * (all_rows) or the last row of each lane. Writes every lane's state in place
  * (ring slots, compressor rows, entries) but does not advance s->pos: the
  * caller publishes. A failure after the first op leaves the lanes' state
  * partly written. */
-dsv4_status forward_step(dsv4_model *m, const fwd_lane *lanes, int n_lanes, const int32_t *tok, int rows,
-                         float *logits, int all_rows);
+dsv4_status forward_step(dsv4_model *m, fwd_scratch *sc, const fwd_lane *lanes, int n_lanes, const int32_t *tok,
+                         int rows, float *logits, int all_rows);
 
 #endif

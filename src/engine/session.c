@@ -143,6 +143,9 @@ static dsv4_status eval(dsv4_session *s, const int32_t *tokens, int n, float *lo
                              tokens[i], i, c->vocab - 1);
     dsv4_status st = session_reserve(s, s->pos + n);
     if (st) return st;
+    fwd_scratch *sc = NULL;
+    int rows = n < MAX_CHUNK ? n : MAX_CHUNK;
+    if ((st = forward_scratch_new(s->m, rows, all_rows ? rows : 1, &sc))) return st;
     for (int done = 0; done < n;) {
         int T = n - done > MAX_CHUNK ? MAX_CHUNK : n - done;
         int last = done + T == n;
@@ -150,15 +153,17 @@ static dsv4_status eval(dsv4_session *s, const int32_t *tokens, int n, float *lo
         if (logits && all_rows) lg = logits + (size_t)done * (size_t)c->vocab;
         else if (logits && last) lg = logits;
         fwd_lane lane = {s, T, 0};
-        st = forward_step(s->m, &lane, 1, tokens + done, T, lg, all_rows);
+        st = forward_step(s->m, sc, &lane, 1, tokens + done, T, lg, all_rows);
         if (st) {
             /* the forward writes ring slots and compressor rows in place */
             s->poisoned = 1;
+            forward_scratch_free(s->m, sc);
             return dsv4_fail_prefix(st, "session poisoned: ");
         }
         s->pos += T;
         done += T;
     }
+    forward_scratch_free(s->m, sc);
     return DSV4_OK;
 }
 
@@ -170,4 +175,48 @@ dsv4_status dsv4_session_eval(dsv4_session *s, const int32_t *tokens, int n, flo
 dsv4_status dsv4_session_eval_last(dsv4_session *s, const int32_t *tokens, int n, float *logits)
 {
     return eval(s, tokens, n, logits, 0);
+}
+
+/* Benchmarks: pretend the session has consumed n tokens, with random state
+ * (window ring, open compressor rows, entries), so decode speed at a long
+ * context can be measured without running the prefill. */
+dsv4_status session_fill_random(dsv4_session *s, int64_t n)
+{
+    const dsv4_config *c = &s->m->cfg;
+    dsv4_backend *b = s->m->be;
+    dsv4_status st = session_reserve(s, n);
+    if (st) return st;
+    size_t most = (size_t)c->window * (size_t)c->head_dim;
+    for (int l = 0; l < c->n_layers; l++) {
+        size_t e = (size_t)(n / (config_ratio(c, l) ? config_ratio(c, l) : 1)) * (size_t)c->head_dim;
+        if (c->attn_kind[l] != ATTN_SWA && e > most) most = e;
+        size_t open = (size_t)config_ratio(c, l) * 2 * (size_t)c->head_dim;
+        if (open > most) most = open;
+    }
+    float *h = malloc(most * sizeof *h);
+    if (!h) return dsv4_fail(DSV4_ERR_NOMEM, "out of memory");
+    uint32_t x = 2463534242u;
+    for (size_t i = 0; i < most; i++) { /* xorshift32, values in [-1, 1) */
+        x ^= x << 13; x ^= x >> 17; x ^= x << 5;
+        h[i] = (float)(x >> 8) / 8388608.0f - 1.0f;
+    }
+    for (int l = 0; l < c->n_layers; l++) {
+        dsv4_layer_state *ls = &s->L[l];
+        int r = config_ratio(c, l), kind = c->attn_kind[l];
+        b->ops->upload(b, ls->ring, h, (size_t)c->window * (size_t)c->head_dim * sizeof(float));
+        if (kind == ATTN_SWA) continue;
+        int64_t ne = n / r;
+        size_t cw = (size_t)c->head_dim * (kind == ATTN_CSA ? 2 : 1);
+        b->ops->upload(b, ls->comp.entries, h, (size_t)ne * (size_t)c->head_dim * sizeof(float));
+        b->ops->upload(b, ls->comp.open_u, h, (size_t)r * cw * sizeof(float));
+        b->ops->upload(b, ls->comp.open_g, h, (size_t)r * cw * sizeof(float));
+        if (kind == ATTN_CSA) {
+            b->ops->upload(b, ls->idx.entries, h, (size_t)ne * (size_t)c->idx_head_dim * sizeof(float));
+            b->ops->upload(b, ls->comp.prev_u, h, (size_t)r * (size_t)c->head_dim * sizeof(float));
+            b->ops->upload(b, ls->comp.prev_g, h, (size_t)r * (size_t)c->head_dim * sizeof(float));
+        }
+    }
+    free(h);
+    s->pos = n;
+    return b->ops->sync(b);
 }

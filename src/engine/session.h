@@ -32,4 +32,7 @@ struct dsv4_session {
 dsv4_status session_reserve(dsv4_session *s, int64_t n_tokens);
 
 
+/* Benchmarks only: random state as if n tokens had been consumed. */
+dsv4_status session_fill_random(dsv4_session *s, int64_t n);
+
 #endif

@@ -1,4 +1,5 @@
 /* dsv4_model_load: config.json + safetensors -> bound weights + backend. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -15,34 +16,24 @@ static int64_t max_row_width(const dsv4_config *c)
     return mx;
 }
 
-dsv4_status dsv4_model_load(const char *dir, const dsv4_load_options *opt, dsv4_model **out)
+/* Everything after the config and the tensor archive are in place. */
+static dsv4_status model_finish(dsv4_model *m, const dsv4_load_options *opt, const char *what)
 {
-    *out = NULL;
-    dsv4_model *m = calloc(1, sizeof *m);
-    if (!m) return dsv4_fail(DSV4_ERR_NOMEM, "out of memory");
-    dsv4_status st = config_load(dir, &m->cfg);
-    if (st) { free(m); return st; }
     const dsv4_config *c = &m->cfg;
-    if (c->weight_format != WFMT_PLAIN || c->expert_format != WFMT_PLAIN) {
-        free(m);
-        return dsv4_fail(DSV4_ERR_UNSUPPORTED, "%s/config.json: quantization_config (FP8/FP4 weights) is not supported "
-                         "yet; use a BF16/F32 checkpoint", dir);
-    }
-    if ((st = st_open_dir(dir, &m->st))) { free(m); return st; }
-    if (opt && opt->progress) opt->progress(opt->progress_user, 0, st_mapped_bytes(m->st));
-    if ((st = weights_bind(m))) { dsv4_model_free(m); return st; }
-    if (!(m->be = backend_create(opt ? opt->device : NULL, opt ? opt->n_threads : 0, max_row_width(c)))) {
-        dsv4_model_free(m);
+    dsv4_status st;
+    if (c->weight_format != WFMT_PLAIN || c->expert_format != WFMT_PLAIN)
+        return dsv4_fail(DSV4_ERR_UNSUPPORTED, "%s: quantization_config (FP8/FP4 weights) is not supported "
+                         "yet; use a BF16/F32 checkpoint", what);
+    if ((st = weights_bind(m))) return st;
+    if (!(m->be = backend_create(opt ? opt->device : NULL, opt ? opt->n_threads : 0, max_row_width(c))))
         return DSV4_ERR_DEVICE;
-    }
-    if ((st = weights_adopt(m))) { dsv4_model_free(m); return st; }
+    if ((st = weights_adopt(m, opt ? opt->progress : NULL, opt ? opt->progress_user : NULL))) return st;
     size_t fbytes = (size_t)c->rope_dim / 2 * sizeof(float);
     float *host = malloc(2 * fbytes);
     m->inv_freq_main = m->be->ops->alloc(m->be, fbytes);
     m->inv_freq_compress = m->be->ops->alloc(m->be, fbytes);
     if (!host || !m->inv_freq_main || !m->inv_freq_compress) {
         free(host);
-        dsv4_model_free(m);
         return dsv4_fail(DSV4_ERR_NOMEM, "out of memory");
     }
     rope_inv_freq(&c->rope_main, c->rope_dim, host);
@@ -50,7 +41,35 @@ dsv4_status dsv4_model_load(const char *dir, const dsv4_load_options *opt, dsv4_
     m->be->ops->upload(m->be, m->inv_freq_main, host, fbytes);
     m->be->ops->upload(m->be, m->inv_freq_compress, host + c->rope_dim / 2, fbytes);
     free(host);
-    if (opt && opt->progress) opt->progress(opt->progress_user, st_mapped_bytes(m->st), st_mapped_bytes(m->st));
+    return m->be->ops->sync(m->be);
+}
+
+dsv4_status dsv4_model_load(const char *dir, const dsv4_load_options *opt, dsv4_model **out)
+{
+    *out = NULL;
+    dsv4_model *m = calloc(1, sizeof *m);
+    if (!m) return dsv4_fail(DSV4_ERR_NOMEM, "out of memory");
+    dsv4_status st = config_load(dir, &m->cfg);
+    if (!st) st = st_open_dir(dir, &m->st);
+    char what[600];
+    snprintf(what, sizeof what, "%s/config.json", dir);
+    if (!st) st = model_finish(m, opt, what);
+    if (st) { dsv4_model_free(m); return st; }
+    *out = m;
+    return DSV4_OK;
+}
+
+dsv4_status dsv4_model_synthetic(const char *preset, int layers, int experts, const dsv4_load_options *opt,
+                                 dsv4_model **out)
+{
+    *out = NULL;
+    dsv4_model *m = calloc(1, sizeof *m);
+    if (!m) return dsv4_fail(DSV4_ERR_NOMEM, "out of memory");
+    size_t len = 0;
+    dsv4_status st = model_synthetic_image(preset, layers, experts, &m->cfg, &m->owned_image, &len);
+    if (!st) st = st_open_memory(m->owned_image, len, "synthetic checkpoint", &m->st);
+    if (!st) st = model_finish(m, opt, "synthetic checkpoint");
+    if (st) { dsv4_model_free(m); return st; }
     *out = m;
     return DSV4_OK;
 }
@@ -65,6 +84,7 @@ void dsv4_model_free(dsv4_model *m)
         m->be->ops->destroy(m->be);
     }
     st_close(m->st);
+    free(m->owned_image);
     free(m);
 }
 

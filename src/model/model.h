@@ -38,14 +38,28 @@ struct dsv4_model {
     char **unknown;       /* tensors neither bound nor recognized (mtp.* is recognized) */
     int n_unknown;
     int n_mtp_tensors;    /* kept for speculative decoding later */
+    void *owned_image;    /* synthetic checkpoints: the in-memory safetensors image */
 };
+
+/* Random BF16 checkpoint image with the preset's real dimensions ("flash",
+ * "pro"), `layers` layers and `experts` routed experts (<= 0: the real
+ * count); fills cfg and returns a malloc'd safetensors image. */
+dsv4_status model_synthetic_image(const char *preset, int layers, int experts, dsv4_config *cfg, void **image,
+                                  size_t *image_len);
 
 /* Bind every expected tensor of the config: presence, dtype and exact shape.
  * Fills m->embed ... m->layers; records unknown tensor names. */
 dsv4_status weights_bind(dsv4_model *m);
-/* Hand the bound weights to m->be (after weights_bind). */
-dsv4_status weights_adopt(dsv4_model *m);
+/* Hand the bound weights to m->be (after weights_bind), reporting progress
+ * in bytes (CUDA: uploads; CPU: read-ahead requests on the mapping). */
+dsv4_status weights_adopt(dsv4_model *m, dsv4_progress_fn progress, void *user);
 void weights_free(dsv4_model *m);
+
+/* Bytes one decode step reads at context ctx: weights (all dense tensors,
+ * `distinct_experts` routed experts per layer, one embedding row) and session
+ * state (window, indexer keys, selected/all compressed entries). */
+void model_decode_traffic(const dsv4_model *m, int64_t ctx, double distinct_experts, uint64_t *weights,
+                          uint64_t *state);
 
 /* RoPE inverse frequencies as transformers computes them (fp32). */
 void rope_inv_freq(const dsv4_rope_params *p, int rope_dim, float *out);

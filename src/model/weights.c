@@ -9,6 +9,7 @@
  *                      hc_head.hc_fn kept from transformers.
  * Routed experts come per expert (ffn.experts.E.w1.weight) or merged
  * (mlp.experts.gate_up_proj [E, 2I, D], mlp.experts.down_proj [E, D, I]). */
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -71,6 +72,9 @@ static dsv4_status bind(binder *b, dsv4_mat *out, const char *pre, const char *c
         return dsv4_fail(DSV4_ERR_FORMAT, "checkpoint: tensor '%s' has shape [%s], config expects [%lld]",
                          t->name, got, (long long)d0);
     }
+    if ((uintptr_t)t->data % (uintptr_t)dtype_size(t->dtype))
+        return dsv4_fail(DSV4_ERR_FORMAT, "checkpoint: tensor '%s' data is not aligned to its %d-byte elements",
+                         t->name, dtype_size(t->dtype));
     b->used[tensor_index(b->m->st, t)] = 1;
     out->dtype = t->dtype;
     out->rows = d1 ? d0 : 1;
@@ -293,12 +297,33 @@ dsv4_status weights_bind(dsv4_model *m)
 
 /* Hands every bound tensor to the backend (CUDA copies it to the device
  * once) and moves the validated tid2eid tables into backend memory. */
-dsv4_status weights_adopt(dsv4_model *m)
+typedef struct {
+    dsv4_backend *b;
+    dsv4_progress_fn fn;
+    void *user;
+    uint64_t done, total, last;
+} adopter;
+
+/* Adopt one tensor and report progress about every 1% of the bytes. */
+static dsv4_status adopt(adopter *a, dsv4_mat *w)
+{
+    if (!w->data) return DSV4_OK;
+    TRY(a->b->ops->adopt_weight(a->b, w));
+    a->done += (uint64_t)w->rows * (uint64_t)w->cols * (uint64_t)dtype_size(w->dtype);
+    if (a->fn && a->done - a->last >= a->total / 100) {
+        a->fn(a->user, a->done < a->total ? a->done : a->total, a->total);
+        a->last = a->done;
+    }
+    return DSV4_OK;
+}
+
+dsv4_status weights_adopt(dsv4_model *m, dsv4_progress_fn progress, void *user)
 {
     dsv4_backend *b = m->be;
     const dsv4_config *cf = &m->cfg;
+    adopter ad = {b, progress, user, 0, st_mapped_bytes(m->st), 0};
     dsv4_mat *top[] = {&m->embed, &m->head, &m->norm, &m->hc_head_fn, &m->hc_head_base, &m->hc_head_scale};
-    for (size_t i = 0; i < sizeof top / sizeof top[0]; i++) TRY(b->ops->adopt_weight(b, top[i]));
+    for (size_t i = 0; i < sizeof top / sizeof top[0]; i++) TRY(adopt(&ad, top[i]));
     for (int l = 0; l < cf->n_layers; l++) {
         dsv4_layer_w *w = &m->layers[l];
         dsv4_mat *mats[] = {&w->attn_norm, &w->ffn_norm, &w->hc_attn_fn, &w->hc_attn_base, &w->hc_attn_scale,
@@ -307,12 +332,11 @@ dsv4_status weights_adopt(dsv4_model *m)
                             &w->comp.ape, &w->comp.norm, &w->idx_comp.wkv, &w->idx_comp.wgate, &w->idx_comp.ape,
                             &w->idx_comp.norm, &w->idx_wq_b, &w->idx_wproj, &w->gate, &w->gate_bias, &w->sh_w1,
                             &w->sh_w2, &w->sh_w3};
-        for (size_t i = 0; i < sizeof mats / sizeof mats[0]; i++)
-            if (mats[i]->data) TRY(b->ops->adopt_weight(b, mats[i]));
+        for (size_t i = 0; i < sizeof mats / sizeof mats[0]; i++) TRY(adopt(&ad, mats[i]));
         for (int e = 0; e < cf->n_experts; e++) {
-            TRY(b->ops->adopt_weight(b, &w->w1[e]));
-            TRY(b->ops->adopt_weight(b, &w->w2[e]));
-            TRY(b->ops->adopt_weight(b, &w->w3[e]));
+            TRY(adopt(&ad, &w->w1[e]));
+            TRY(adopt(&ad, &w->w2[e]));
+            TRY(adopt(&ad, &w->w3[e]));
         }
         if (w->tid2eid) {
             size_t bytes = (size_t)cf->vocab * (size_t)cf->n_active * sizeof(int32_t);
@@ -324,6 +348,7 @@ dsv4_status weights_adopt(dsv4_model *m)
             w->tid2eid_on_backend = 1;
         }
     }
+    if (ad.fn) ad.fn(ad.user, ad.total, ad.total);
     return DSV4_OK;
 }
 

@@ -65,7 +65,8 @@ typedef struct {
     /* Make a checkpoint weight (host, mmapped) usable by the backend: the CPU
      * reads it in place; CUDA uploads it once and repoints m->data. */
     dsv4_status (*adopt_weight)(dsv4_backend *b, dsv4_mat *m);
-    /* Wait for queued work; returns (and clears) the sticky error. */
+    /* Wait for queued work; returns the sticky error (see backend_fail),
+     * which stays set until backend_clear_error. */
     dsv4_status (*sync)(dsv4_backend *b);
     /* Release the backend and everything it owns. */
     void (*destroy)(dsv4_backend *b);
@@ -148,12 +149,18 @@ struct dsv4_backend {
     const char *name;
     const dsv4_ops *ops;
     void *impl;
+    int cur_layer;          /* set by the forward pass: tags failures with their layer */
     dsv4_status sticky;     /* first failure inside an op, DSV4_OK if none */
+    int sticky_layer;       /* cur_layer when it happened (-1: outside the layers) */
+    int sticky_row;         /* activation row it concerns, -1 if none */
     char sticky_msg[256];
 };
 
-/* Records the first failure of an op (thread-safe: the first one wins). */
+/* Records the first failure of an op (thread-safe: the first one wins);
+ * row: the activation row concerned, or -1. */
 void backend_fail(dsv4_backend *b, dsv4_status st, const char *msg);
+void backend_fail_row(dsv4_backend *b, dsv4_status st, int row, const char *msg);
+void backend_clear_error(dsv4_backend *b);
 
 /* The CPU reference backend. max_row: widest weight row the model has. */
 dsv4_backend *cpu_backend_new(int n_threads, int64_t max_row);

@@ -1,28 +1,22 @@
 #include "text/bytelevel.h"
 
 /* GPT-2's mapping: printable Latin-1 bytes stand for themselves; the other 68
- * bytes (controls, space, DEL, NBSP, soft hyphen) are moved, in byte order,
- * to U+0100 onwards so every vocabulary string is printable. */
-static int printable(unsigned b)
-{
-    return (b >= '!' && b <= '~') || (b >= 0xA1 && b <= 0xAC) || (b >= 0xAE && b <= 0xFF);
-}
-
+ * bytes -- 0x00-0x20 (33), 0x7F-0xA0 (34) and 0xAD (soft hyphen) -- are moved,
+ * in byte order, to U+0100..U+0143 so every vocabulary string is printable. */
 uint32_t bytelevel_char(uint8_t b)
 {
-    if (printable(b)) return b;
-    uint32_t n = 0;
-    for (unsigned i = 0; i < b; i++) n += !printable(i);
-    return 0x100 + n;
+    if (b <= 0x20) return 0x100 + b;
+    if (b >= 0x7F && b <= 0xA0) return 0x100 + 33 + (b - 0x7F);
+    if (b == 0xAD) return 0x100 + 67;
+    return b;
 }
 
 int bytelevel_byte(uint32_t cp)
 {
-    if (cp < 0x100) return printable(cp) ? (int)cp : -1;
-    uint32_t n = 0;
-    for (unsigned b = 0; b < 256; b++)
-        if (!printable(b) && 0x100 + n++ == cp) return (int)b;
-    return -1;
+    if (cp < 0x100) return (cp > 0x20 && cp < 0x7F) || (cp > 0xA0 && cp != 0xAD) ? (int)cp : -1;
+    if (cp <= 0x100 + 32) return (int)(cp - 0x100);
+    if (cp <= 0x100 + 66) return (int)(0x7F + cp - 0x100 - 33);
+    return cp == 0x100 + 67 ? 0xAD : -1;
 }
 
 int utf8_put(uint32_t cp, char *out)

@@ -19,12 +19,16 @@
  *     generation prompt is always there when the conversation ends with a
  *     user turn: the reference has no add_generation_prompt switch.
  *  4. CHAT_THINK_MAX puts the reference's "Reasoning Effort: Absolute
- *     maximum..." paragraph before the first message.
+ *     maximum..." paragraph before the first message. (This is the encoding
+ *     released with DeepSeek-V4-Flash/Pro. The later "0731" checkpoint
+ *     refresh is reported to move that text to a "high" tier and to add a
+ *     stronger "max" text; that variant is not implemented here.)
  *
  * Strings are UTF-8 and copied as they are; tool schemas, response formats
  * and non-string tool arguments are reprinted as Python's json.dumps would
  * (see chat_json.h). The reference's internal "task" classification tokens
- * are not supported. */
+ * are not supported, and a NULL latest_reminder content renders as "" where
+ * Python would print "None". */
 #ifndef DSV4_TEXT_CHAT_H
 #define DSV4_TEXT_CHAT_H
 #include <stdbool.h>

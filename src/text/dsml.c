@@ -154,6 +154,11 @@ typedef struct {
  * are JSON, which the reference does not). Returns -1 on invalid JSON. */
 static int build_arguments(parser *p, const param_span *ps, int np, char **out)
 {
+    /* A NUL byte cannot travel in C strings or in our JSON: refuse it. */
+    for (int i = 0; i < np; i++)
+        if (memchr(p->s + ps[i].name_a, 0, ps[i].name_b - ps[i].name_a) ||
+            memchr(p->s + ps[i].val_a, 0, ps[i].val_b - ps[i].val_a))
+            return -1;
     tbuf b = {0};
     tbuf_puts(&b, "{");
     for (int i = 0; i < np; i++) {
@@ -268,16 +273,21 @@ static size_t parse_block(parser *p, size_t i)
 
         size_t e = find2(p, i, PARAM_OPEN, INVOKE_CLOSE, &w);
         if (w < 0) { set_status(p, DSML_INCOMPLETE, i, "invoke not finished"); return p->n; }
-        /* Reference: ^\s*name="(.*?)">\n$ over s[i..e). */
+        /* Reference: ^\s*name="(.*?)">\n$ over s[i..e). Python's $ also
+         * matches before a final newline, and an invoke without parameters
+         * renders exactly that way: name="f">\n\n</｜DSML｜invoke. */
         size_t a = i;
         while (a < e && (p->s[a] == ' ' || p->s[a] == '\t' || p->s[a] == '\n' ||
                          p->s[a] == '\r' || p->s[a] == '\f' || p->s[a] == '\v'))
             a++;
-        if (e - a < 9 || memcmp(p->s + a, "name=\"", 6) || memcmp(p->s + e - 3, "\">\n", 3)) {
+        size_t name_a = a + 6, name_b = 0;
+        if (e - a >= 10 && !memcmp(p->s + e - 4, "\">\n\n", 4)) name_b = e - 4;
+        else if (e - a >= 9 && !memcmp(p->s + e - 3, "\">\n", 3)) name_b = e - 3;
+        if (!name_b || memcmp(p->s + a, "name=\"", 6) ||
+            memchr(p->s + name_a, 0, name_b - name_a)) {
             set_status(p, DSML_MALFORMED, i, "bad invoke header");
             return p->n;
         }
-        size_t name_a = a + 6, name_b = e - 3;
 
         param_span *ps = NULL;
         int np = 0;
@@ -305,7 +315,7 @@ static size_t parse_block(parser *p, size_t i)
         char *args = NULL;
         int bad = build_arguments(p, ps, np, &args);
         free(ps);
-        if (bad) { set_status(p, DSML_MALFORMED, i, "string=\"false\" value is not JSON"); return p->n; }
+        if (bad) { set_status(p, DSML_MALFORMED, i, "parameter value is not JSON or holds a NUL byte"); return p->n; }
         if (!args || push_call(p, name_a, name_b, args)) return p->n;
     }
 }
@@ -367,8 +377,8 @@ static void parse_all(parser *p, int thinking)
         }
         if (i < p->n) { set_status(p, DSML_MALFORMED, i, "text after the end of sentence"); return; }
     }
-    if (m->status == DSML_COMPLETE && m->content && m->reasoning &&
-        (has_special(m->content) || has_special(m->reasoning)))
+    if (m->status == DSML_COMPLETE && ((m->content && has_special(m->content)) ||
+                                       (m->reasoning && has_special(m->reasoning))))
         set_status(p, DSML_MALFORMED, 0, "special token inside the reply text");
 }
 

@@ -13,7 +13,7 @@ static const char k_replacement[] = "\xEF\xBF\xBD";
 static dsv4_status check_id(const struct tok *t, int32_t id, size_t i)
 {
     if (id < 0 || id >= t->n_ids || !t->kind[id])
-        return dsv4_fail(DSV4_ERR_ARG, "detokenize: id %d (position %zu) is not in the vocabulary of %d ids", id, i,
+        return dsv4_fail(DSV4_ERR_ARG, "token id %d (position %zu) is not in the vocabulary of %d ids", id, i,
                          t->n_ids);
     return DSV4_OK;
 }
@@ -63,7 +63,7 @@ dsv4_status tok_decode(const tok_t *t, const int32_t *ids, size_t n, int flags, 
     if (!raw || !out) {
         free(raw);
         free(out);
-        return dsv4_fail(DSV4_ERR_NOMEM, "detokenize: no memory for %zu bytes", total);
+        return dsv4_fail(DSV4_ERR_NOMEM, "tokenizer: no memory for %zu bytes of text", total);
     }
     size_t w = 0, used;
     for (size_t i = 0; i < n; i++) {
@@ -94,7 +94,7 @@ static dsv4_status stream_emit(tok_stream *s, const char *bytes, size_t n, int f
     size_t need = 2 * in_n + 3 * in_n + 1; /* input copy + worst-case output */
     if (need > s->cap) {
         char *b = realloc(s->buf, need);
-        if (!b) return dsv4_fail(DSV4_ERR_NOMEM, "detokenize: no memory");
+        if (!b) return dsv4_fail(DSV4_ERR_NOMEM, "tokenizer: no memory");
         s->buf = b;
         s->cap = need;
     }

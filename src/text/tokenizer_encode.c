@@ -311,12 +311,12 @@ dsv4_status tok_encode(const tok_t *t, const char *text, size_t len, int flags, 
     *ids = NULL;
     *n = 0;
     size_t bad = utf8_invalid_at((const uint8_t *)text, len);
-    if (bad < len) return dsv4_fail(DSV4_ERR_ARG, "tokenize: text is not valid UTF-8 at byte %zu", bad);
-    if (len > UINT32_MAX) return dsv4_fail(DSV4_ERR_ARG, "tokenize: text longer than 4 GiB");
+    if (bad < len) return dsv4_fail(DSV4_ERR_ARG, "text is not valid UTF-8 at byte %zu", bad);
+    if (len > UINT32_MAX) return dsv4_fail(DSV4_ERR_ARG, "text longer than 4 GiB");
     enc E = {.t = t, .flags = flags};
     E.out = malloc((len ? len : 1) * sizeof *E.out);
     E.md = pcre2_match_data_create(1, NULL);
-    dsv4_status st = !E.out || !E.md ? dsv4_fail(DSV4_ERR_NOMEM, "tokenize: no memory for %zu bytes", len)
+    dsv4_status st = !E.out || !E.md ? dsv4_fail(DSV4_ERR_NOMEM, "tokenizer: no memory for %zu bytes of text", len)
                                      : added_pass(&E, 0, text, len);
     pcre2_match_data_free(E.md);
     for (int k = 0; k < TOK_MAX_SPLITS; k++) free(E.stage[k].v);

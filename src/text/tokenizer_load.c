@@ -181,16 +181,20 @@ static dsv4_status build_merges(loader *L, struct tok *t, const cJSON *merges)
         } else {
             return dsv4_fail(DSV4_ERR_FORMAT, "%s: model.merges[%u]: not a string pair", L->path, rank);
         }
-        int32_t ia = vocab_id(t, a, la), ib = vocab_id(t, b, lb), im = -1;
-        if (la + lb <= sizeof buf) {
-            memcpy(buf, a, la);
-            memcpy(buf + la, b, lb);
-            im = vocab_id(t, buf, la + lb);
+        /* The merged string; vocabulary strings are short, so the stack
+         * buffer nearly always suffices. */
+        char *cat = la + lb <= sizeof buf ? buf : malloc(la + lb);
+        if (!cat) return dsv4_fail(DSV4_ERR_NOMEM, "%s: no memory", L->path);
+        memcpy(cat, a, la);
+        memcpy(cat + la, b, lb);
+        int32_t ia = vocab_id(t, a, la), ib = vocab_id(t, b, lb), im = vocab_id(t, cat, la + lb);
+        if (ia < 0 || ib < 0 || im < 0) {
+            int n = ia < 0 ? (int)la : ib < 0 ? (int)lb : (int)(la + lb);
+            dsv4_fail(DSV4_ERR_FORMAT, "%s: model.merges[%u]: \"%.*s\" not in the vocabulary", L->path, rank,
+                      n > 60 ? 60 : n, ia < 0 ? a : ib < 0 ? b : cat);
         }
-        if (ia < 0 || ib < 0 || im < 0)
-            return dsv4_fail(DSV4_ERR_FORMAT, "%s: model.merges[%u]: \"%.*s\" not in the vocabulary", L->path, rank,
-                             ia < 0 ? (int)la : ib < 0 ? (int)lb : (int)(la + lb) > 60 ? 60 : (int)(la + lb),
-                             ia < 0 ? a : ib < 0 ? b : buf);
+        if (cat != buf) free(cat);
+        if (ia < 0 || ib < 0 || im < 0) return DSV4_ERR_FORMAT;
         tok_pairmap_put(&t->merges, ia, ib, rank, im);
         rank++;
     }
@@ -293,8 +297,10 @@ static dsv4_status check_section(loader *L, const cJSON *root, const char *key, 
         const cJSON *list = item(o, "normalizers");
         if (cJSON_IsArray(list) && cJSON_GetArraySize(list) == 0) return DSV4_OK;
     }
+    if (!cJSON_IsString(type))
+        return dsv4_fail(DSV4_ERR_FORMAT, "%s: %s: missing, or without a \"type\" (expected %s)", L->path, key, allowed);
     return dsv4_fail(DSV4_ERR_UNSUPPORTED, "%s: %s: type '%.40s' is not supported (only %s)", L->path, key,
-                     cJSON_IsString(type) ? type->valuestring : "?", allowed);
+                     type->valuestring, allowed);
 }
 
 static dsv4_status check_model(loader *L, const cJSON *model)

@@ -71,4 +71,16 @@ case_ token_out_of_range "outside the vocabulary" -- "$BIN" score --device cpu -
 case_ token_negative "outside the vocabulary" -- "$BIN" generate --device cpu --model $FX --tokens 5,-1 -n 2
 case_ token_not_integer "not an integer" -- "$BIN" generate --device cpu --model $FX --tokens 5,x7 -n 2
 case_ tokens_file_missing "nope.txt" -- "$BIN" generate --device cpu --model $FX --tokens-file $tmp/nope.txt -n 2
+# Unknown tensors are reported (a warning naming them), not fatal; mtp.* is known.
+mk $FX unk;     $PY tests/cli/st_edit.py $FX/$ST $tmp/unk/$ST copy model.norm.weight model.layers.0.mystery.weight
+$PY tests/cli/st_edit.py $tmp/unk/$ST $tmp/unk/$ST copy model.norm.weight mtp.0.enorm.weight
+err=$("$BIN" generate --device cpu --model $tmp/unk --tokens 1,2 -n 2 2>&1 >/dev/null); rc=$?
+info=$("$BIN" info --model $tmp/unk 2>/dev/null)
+if [ $rc -eq 0 ] && printf '%s' "$err" | grep -q "unknown tensor 'model.layers.0.mystery.weight'" &&
+   ! printf '%s' "$err" | grep -q mtp && printf '%s' "$info" | grep -q "mtp tensors: *1" &&
+   printf '%s' "$info" | grep -q "unknown tensors: *1"; then
+    echo "PASS badinput_unknown_tensor_reported"
+else
+    echo "FAIL badinput_unknown_tensor_reported: rc=$rc $err"
+fi
 exit 0

@@ -7,6 +7,7 @@ usage: st_edit.py IN OUT ACTION [ARGS]
   shape NAME SHAPE      change a tensor's shape
   offsets NAME B E      change a tensor's data_offsets
   i64 NAME INDEX VALUE  overwrite one int64 element of a tensor's data
+  copy NAME NEW         add tensor NEW with NAME's dtype, shape and bytes
   truncate BYTES        keep only the first BYTES bytes of the file
   hdrlen VALUE          overwrite the 8-byte header length"""
 import json, struct, sys
@@ -34,6 +35,11 @@ def main():
         hdr[a[0]]['shape'] = [int(x) for x in a[1].split(',')]
     elif act == 'offsets':
         hdr[a[0]]['data_offsets'] = [int(a[1]), int(a[2])]
+    elif act == 'copy':
+        src_t = hdr[a[0]]
+        b, e = src_t['data_offsets']
+        hdr[a[1]] = {'dtype': src_t['dtype'], 'shape': src_t['shape'], 'data_offsets': [len(body), len(body) + e - b]}
+        body += body[b:e]
     elif act == 'i64':
         off = hdr[a[0]]['data_offsets'][0] + 8 * int(a[1])
         body[off:off + 8] = struct.pack('<q', int(a[2]))

@@ -454,7 +454,10 @@ static void test_fault(void)
     gpu->ops->embed(gpu, &E.d, dt, 1, 1, dX);
     CHECK(gpu->ops->sync(gpu) == DSV4_ERR_DEVICE);
     CHECK(strstr(dsv4_last_error(), "token") != NULL);
-    CHECK(gpu->ops->sync(gpu) == DSV4_OK); /* cleared */
+    CHECK(gpu->sticky_row == 0);
+    CHECK(gpu->ops->sync(gpu) == DSV4_ERR_DEVICE); /* sticky until cleared */
+    backend_clear_error(gpu);
+    CHECK(gpu->ops->sync(gpu) == DSV4_OK);
    
     gpu->ops->free(gpu, dt); gpu->ops->free(gpu, dX);
 }

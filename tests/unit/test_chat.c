@@ -6,20 +6,6 @@
 
 #define DATA "tests/data/chat/"
 
-static char *read_file(const char *path, size_t *len)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *p = malloc((size_t)n + 1);
-    if (p && fread(p, 1, (size_t)n, f) != (size_t)n) { free(p); p = NULL; }
-    fclose(f);
-    if (p) { p[n] = 0; if (len) *len = (size_t)n; }
-    return p;
-}
-
 static const char *jstr(const cJSON *o, const char *k)
 {
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, k);
@@ -81,7 +67,7 @@ static void check_golden(const char *name, const char *got, const char *variant)
     char path[256];
     snprintf(path, sizeof path, DATA "%s.txt", name);
     size_t len = 0;
-    char *want = read_file(path, &len);
+    char *want = test_read_file(path, &len);
     CHECKF(want != NULL, "missing golden %s", path);
     if (!want || !got) { free(want); return; }
     size_t gl = strlen(got), i = 0;
@@ -247,7 +233,7 @@ static void test_shapes(void)
 
 int main(void)
 {
-    char *text = read_file(DATA "cases.json", NULL);
+    char *text = test_read_file(DATA "cases.json", NULL);
     cJSON *cases = text ? cJSON_Parse(text) : NULL;
     if (!cases) printf("FAIL load_cases: cannot read " DATA "cases.json (run from the repo root)\n");
     for (const cJSON *c = cases ? cases->child : NULL; c; c = c->next) {

@@ -14,24 +14,10 @@
 
 static const char *k_path = "test/config.json";
 
-static char *slurp(const char *path, size_t *len)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *b = malloc((size_t)n + 1);
-    *len = fread(b, 1, (size_t)n, f);
-    b[*len] = 0;
-    fclose(f);
-    return b;
-}
-
 static dsv4_status parse_file(const char *path, dsv4_config *c)
 {
     size_t len;
-    char *text = slurp(path, &len);
+    char *text = test_read_file(path, &len);
     if (!text) {
         printf("cannot read %s (run from the repository root)\n", path);
         return DSV4_ERR_IO;

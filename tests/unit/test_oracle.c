@@ -10,21 +10,6 @@
 #include "dsv4.h"
 #include "test.h"
 
-static char *slurp(const char *path, size_t *len)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *b = malloc((size_t)n + 1);
-    if (b && fread(b, 1, (size_t)n, f) != (size_t)n) { free(b); b = NULL; }
-    fclose(f);
-    if (b) b[n] = 0;
-    if (len) *len = (size_t)n;
-    return b;
-}
-
 static int parse_tokens(const char *text, int32_t *out, int cap)
 {
     int n = 0;
@@ -42,7 +27,7 @@ static void check_fixture(const char *dir)
 {
     char path[1024];
     snprintf(path, sizeof path, "%s/meta.json", dir);
-    char *meta = slurp(path, NULL);
+    char *meta = test_read_file(path, NULL);
     CHECKF(meta != NULL, "%s: no meta.json", dir);
     if (!meta) return;
     cJSON *j = cJSON_Parse(meta);
@@ -52,13 +37,13 @@ static void check_fixture(const char *dir)
     free(meta);
 
     snprintf(path, sizeof path, "%s/tokens.txt", dir);
-    char *tt = slurp(path, NULL);
+    char *tt = test_read_file(path, NULL);
     static int32_t tok[8192];
     int n = tt ? parse_tokens(tt, tok, 8192) : 0;
     free(tt);
     size_t ref_len = 0;
     snprintf(path, sizeof path, "%s/logits.f32", dir);
-    float *ref = (float *)slurp(path, &ref_len);
+    float *ref = (float *)test_read_file(path, &ref_len);
 
     dsv4_model *m = NULL;
     dsv4_load_options opt = {0};

@@ -1,0 +1,285 @@
+/* dsv4 bench: decode and prefill speed on a real or synthetic checkpoint,
+ * against the memory-bandwidth limit measured (CPU) or nominal (GPU). */
+#include <getopt.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "base/threadpool.h"
+#include "cli/commands.h"
+#include "engine/profile.h"
+#include "engine/session.h"
+
+#define HBM_PEAK_GBS 4800.0 /* H100/H200 SXM datasheet figure the targets use */
+
+static void usage(FILE *f)
+{
+    fprintf(f,
+            "usage: dsv4 bench (--model DIR | --synthetic flash|pro [--layers N] [--experts N])\n"
+            "                  [--device cpu|cuda|auto] [--threads N] [--contexts 0,4096,32768,131072]\n"
+            "                  [--decode N] [--prefill N] [--hf-compare] [--lanes 1,2,4,8]\n"
+            "Decode tokens/s at each context (state filled with random values, no prefill),\n"
+            "prefill tokens/s for an N-token prompt, bytes read per decode token, achieved\n"
+            "GB/s against the bandwidth limit, and the split of decode time by op family.\n"
+            "--hf-compare (with --synthetic): also times transformers' eager bf16 model at\n"
+            "the same shapes (tools/bench/hf_decode.py, python from $DSV4_PYTHON or python3)\n"
+            "and prints our decode speed at the first context as a ratio to it.\n"
+            "--lanes: aggregate tokens/s of batched steps (dsv4_decode_batch) with that many\n"
+            "sessions at the first context, against the roofline of dense weights + the\n"
+            "expected distinct experts of the lanes (uniform routing) + every lane's state.\n");
+}
+
+static double now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+typedef struct { const uint64_t *buf; int64_t n; uint64_t *sums; } bw_job;
+
+static void bw_sum(void *ctx, int64_t b, int64_t e, int tid)
+{
+    bw_job *j = ctx;
+    uint64_t s = 0;
+    for (int64_t i = b; i < e; i++) s += j->buf[i];
+    j->sums[tid] += s;
+}
+
+/* Host memory read bandwidth over 1 GiB with every thread, best of 3. */
+static double host_read_gbs(int threads)
+{
+    int64_t n = (1ll << 30) / 8;
+    uint64_t *buf = malloc((size_t)n * 8), sums[256] = {0};
+    if (!buf) return 0;
+    for (int64_t i = 0; i < n; i++) buf[i] = (uint64_t)i;
+    dsv4_pool *p = pool_new(threads);
+    double best = 0;
+    for (int rep = 0; rep < 3; rep++) {
+        bw_job j = {buf, n, sums};
+        double t0 = now();
+        pool_for(p, n, 1 << 16, bw_sum, &j);
+        double gbs = (double)n * 8 / (now() - t0) / 1e9;
+        if (gbs > best) best = gbs;
+    }
+    pool_free(p);
+    free(buf);
+    return best;
+}
+
+static int parse_list(const char *s, int64_t *out, int max)
+{
+    int n = 0;
+    while (*s && n < max) {
+        char *end;
+        long long v = strtoll(s, &end, 10);
+        if (end == s || v < 0) return -1;
+        out[n++] = v;
+        s = *end == ',' ? end + 1 : end;
+        if (*end && *end != ',') return -1;
+    }
+    return n;
+}
+
+static int random_token(uint32_t *x, int vocab)
+{
+    *x ^= *x << 13; *x ^= *x >> 17; *x ^= *x << 5;
+    return (int)(*x % (uint32_t)vocab);
+}
+
+/* Seconds per decode token at context ctx (after 2 warm-up tokens). */
+static double time_decode(dsv4_model *m, int64_t ctx, int n, float *logits)
+{
+    dsv4_session *s = NULL;
+    if (dsv4_session_new(m, &s)) return -1;
+    double t = -1;
+    uint32_t x = 12345u + (uint32_t)ctx;
+    if (ctx && session_fill_random(s, ctx)) goto out;
+    for (int i = 0; i < 2 + n; i++) {
+        if (i == 2) t = now();
+        int32_t tok = random_token(&x, dsv4_model_vocab(m));
+        if (dsv4_session_eval_last(s, &tok, 1, logits)) { t = -1; goto out; }
+    }
+    t = (now() - t) / n;
+out:
+    dsv4_session_free(s);
+    return t;
+}
+
+/* Aggregate decode speed of batched steps with n lanes at context ctx. */
+static int bench_lanes(dsv4_model *m, const char *list, int64_t ctx, int n_dec, double limit)
+{
+    int64_t nl[16];
+    int cnt = parse_list(list, nl, 16);
+    if (cnt <= 0) { fprintf(stderr, "dsv4 bench: bad --lanes list '%s'\n", list); return -1; }
+    const dsv4_config *cf = &m->cfg;
+    printf("batched decode at context %lld:\n%-6s %12s %10s %10s %14s %9s %8s\n", (long long)ctx, "lanes",
+           "agg tok/s", "ms/step", "speedup", "bytes/step MB", "GB/s", "% limit");
+    double one = 0;
+    for (int i = 0; i < cnt; i++) {
+        int n = (int)nl[i];
+        if (n < 1 || n > DSV4_MAX_LANES) { fprintf(stderr, "dsv4 bench: --lanes %d out of range\n", n); return -1; }
+        dsv4_session *s[DSV4_MAX_LANES] = {0};
+        int32_t tok[DSV4_MAX_LANES];
+        float *lg = malloc((size_t)n * (size_t)cf->vocab * sizeof *lg);
+        uint32_t x = 99u;
+        int ok = lg != NULL;
+        for (int k = 0; k < n && ok; k++) {
+            ok = !dsv4_session_new(m, &s[k]) && (!ctx || !session_fill_random(s[k], ctx));
+            tok[k] = random_token(&x, cf->vocab);
+        }
+        double t = 0;
+        for (int step = 0; step < 2 + n_dec && ok; step++) {
+            if (step == 2) t = now();
+            ok = !dsv4_decode_batch(m, s, tok, n, lg, NULL);
+            for (int k = 0; k < n; k++) tok[k] = random_token(&x, cf->vocab);
+        }
+        t = (now() - t) / n_dec;
+        for (int k = 0; k < n; k++) dsv4_session_free(s[k]);
+        free(lg);
+        if (!ok) { cli_report("bench", "batched decode"); return -1; }
+        /* expected distinct experts per layer when n tokens each pick K of E uniformly */
+        double E = cf->n_experts, K = cf->n_active, distinct = E * (1 - pow(1 - K / E, n));
+        uint64_t wb, sb;
+        model_decode_traffic(m, ctx, distinct, &wb, &sb);
+        double bytes = (double)wb + (double)n * (double)sb, gbs = bytes / t / 1e9;
+        if (i == 0) one = n / t;
+        printf("%-6d %12.2f %10.3f %9.2fx %14.1f %9.1f %7.1f%%\n", n, n / t, 1e3 * t, (n / t) / one, bytes / 1e6, gbs,
+               100 * gbs / limit);
+        fflush(stdout);
+    }
+    return 0;
+}
+
+/* ms per decode token of transformers' eager model (tools/bench/hf_decode.py). */
+static double hf_decode_ms(const char *preset, int layers, int experts, int n)
+{
+    const char *py = getenv("DSV4_PYTHON") ? getenv("DSV4_PYTHON") : "python3";
+    char cmd[512];
+    snprintf(cmd, sizeof cmd, "%s tools/bench/hf_decode.py --preset %s --layers %d --experts %d --decode %d", py,
+             preset, layers, experts, n);
+    fflush(stdout);
+    FILE *p = popen(cmd, "r");
+    if (!p) return -1;
+    char line[256];
+    double ms = -1;
+    while (fgets(line, sizeof line, p))
+        if (sscanf(line, "hf_ms_per_token %lf", &ms) == 1) break;
+    pclose(p);
+    return ms;
+}
+
+int cmd_bench(int argc, char **argv)
+{
+    static const struct option opts[] = {
+        {"model", required_argument, 0, 'm'}, {"synthetic", required_argument, 0, 's'},
+        {"layers", required_argument, 0, 'L'}, {"experts", required_argument, 0, 'E'},
+        {"device", required_argument, 0, 'd'}, {"threads", required_argument, 0, 'j'},
+        {"contexts", required_argument, 0, 'c'}, {"decode", required_argument, 0, 'n'},
+        {"prefill", required_argument, 0, 'p'}, {"hf-compare", no_argument, 0, 'H'},
+        {"lanes", required_argument, 0, 'l'},
+        {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
+    const char *model = NULL, *synth = NULL, *device = NULL, *ctxs = "0,4096,32768,131072", *lanes_arg = NULL;
+    int layers = 0, experts = 0, threads = 0, n_dec = 16, n_pre = 4096, hf = 0, c;
+    optind = 1;
+    while ((c = getopt_long(argc, argv, "m:s:L:E:d:j:c:n:p:h", opts, NULL)) != -1) {
+        switch (c) {
+        case 'm': model = optarg; break;
+        case 's': synth = optarg; break;
+        case 'L': layers = atoi(optarg); break;
+        case 'E': experts = atoi(optarg); break;
+        case 'd': device = optarg; break;
+        case 'j': threads = atoi(optarg); break;
+        case 'c': ctxs = optarg; break;
+        case 'n': n_dec = atoi(optarg); break;
+        case 'p': n_pre = atoi(optarg); break;
+        case 'H': hf = 1; break;
+        case 'l': lanes_arg = optarg; break;
+        case 'h': usage(stdout); return 0;
+        default: usage(stderr); return 2;
+        }
+    }
+    int64_t ctx[16];
+    int n_ctx = parse_list(ctxs, ctx, 16);
+    if (!!model == !!synth || n_ctx <= 0 || n_dec < 1 || n_pre < 0 || (hf && !synth)) { usage(stderr); return 2; }
+    dsv4_model *m = NULL;
+    double t0 = now();
+    if (synth) {
+        dsv4_load_options opt = {0};
+        opt.n_threads = threads;
+        opt.device = device;
+        if (dsv4_model_synthetic(synth, layers, experts, &opt, &m)) { cli_report("bench", "synthetic model"); return 1; }
+    } else if (!(m = cli_load_model("bench", model, threads, device))) {
+        return 1;
+    }
+    const dsv4_config *cf = &m->cfg;
+    int is_cpu = !strcmp(m->be->name, "cpu");
+    printf("# dsv4 bench: %s on %s, %d layers, %d routed experts, vocab %d (load %.1f s)\n",
+           synth ? synth : model, m->be->name, cf->n_layers, cf->n_experts, cf->vocab, now() - t0);
+    double limit = is_cpu ? host_read_gbs(threads) : HBM_PEAK_GBS;
+    printf("# bandwidth limit: %.1f GB/s (%s)\n", limit,
+           is_cpu ? "host memory read, all threads, measured now" : "HBM datasheet peak");
+    float *logits = malloc((size_t)cf->vocab * sizeof *logits);
+    if (!logits) { dsv4_model_free(m); return 1; }
+    printf("%-9s %10s %10s %12s %12s %9s %7s\n", "context", "tok/s", "ms/tok", "weights MB", "state MB", "GB/s",
+           "% limit");
+    double first_t = 0;
+    for (int i = 0; i < n_ctx; i++) {
+        double t = time_decode(m, ctx[i], n_dec, logits);
+        if (i == 0) first_t = t;
+        if (t < 0) { cli_report("bench", "decode"); free(logits); dsv4_model_free(m); return 1; }
+        uint64_t wb, sb;
+        model_decode_traffic(m, ctx[i], cf->n_active, &wb, &sb);
+        double gbs = (double)(wb + sb) / t / 1e9;
+        printf("%-9lld %10.2f %10.3f %12.1f %12.1f %9.1f %6.1f%%\n", (long long)ctx[i], 1 / t, 1e3 * t, wb / 1e6,
+               sb / 1e6, gbs, 100 * gbs / limit);
+        fflush(stdout);
+    }
+    if (n_pre > 0) {
+        dsv4_session *s = NULL;
+        int32_t *tok = malloc((size_t)n_pre * sizeof *tok);
+        uint32_t x = 777u;
+        for (int i = 0; tok && i < n_pre; i++) tok[i] = random_token(&x, cf->vocab);
+        if (!tok || dsv4_session_new(m, &s)) { cli_report("bench", "prefill"); free(tok); free(logits); dsv4_model_free(m); return 1; }
+        double tp = now();
+        dsv4_status st = dsv4_session_eval_last(s, tok, n_pre, logits);
+        tp = now() - tp;
+        if (st) cli_report("bench", "prefill");
+        else printf("prefill %d tokens: %.2f s, %.1f tok/s\n", n_pre, tp, n_pre / tp);
+        dsv4_session_free(s);
+        free(tok);
+    }
+    if (lanes_arg && bench_lanes(m, lanes_arg, ctx[0], n_dec, limit)) { free(logits); dsv4_model_free(m); return 1; }
+    if (hf) {
+        double hf_ms = hf_decode_ms(synth, cf->n_layers, cf->n_experts, n_dec);
+        if (hf_ms > 0)
+            printf("transformers eager bf16, same shapes: %.3f ms/tok; dsv4 at context %lld: %.3f ms/tok -> %.1fx faster\n",
+                   hf_ms, (long long)ctx[0], 1e3 * first_t, hf_ms / (1e3 * first_t));
+        else
+            printf("transformers comparison failed (see stderr)\n");
+    }
+    /* split of decode time by op family (synchronized per op) */
+    dsv4_backend *real = m->be, *prof = profile_wrap(real);
+    if (prof) {
+        m->be = prof;
+        int n_prof = n_dec < 4 ? n_dec : 4, steps = n_prof + 2; /* time_decode runs 2 warm-up steps */
+        double t = time_decode(m, ctx[0], n_prof, logits);
+        m->be = real;
+        const char *names[32];
+        double sec[32], total = 0;
+        long calls[32];
+        int n = profile_report(prof, names, sec, calls, 32);
+        for (int i = 0; i < n; i++) total += sec[i];
+        printf("decode time by op family at context %lld (profiled with a sync after every op: %.3f ms/tok):\n",
+               (long long)ctx[0], t * 1e3);
+        for (int i = 0; i < n; i++)
+            printf("  %-30s %6.1f%%  %8.3f ms/tok  %5ld calls/tok\n", names[i], 100 * sec[i] / total,
+                   1e3 * sec[i] / steps, calls[i] / steps);
+        prof->ops->destroy(prof);
+    }
+    free(logits);
+    dsv4_model_free(m);
+    return 0;
+}

@@ -1,0 +1,119 @@
+/* Snapshots: the live part of a session's state as one canonical byte image.
+ *
+ * Image layout (host memory): pos, then per layer
+ *   ring rows of positions max(0,pos-window+1) .. pos-1, oldest first
+ *   compressor (CSA/HCA): the pos % ratio open rows (u, then g), the series-A
+ *     rows of the last closed window (CSA, once one exists), entries [pos/ratio]
+ *   indexer compressor (CSA): the same at the indexer's width
+ * Dead bytes (ring slots outside the window, rows of closed windows, entry
+ * capacity) are not part of it, so two sessions with equal images behave
+ * identically, and memcmp of images is the state comparison of the tests. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/error.h"
+#include "engine/session.h"
+
+struct dsv4_snapshot {
+    const dsv4_model *m;
+    int64_t pos;
+    size_t len;
+    unsigned char *data;
+};
+
+typedef struct {
+    dsv4_backend *b;
+    unsigned char *img; /* NULL: only measure */
+    size_t off;
+    int save;           /* 1: backend -> image, 0: image -> backend */
+} cursor;
+
+static void region(cursor *c, void *dev, size_t bytes)
+{
+    if (bytes && c->img) {
+        if (c->save) c->b->ops->download(c->b, c->img + c->off, dev, bytes);
+        else c->b->ops->upload(c->b, dev, c->img + c->off, bytes);
+    }
+    c->off += bytes;
+}
+
+static void comp_walk(cursor *c, dsv4_comp_state *cs, int64_t pos, int ratio, int width, int overlap)
+{
+    size_t f = sizeof(float), cw = (size_t)width * (overlap ? 2 : 1), n_open = (size_t)(pos % ratio);
+    region(c, cs->open_u, n_open * cw * f);
+    region(c, cs->open_g, n_open * cw * f);
+    if (overlap && pos >= ratio) {
+        region(c, cs->prev_u, (size_t)ratio * (size_t)width * f);
+        region(c, cs->prev_g, (size_t)ratio * (size_t)width * f);
+    }
+    region(c, cs->entries, (size_t)(pos / ratio) * (size_t)width * f);
+}
+
+/* Visits every live region in image order; returns the image size. */
+static size_t walk(dsv4_session *s, int64_t pos, unsigned char *img, int save)
+{
+    const dsv4_config *c = &s->m->cfg;
+    cursor cu = {s->m->be, img, sizeof pos, save};
+    if (img && save) memcpy(img, &pos, sizeof pos);
+    size_t row = (size_t)c->head_dim * sizeof(float);
+    for (int l = 0; l < c->n_layers; l++) {
+        dsv4_layer_state *ls = &s->L[l];
+        int64_t first = pos - c->window + 1 < 0 ? 0 : pos - c->window + 1;
+        for (int64_t p = first; p < pos; p++) region(&cu, ls->ring + (p % c->window) * c->head_dim, row);
+        int kind = c->attn_kind[l], r = config_ratio(c, l);
+        if (kind != ATTN_SWA) comp_walk(&cu, &ls->comp, pos, r, c->head_dim, kind == ATTN_CSA);
+        if (kind == ATTN_CSA) comp_walk(&cu, &ls->idx, pos, r, c->idx_head_dim, 1);
+    }
+    return cu.off;
+}
+
+dsv4_status dsv4_session_snapshot(dsv4_session *s, dsv4_snapshot **out)
+{
+    *out = NULL;
+    if (s->poisoned) return dsv4_fail(DSV4_ERR_POISONED, "snapshot: the session is poisoned");
+    dsv4_snapshot *sn = calloc(1, sizeof *sn);
+    size_t len = walk(s, s->pos, NULL, 1);
+    if (!sn || !(sn->data = malloc(len))) {
+        free(sn);
+        return dsv4_fail(DSV4_ERR_NOMEM, "out of memory for a %zu-byte snapshot", len);
+    }
+    sn->m = s->m;
+    sn->pos = s->pos;
+    sn->len = len;
+    walk(s, s->pos, sn->data, 1);
+    dsv4_status st = s->m->be->ops->sync(s->m->be);
+    if (st) { dsv4_snapshot_free(sn); backend_clear_error(s->m->be); return st; }
+    *out = sn;
+    return DSV4_OK;
+}
+
+dsv4_status dsv4_session_restore(dsv4_session *s, const dsv4_snapshot *sn)
+{
+    if (!sn || sn->m != s->m) return dsv4_fail(DSV4_ERR_ARG, "restore: snapshot of another model");
+    dsv4_status st = session_reserve(s, sn->pos);
+    if (st) return st; /* state untouched: still usable (or still poisoned) as before */
+    walk(s, sn->pos, sn->data, 0);
+    if ((st = s->m->be->ops->sync(s->m->be))) {
+        backend_clear_error(s->m->be);
+        s->poisoned = 1;
+        return dsv4_fail_prefix(st, "restore failed, session poisoned: ");
+    }
+    s->pos = sn->pos;
+    s->poisoned = 0;
+    return DSV4_OK;
+}
+
+void dsv4_snapshot_free(dsv4_snapshot *sn)
+{
+    if (!sn) return;
+    free(sn->data);
+    free(sn);
+}
+
+const void *dsv4_snapshot_data(const dsv4_snapshot *sn, size_t *len)
+{
+    *len = sn->len;
+    return sn->data;
+}
+
+int64_t dsv4_snapshot_pos(const dsv4_snapshot *sn) { return sn->pos; }

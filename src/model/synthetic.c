@@ -1,0 +1,238 @@
+/* Synthetic checkpoints with the real V4-Flash / V4-Pro dimensions and random
+ * BF16 weights, built in memory as a safetensors image and loaded through the
+ * normal path (config parser, binder, backend). For benchmarks at real shapes
+ * with a reduced number of layers and experts. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/error.h"
+#include "base/threadpool.h"
+#include "model/model.h"
+
+typedef struct {
+    char name[96];
+    dsv4_dtype dt;
+    int64_t d0, d1;    /* d1 = 0: 1-D */
+    float scale;       /* uniform(-scale, scale) around `center` */
+    float center;
+    uint64_t off;      /* in the data area */
+} syn_tensor;
+
+typedef struct {
+    syn_tensor *t;
+    int n, cap;
+} syn_list;
+
+static int add(syn_list *l, const char *name, dsv4_dtype dt, int64_t d0, int64_t d1, float scale, float center)
+{
+    if (l->n == l->cap) {
+        int cap = l->cap ? 2 * l->cap : 256;
+        syn_tensor *g = realloc(l->t, (size_t)cap * sizeof *g);
+        if (!g) return -1;
+        l->t = g;
+        l->cap = cap;
+    }
+    syn_tensor *t = &l->t[l->n++];
+    snprintf(t->name, sizeof t->name, "%s", name);
+    t->dt = dt;
+    t->d0 = d0;
+    t->d1 = d1;
+    t->scale = scale;
+    t->center = center;
+    return 0;
+}
+
+/* A weight matrix [out, in] with variance ~1/in. */
+static int mat(syn_list *l, const char *name, int64_t out, int64_t in)
+{
+    return add(l, name, DT_BF16, out, in, sqrtf(3.0f / (float)in), 0);
+}
+
+static int build_list(const dsv4_config *c, syn_list *l)
+{
+    char n[96];
+    int r = 0, D = c->dim, hc = c->hc_mult, mix = (2 + hc) * hc;
+    r |= mat(l, "embed.weight", c->vocab, D);
+    r |= mat(l, "head.weight", c->vocab, D);
+    r |= add(l, "norm.weight", DT_BF16, D, 0, 0.1f, 1.0f);
+    r |= add(l, "hc_head_fn", DT_F32, hc, (int64_t)hc * D, 1.0f / sqrtf((float)hc * D), 0);
+    r |= add(l, "hc_head_base", DT_F32, hc, 0, 0.5f, 0);
+    r |= add(l, "hc_head_scale", DT_F32, 1, 0, 0.1f, 0.5f);
+    for (int i = 0; i < c->n_layers; i++) {
+#define NM(fmt) (snprintf(n, sizeof n, "layers.%d." fmt, i), n)
+        int kind = c->attn_kind[i], ratio = config_ratio(c, i), hd = c->head_dim, cw = hd * (kind == ATTN_CSA ? 2 : 1);
+        r |= add(l, NM("attn_norm.weight"), DT_BF16, D, 0, 0.1f, 1.0f);
+        r |= add(l, NM("ffn_norm.weight"), DT_BF16, D, 0, 0.1f, 1.0f);
+        const char *site[2] = {"attn", "ffn"};
+        for (int s = 0; s < 2; s++) {
+            snprintf(n, sizeof n, "layers.%d.hc_%s_fn", i, site[s]);
+            r |= add(l, n, DT_F32, mix, (int64_t)hc * D, 1.0f / sqrtf((float)hc * D), 0);
+            snprintf(n, sizeof n, "layers.%d.hc_%s_base", i, site[s]);
+            r |= add(l, n, DT_F32, mix, 0, 0.5f, 0);
+            snprintf(n, sizeof n, "layers.%d.hc_%s_scale", i, site[s]);
+            r |= add(l, n, DT_F32, 3, 0, 0.1f, 0.5f);
+        }
+        r |= mat(l, NM("attn.wq_a.weight"), c->q_lora, D);
+        r |= add(l, NM("attn.q_norm.weight"), DT_BF16, c->q_lora, 0, 0.1f, 1.0f);
+        r |= mat(l, NM("attn.wq_b.weight"), (int64_t)c->n_heads * hd, c->q_lora);
+        r |= mat(l, NM("attn.wkv.weight"), hd, D);
+        r |= add(l, NM("attn.kv_norm.weight"), DT_BF16, hd, 0, 0.1f, 1.0f);
+        r |= mat(l, NM("attn.wo_a.weight"), (int64_t)c->o_groups * c->o_lora, (int64_t)c->n_heads * hd / c->o_groups);
+        r |= mat(l, NM("attn.wo_b.weight"), D, (int64_t)c->o_groups * c->o_lora);
+        r |= add(l, NM("attn.attn_sink"), DT_F32, c->n_heads, 0, 0.5f, 0);
+        if (kind != ATTN_SWA) {
+            r |= mat(l, NM("attn.compressor.wkv.weight"), cw, D);
+            r |= mat(l, NM("attn.compressor.wgate.weight"), cw, D);
+            r |= add(l, NM("attn.compressor.ape"), DT_F32, ratio, cw, 0.1f, 0);
+            r |= add(l, NM("attn.compressor.norm.weight"), DT_BF16, hd, 0, 0.1f, 1.0f);
+        }
+        if (kind == ATTN_CSA) {
+            int icw = 2 * c->idx_head_dim;
+            r |= mat(l, NM("attn.indexer.compressor.wkv.weight"), icw, D);
+            r |= mat(l, NM("attn.indexer.compressor.wgate.weight"), icw, D);
+            r |= add(l, NM("attn.indexer.compressor.ape"), DT_F32, ratio, icw, 0.1f, 0);
+            r |= add(l, NM("attn.indexer.compressor.norm.weight"), DT_BF16, c->idx_head_dim, 0, 0.1f, 1.0f);
+            r |= mat(l, NM("attn.indexer.wq_b.weight"), (int64_t)c->idx_heads * c->idx_head_dim, c->q_lora);
+            r |= mat(l, NM("attn.indexer.weights_proj.weight"), c->idx_heads, D);
+        }
+        r |= mat(l, NM("ffn.gate.weight"), c->n_experts, D);
+        if (c->hash_layer[i]) r |= add(l, NM("ffn.gate.tid2eid"), DT_I32, c->vocab, c->n_active, 0, 0);
+        else r |= add(l, NM("ffn.gate.bias"), DT_F32, c->n_experts, 0, 0.01f, 0);
+        for (int e = 0; e < c->n_experts; e++) {
+            snprintf(n, sizeof n, "layers.%d.ffn.experts.%d.w1.weight", i, e);
+            r |= mat(l, n, c->moe_inter, D);
+            snprintf(n, sizeof n, "layers.%d.ffn.experts.%d.w2.weight", i, e);
+            r |= mat(l, n, D, c->moe_inter);
+            snprintf(n, sizeof n, "layers.%d.ffn.experts.%d.w3.weight", i, e);
+            r |= mat(l, n, c->moe_inter, D);
+        }
+        r |= mat(l, NM("ffn.shared_experts.w1.weight"), c->moe_inter, D);
+        r |= mat(l, NM("ffn.shared_experts.w2.weight"), D, c->moe_inter);
+        r |= mat(l, NM("ffn.shared_experts.w3.weight"), c->moe_inter, D);
+#undef NM
+    }
+    return r;
+}
+
+/* Counter-based random numbers: value i of tensor k depends on (k, i) only,
+ * so the image is the same whatever the thread count. */
+static uint64_t mix64(uint64_t x)
+{
+    x += 0x9e3779b97f4a7c15ull;
+    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+    x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+    return x ^ (x >> 31);
+}
+
+typedef struct {
+    const syn_list *l;
+    const dsv4_config *c;
+    uint8_t *data;
+} fill_job;
+
+static void fill_tensors(void *ctx, int64_t k0, int64_t k1, int tid)
+{
+    (void)tid;
+    fill_job *j = ctx;
+    for (int64_t k = k0; k < k1; k++) {
+        const syn_tensor *t = &j->l->t[k];
+        int64_t n = t->d0 * (t->d1 ? t->d1 : 1);
+        uint8_t *p = j->data + t->off;
+        if (t->dt == DT_I32) { /* tid2eid: distinct experts per token */
+            int32_t *v = (int32_t *)p;
+            int K = j->c->n_active, E = j->c->n_experts;
+            for (int64_t r = 0; r < t->d0; r++) {
+                int first = (int)(mix64((uint64_t)r) % (uint64_t)E);
+                for (int q = 0; q < K; q++) v[r * K + q] = (first + q) % E;
+            }
+            continue;
+        }
+        for (int64_t i = 0; i < n; i++) {
+            uint64_t h = mix64(((uint64_t)k << 40) ^ (uint64_t)i);
+            float u = (float)((h >> 40) * (1.0 / 16777216.0)) * 2.0f - 1.0f; /* [-1, 1) */
+            float v = t->center + t->scale * u;
+            if (t->dt == DT_F32) memcpy(p + 4 * i, &v, 4);
+            else { uint16_t b = f32_to_bf16(v); memcpy(p + 2 * i, &b, 2); }
+        }
+    }
+}
+
+static dsv4_status synthetic_config(const char *preset, int layers, int experts, dsv4_config *c)
+{
+    int flash = !strcmp(preset, "flash"), pro = !strcmp(preset, "pro");
+    if (!flash && !pro) return dsv4_fail(DSV4_ERR_ARG, "unknown synthetic preset '%s' (flash or pro)", preset);
+    int L = layers > 0 ? layers : (flash ? 43 : 61), E = experts > 0 ? experts : (flash ? 256 : 384);
+    if (L > DSV4_MAX_LAYERS) return dsv4_fail(DSV4_ERR_ARG, "--layers %d is above %d", L, DSV4_MAX_LAYERS);
+    if (E < 6) return dsv4_fail(DSV4_ERR_ARG, "--experts must be at least 6 (top-6 routing)");
+    /* the real per-layer pattern, cut to L layers, plus the trailing MTP entry */
+    char ratios[8 * DSV4_MAX_LAYERS + 16] = "", *p = ratios;
+    for (int i = 0; i <= L; i++) {
+        int r = i == L ? 0 : i < 2 ? (flash ? 0 : 128) : (i % 2 == 0 ? 4 : 128);
+        p += sprintf(p, "%s%d", i ? "," : "", r);
+    }
+    char json[9000];
+    snprintf(json, sizeof json,
+             "{\"vocab_size\":129280,\"hidden_size\":%d,\"num_hidden_layers\":%d,\"num_attention_heads\":%d,"
+             "\"num_key_value_heads\":1,\"head_dim\":512,\"qk_rope_head_dim\":64,\"q_lora_rank\":%d,"
+             "\"o_groups\":%d,\"o_lora_rank\":1024,\"sliding_window\":128,\"compress_ratios\":[%s],"
+             "\"compress_rope_theta\":160000,\"rope_theta\":10000,\"rope_scaling\":{\"type\":\"yarn\",\"factor\":16,"
+             "\"original_max_position_embeddings\":65536,\"beta_fast\":32,\"beta_slow\":1},\"index_n_heads\":64,"
+             "\"index_head_dim\":128,\"index_topk\":%d,\"n_routed_experts\":%d,\"num_experts_per_tok\":6,"
+             "\"n_shared_experts\":1,\"moe_intermediate_size\":%d,\"num_hash_layers\":3,"
+             "\"scoring_func\":\"sqrtsoftplus\",\"routed_scaling_factor\":%s,\"swiglu_limit\":10.0,\"hc_mult\":4,"
+             "\"hc_sinkhorn_iters\":20,\"hc_eps\":1e-6,\"rms_norm_eps\":1e-6,\"num_nextn_predict_layers\":1,"
+             "\"max_position_embeddings\":1048576,\"bos_token_id\":0,\"eos_token_id\":1}",
+             flash ? 4096 : 7168, L, flash ? 64 : 128, flash ? 1024 : 1536, flash ? 8 : 16, ratios,
+             flash ? 512 : 1024, E, flash ? 2048 : 3072, flash ? "1.5" : "2.5");
+    return config_parse(json, strlen(json), "synthetic config", c);
+}
+
+dsv4_status model_synthetic_image(const char *preset, int layers, int experts, dsv4_config *cfg, void **image,
+                                  size_t *image_len)
+{
+    dsv4_status st = synthetic_config(preset, layers, experts, cfg);
+    if (st) return st;
+    syn_list l = {0};
+    if (build_list(cfg, &l)) { free(l.t); return dsv4_fail(DSV4_ERR_NOMEM, "out of memory"); }
+    /* header: {"name":{"dtype":"BF16","shape":[a,b],"data_offsets":[x,y]},...} */
+    size_t hcap = (size_t)l.n * 160 + 64, hlen = 0;
+    char *hdr = malloc(hcap);
+    uint64_t off = 0;
+    if (!hdr) { free(l.t); return dsv4_fail(DSV4_ERR_NOMEM, "out of memory"); }
+    hdr[hlen++] = '{';
+    for (int i = 0; i < l.n; i++) {
+        syn_tensor *t = &l.t[i];
+        uint64_t nb = (uint64_t)t->d0 * (uint64_t)(t->d1 ? t->d1 : 1) * (uint64_t)dtype_size(t->dt);
+        t->off = off;
+        char shape[64];
+        if (t->d1) snprintf(shape, sizeof shape, "%lld,%lld", (long long)t->d0, (long long)t->d1);
+        else snprintf(shape, sizeof shape, "%lld", (long long)t->d0);
+        hlen += (size_t)snprintf(hdr + hlen, hcap - hlen, "%s\"%s\":{\"dtype\":\"%s\",\"shape\":[%s],\"data_offsets\":[%llu,%llu]}",
+                                 i ? "," : "", t->name, dtype_name(t->dt), shape, (unsigned long long)off,
+                                 (unsigned long long)(off + nb));
+        off += nb;
+    }
+    hdr[hlen++] = '}';
+    while (hlen % 8) hdr[hlen++] = ' ';
+    size_t total = 8 + hlen + (size_t)off;
+    uint8_t *img = malloc(total);
+    if (!img) {
+        free(hdr);
+        free(l.t);
+        return dsv4_fail(DSV4_ERR_NOMEM, "out of memory for a %.1f GiB synthetic checkpoint", total / 1073741824.0);
+    }
+    uint64_t hl = hlen;
+    memcpy(img, &hl, 8); /* little-endian hosts only, like the rest of the loader */
+    memcpy(img + 8, hdr, hlen);
+    free(hdr);
+    fill_job j = {&l, cfg, img + 8 + hlen};
+    dsv4_pool *pool = pool_new(0);
+    pool_for(pool, l.n, 1, fill_tensors, &j);
+    pool_free(pool);
+    free(l.t);
+    *image = img;
+    *image_len = total;
+    return DSV4_OK;
+}
