@@ -27,6 +27,7 @@ typedef struct {
     float scale;
     float *out;
     int *err;
+    int layer; /* for fault reports */
     float *part;   /* workspace [T][H][splits][hd + 2] */
     int splits;
 } att_args;
@@ -136,7 +137,7 @@ __global__ void attention_combine_kernel(att_args a, const int64_t *dpos)
     (void)dpos;
     const float *p = a.part + ((int64_t)t * a.H + h) * S * (hd + 2);
     if (threadIdx.x == 0) {
-        if (a.sel_idx && (a.sel_n[t] < 0 || a.sel_n[t] > a.sel_cap)) cu_fault(a.err, CU_FAULT_SELECT, t);
+        if (a.sel_idx && (a.sel_n[t] < 0 || a.sel_n[t] > a.sel_cap)) cu_fault(a.err, CU_FAULT_SELECT, t, a.layer);
         float sink = cu_ld(a.sinks.dtype, a.sinks.data, h), M = sink;
         for (int s = 0; s < S; s++)
             if (p[s * (hd + 2) + hd + 1] > 0.0f) M = fmaxf(M, p[s * (hd + 2) + hd]);
@@ -194,6 +195,7 @@ void cu_attention(dsv4_backend *b, const float *q, int T, int64_t pos0, int H, i
     a.scale = scale;
     a.out = out;
     a.err = c->err_dev;
+    a.layer = b->cur_layer;
     /* enough blocks to fill the GPU at decode; fewer slices for many rows */
     int groups = (H + ATT_G - 1) / ATT_G * (T > 0 ? T : 1);
     a.splits = groups >= 4 * c->n_sm ? 1 : (4 * c->n_sm + groups - 1) / groups;

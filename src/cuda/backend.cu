@@ -367,15 +367,18 @@ static dsv4_status cu_sync(dsv4_backend *b)
     cu_check(c, cudaStreamSynchronize(c->stream), "stream synchronize");
     cu_check(c, cudaGetLastError(), "kernel");
     volatile int *err = c->err_host;
-    if (err[0]) { /* a kernel-detected fault: code and the activation row */
-        int code = err[0], row = err[1];
+    if (err[0]) { /* a kernel-detected fault: code, activation row, layer */
+        int code = err[0], row = err[1], layer = err[2], cur = b->cur_layer;
         err[0] = 0;
         err[1] = -1;
+        err[2] = -1;
+        b->cur_layer = layer; /* tags the sticky error with the faulting layer */
         backend_fail_row(b, DSV4_ERR_DEVICE, row,
                          code == CU_FAULT_TOKEN    ? "CUDA kernel: token id outside the vocabulary"
                          : code == CU_FAULT_EXPERT ? "CUDA kernel: routed to an expert id outside the layer's experts"
                          : code == CU_FAULT_SELECT ? "CUDA kernel: indexer selection count out of range"
                                                    : "CUDA kernel: unknown fault");
+        b->cur_layer = cur;
     }
     for (int i = 0; i < c->n_dl; i++) memcpy(c->dl[i].host_dst, c->stage + c->dl[i].off, c->dl[i].bytes);
     c->n_dl = 0;
@@ -458,7 +461,7 @@ extern "C" dsv4_backend *cuda_backend_new(int device, int64_t max_row)
     if ((e = cudaSetDevice(device)) != cudaSuccess ||
         (e = cudaDeviceGetAttribute(&c->n_sm, cudaDevAttrMultiProcessorCount, device)) != cudaSuccess ||
         (e = cudaStreamCreateWithFlags(&c->stream, cudaStreamNonBlocking)) != cudaSuccess ||
-        (e = cudaHostAlloc((void **)&c->err_host, 2 * sizeof(int), cudaHostAllocMapped)) != cudaSuccess ||
+        (e = cudaHostAlloc((void **)&c->err_host, 3 * sizeof(int), cudaHostAllocMapped)) != cudaSuccess ||
         (e = cudaHostGetDevicePointer((void **)&c->err_dev, c->err_host, 0)) != cudaSuccess ||
         (e = cudaHostAlloc((void **)&c->arg_host, c->arg_cap, cudaHostAllocDefault)) != cudaSuccess ||
         (e = cudaMalloc((void **)&c->arg_dev, c->arg_cap)) != cudaSuccess) {
@@ -468,6 +471,7 @@ extern "C" dsv4_backend *cuda_backend_new(int device, int64_t max_row)
     }
     c->err_host[0] = 0;
     c->err_host[1] = -1;
+    c->err_host[2] = -1;
     if (cublasCreate(&c->blas) != CUBLAS_STATUS_SUCCESS || cublasSetStream(c->blas, c->stream) != CUBLAS_STATUS_SUCCESS) {
         dsv4_fail(DSV4_ERR_DEVICE, "cuBLAS initialisation failed on GPU %d", device);
         cu_destroy(b);

@@ -81,7 +81,7 @@ struct cu_impl {
     int device, n_sm;
     cudaStream_t stream;
     cublasHandle_t blas;
-    int *err_host, *err_dev;       /* mapped pinned [code, row] of a kernel-detected fault */
+    int *err_host, *err_dev;       /* mapped pinned [code, row, layer] of a kernel-detected fault */
 
     /* memory: live activation blocks and the cache of freed ones (exact sizes) */
     cu_block *live, *cache;
@@ -223,11 +223,13 @@ __device__ __forceinline__ float cu_block_sum(float v, float *sh)
     return cu_warp_sum(r);
 }
 
-/* Records a fault for sync: err[0] = code, err[1] = activation row. */
-__device__ __forceinline__ void cu_fault(int *err, int code, int row)
+/* Records a fault for sync: err[0] = code, err[1] = activation row,
+ * err[2] = the layer the op ran for (host cur_layer at launch). */
+__device__ __forceinline__ void cu_fault(int *err, int code, int row, int layer)
 {
     if (!err) return;
     ((volatile int *)err)[1] = row;
+    ((volatile int *)err)[2] = layer;
     ((volatile int *)err)[0] = code;
 }
 

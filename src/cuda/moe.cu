@@ -29,6 +29,7 @@ typedef struct {
     float *gate_conv;
     size_t gate_conv_bytes;
     int *err;
+    int layer; /* for fault reports */
 } moe_args;
 
 __device__ __forceinline__ float score_of(float l, int fn)
@@ -75,7 +76,7 @@ __global__ void route_kernel(moe_args a)
             for (int k = 0; k < K; k++) {
                 int32_t e = id >= 0 ? a.tid2eid[(int64_t)id * K + k] : -1;
                 if (e < 0 || e >= E) {
-                    cu_fault(a.err, CU_FAULT_EXPERT, t);
+                    cu_fault(a.err, CU_FAULT_EXPERT, t, a.layer);
                     e = -1;
                 }
                 st[k] = e;
@@ -311,6 +312,7 @@ void cu_moe(dsv4_backend *b, const float *x, const int32_t *tok, int T, int D, c
     a.tab = tab->tab;
     a.out = out;
     a.err = c->err_dev;
+    a.layer = b->cur_layer;
     size_t t = (size_t)(T > 0 ? T : 1), pairs = t * (size_t)K + t;
     size_t o_lg = 0, o_wt = o_lg + al(t * E * 4), o_sel = o_wt + al(t * K * 4), o_ord = o_sel + al(t * K * 4),
            o_h = o_ord + al(t * K * 4), o_y = o_h + al(pairs * I * 4), total = o_y + al(pairs * D * 4);

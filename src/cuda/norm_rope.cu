@@ -137,6 +137,7 @@ typedef struct {
     int T, hc;
     float *X;
     int *err;
+    int layer; /* for fault reports */
 } embed_args;
 
 __global__ void embed_kernel(embed_args a)
@@ -146,7 +147,7 @@ __global__ void embed_kernel(embed_args a)
     int t = blockIdx.y;
     int32_t id = a.tok[t];
     if (id < 0 || id >= a.E.rows) {
-        if (threadIdx.x == 0 && blockIdx.x == 0) cu_fault(a.err, CU_FAULT_TOKEN, t);
+        if (threadIdx.x == 0 && blockIdx.x == 0) cu_fault(a.err, CU_FAULT_TOKEN, t, a.layer);
         id = 0;
     }
     for (int64_t d = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; d < D; d += (int64_t)gridDim.x * blockDim.x) {
@@ -174,6 +175,7 @@ void cu_embed(dsv4_backend *b, const dsv4_mat *E, const int32_t *tok, int T, int
     a.hc = hc;
     a.X = X;
     a.err = cu_of(b)->err_dev;
+    a.layer = b->cur_layer;
     cu_submit(cu_of(b), K_EMBED, &a, sizeof a);
 }
 
