@@ -1,21 +1,27 @@
 /* dsv4 chat: an interactive multi-turn conversation.
  *
- * The session keeps the model state between turns. Before each reply the
- * whole transcript is rendered and tokenized (cheap next to the model), the
- * longest prefix the session already holds is kept, and only the tokens
- * after it are evaluated. So the session always holds exactly what a
- * from-scratch rendering of the transcript tokenizes to. Usually that prefix
- * is everything held; it is shorter when
+ * The session keeps the model state between turns, and each turn renders
+ * only the end of the transcript (chat_opts.n_context): from the previous
+ * user message on, i.e. the previous user turn, the reply to it and the new
+ * user turn. Everything before the previous user message renders the same
+ * whatever follows it, so the transcript's tokens are the ones the session
+ * already holds up to there, then the tail's. The longest prefix of that the
+ * session holds is kept and only the tokens after it are evaluated, so the
+ * session always holds what a from-scratch rendering of the transcript
+ * tokenizes to (--check-session verifies it). Usually all held tokens are
+ * kept; fewer when
  *  - a thinking-mode reply's reasoning is dropped once the next user turn
  *    arrives (the encoding renders earlier turns without it, and their
  *    generation prompt ends with </think> instead of <think>),
  *  - the reply's tokens are not the canonical tokenization of its text (the
  *    model may spell a word with other tokens, emit invalid UTF-8, or be cut
- *    by a stop string or Ctrl-C),
- *  - the mode changes to or from --think-max (its preamble comes first).
- * Then the state goes back to a snapshot taken before the last generation
- * prompt's final token (a few tokens before the reply), or in the last case
- * to the start, and the rest is evaluated again. */
+ *    by a stop string or Ctrl-C).
+ * Then the state goes back to a snapshot taken before the previous
+ * generation prompt's last token, just before the reply, and the rest is
+ * evaluated again. Switching to or from /thinkmax changes the transcript's
+ * first tokens (its preamble), and switching modes with --keep-reasoning
+ * changes how every earlier turn renders, so these render and evaluate
+ * everything again. */
 #include <getopt.h>
 #include <signal.h>
 #include <stdio.h>
@@ -73,6 +79,9 @@ typedef struct {
     int n_msgs, cap_msgs;
     int32_t *held; /* the tokens the session has consumed, in order */
     int n_held, cap_held;
+    int prev_user;        /* index of the latest user message answered, -1: none */
+    int prev_start;       /* where its rendering starts among the transcript's tokens */
+    chat_mode prev_mode;  /* the mode it was rendered in */
     dsv4_snapshot *snap; /* state after held[0..snap_pos) */
     int snap_pos;
 } chat;
@@ -108,8 +117,8 @@ static void drop_msgs(chat *c, int keep)
     }
 }
 
-/* Renders and tokenizes the whole transcript. */
-static int transcript_ids(chat *c, int32_t **ids, size_t *n)
+/* Renders and tokenizes the transcript from message `from` on. */
+static int render_ids(chat *c, int from, int32_t **ids, size_t *n)
 {
     chat_msg *v = calloc((size_t)c->n_msgs + 1, sizeof *v);
     if (!v) { fprintf(stderr, "dsv4 chat: out of memory\n"); return -1; }
@@ -118,7 +127,7 @@ static int transcript_ids(chat *c, int32_t **ids, size_t *n)
         v[i].content = c->msgs[i].content;
         v[i].reasoning_content = c->msgs[i].reasoning;
     }
-    chat_opts o = {.mode = c->mode, .keep_reasoning = c->keep_reasoning};
+    chat_opts o = {.mode = c->mode, .keep_reasoning = c->keep_reasoning, .n_context = from};
     char *text;
     int rc = -1;
     if (chat_render(v, c->n_msgs, &o, &text)) cli_report("chat", NULL);
@@ -128,6 +137,31 @@ static int transcript_ids(chat *c, int32_t **ids, size_t *n)
     }
     free(v);
     return rc;
+}
+
+/* The transcript's tokens with the new user message `u` last, and where
+ * that message's rendering starts among them. */
+static int transcript_ids(chat *c, int u, int32_t **ids, size_t *n, int *u_start)
+{
+    int32_t *tail, *last;
+    size_t n_tail, n_last;
+    int from = c->prev_user, keep = c->prev_start;
+    /* A mode switch re-renders earlier turns when their reasoning is kept,
+     * and /thinkmax's preamble comes first. */
+    int switched = c->mode != c->prev_mode &&
+                   (c->keep_reasoning || c->mode == CHAT_THINK_MAX || c->prev_mode == CHAT_THINK_MAX);
+    if (from < 0 || c->n_held < keep || switched) from = keep = 0;
+    if (render_ids(c, from, &tail, &n_tail)) return -1;
+    if (render_ids(c, u, &last, &n_last)) { free(tail); return -1; }
+    free(last);
+    *ids = malloc(((size_t)keep + n_tail + 1) * sizeof **ids);
+    if (!*ids) { free(tail); fprintf(stderr, "dsv4 chat: out of memory\n"); return -1; }
+    memcpy(*ids, c->held, (size_t)keep * sizeof **ids);
+    memcpy(*ids + keep, tail, n_tail * sizeof *tail);
+    free(tail);
+    *n = (size_t)keep + n_tail;
+    *u_start = (int)(*n - n_last);
+    return 0;
 }
 
 static int hold(chat *c, const int32_t *ids, int n)
@@ -148,16 +182,22 @@ static void forget(chat *c)
 {
     dsv4_session_reset(c->s);
     c->n_held = 0;
+    c->prev_user = -1;
     dsv4_snapshot_free(c->snap);
     c->snap = NULL;
 }
 
-/* --check-session: a fresh session fed the transcript in one go must give
+/* --check-session: the held tokens must be what the whole transcript
+ * renders to from scratch, and a fresh session fed them in one go must give
  * the logits the reused session gives. */
-static void check_session(chat *c, const int32_t *ids, int n, int reused)
+static void check_session(chat *c, int reused)
 {
     float *ref = malloc((size_t)c->g.vocab * sizeof *ref);
     dsv4_session *fresh = NULL;
+    int32_t *ids = NULL;
+    size_t nn = 0;
+    if (render_ids(c, 0, &ids, &nn)) { c->check_failed = 1; free(ref); return; }
+    int n = (int)nn;
     if (!ref || dsv4_session_new(c->g.model, &fresh) || dsv4_session_eval_last(fresh, ids, n, ref)) {
         cli_report("chat", "session check");
         c->check_failed = 1;
@@ -175,6 +215,7 @@ static void check_session(chat *c, const int32_t *ids, int n, int reused)
     }
     dsv4_session_free(fresh);
     free(ref);
+    free(ids);
 }
 
 /* Brings the session to the transcript's tokens and leaves the logits of
@@ -212,7 +253,7 @@ static int sync_session(chat *c, const int32_t *ids, int n)
         forget(c);
         return -1;
     }
-    if (c->check) check_session(c, ids, n, reused);
+    if (c->check) check_session(c, reused);
     return 0;
 }
 
@@ -223,9 +264,9 @@ static void turn(chat *c, const char *line)
     size_t n;
     if (textgen_encode(&c->g, line, strlen(line), &ids, &n)) return; /* invalid UTF-8 */
     free(ids);
-    int before = c->n_msgs;
+    int before = c->n_msgs, u_start;
     if (add_msg(c, CHAT_ROLE_USER, line, NULL)) { fprintf(stderr, "dsv4 chat: out of memory\n"); return; }
-    if (transcript_ids(c, &ids, &n)) { drop_msgs(c, before); return; }
+    if (transcript_ids(c, before, &ids, &n, &u_start)) { drop_msgs(c, before); return; }
     if (n >= (size_t)c->g.max_pos) {
         fprintf(stderr, "dsv4 chat: the conversation is %zu tokens, the context holds %d "
                 "(max_position_embeddings); /reset to start over\n", n, c->g.max_pos);
@@ -237,6 +278,9 @@ static void turn(chat *c, const char *line)
     int bad = sync_session(c, ids, (int)n);
     free(ids);
     if (bad) { drop_msgs(c, before); return; }
+    c->prev_user = before;
+    c->prev_start = u_start;
+    c->prev_mode = c->mode;
     textgen_result r;
     g_cancel = 0;
     int max = c->max_tokens < c->g.max_pos - c->n_held ? c->max_tokens : c->g.max_pos - c->n_held;
@@ -327,7 +371,7 @@ int cmd_chat(int argc, char **argv)
         {"check-session", no_argument, 0, OPT_CHECK}, {"help", no_argument, 0, 'h'}, TEXTGEN_LONG_OPTIONS,
         {0, 0, 0, 0}};
     const char *model = NULL, *system = NULL;
-    chat c = {.mode = CHAT_NOTHINK, .max_tokens = 1024};
+    chat c = {.mode = CHAT_NOTHINK, .max_tokens = 1024, .prev_user = -1};
     textgen_args a;
     textgen_args_init(&a);
     int o, r;

@@ -101,8 +101,9 @@ printf '/think\nhello\nthe world\n/nothink\nmore\n/thinkmax\nagain\n/think\nlast
     chat $G --check-session > /dev/null 2>$tmp/e4; rc=$?
 if [ $rc -eq 0 ] && [ "$(grep -c ': ok$' $tmp/e4)" -eq 5 ]; then pass chat_think_modes_session
 else fail chat_think_modes_session "rc=$rc $(cat $tmp/e4)"; fi
-printf 'hello\nthe world\nmore\n' | chat $G --think --keep-reasoning --check-session > /dev/null 2>$tmp/e5; rc=$?
-if [ $rc -eq 0 ] && [ "$(grep -c ': ok$' $tmp/e5)" -eq 3 ]; then pass chat_keep_reasoning_session
+printf 'hello\nthe world\nmore\n/nothink\nagain\n/think\nlast\n' |
+    chat $G --think --keep-reasoning --check-session > /dev/null 2>$tmp/e5; rc=$?
+if [ $rc -eq 0 ] && [ "$(grep -c ': ok$' $tmp/e5)" -eq 5 ]; then pass chat_keep_reasoning_session
 else fail chat_keep_reasoning_session "rc=$rc $(cat $tmp/e5)"; fi
 
 # The state is kept between turns: turn 2 evaluates only what follows turn
