@@ -156,7 +156,7 @@ static int transcript_ids(chat *c, int u, int32_t **ids, size_t *n, int *u_start
     free(last);
     *ids = malloc(((size_t)keep + n_tail + 1) * sizeof **ids);
     if (!*ids) { free(tail); fprintf(stderr, "dsv4 chat: out of memory\n"); return -1; }
-    memcpy(*ids, c->held, (size_t)keep * sizeof **ids);
+    if (keep) memcpy(*ids, c->held, (size_t)keep * sizeof **ids);
     memcpy(*ids + keep, tail, n_tail * sizeof *tail);
     free(tail);
     *n = (size_t)keep + n_tail;
@@ -166,6 +166,7 @@ static int transcript_ids(chat *c, int u, int32_t **ids, size_t *n, int *u_start
 
 static int hold(chat *c, const int32_t *ids, int n)
 {
+    if (n <= 0) return 0;
     if (c->n_held + n > c->cap_held) {
         int cap = 2 * (c->n_held + n);
         int32_t *h = realloc(c->held, (size_t)cap * sizeof *h);
