@@ -315,18 +315,21 @@ static void help(void)
            "Ctrl-C stops a reply that is being written.\n");
 }
 
-/* Returns 1 to quit. */
-static int command(chat *c, const char *line, int n_fixed)
+/* Returns 1 to quit. On a terminal, says what changed. */
+static int command(chat *c, const char *line, int n_fixed, int tty)
 {
+    const char *said = NULL;
     if (!strcmp(line, "/quit") || !strcmp(line, "/exit")) return 1;
     if (!strcmp(line, "/help")) help();
-    else if (!strcmp(line, "/think")) c->mode = CHAT_THINK;
-    else if (!strcmp(line, "/nothink")) c->mode = CHAT_NOTHINK;
-    else if (!strcmp(line, "/thinkmax")) c->mode = CHAT_THINK_MAX;
+    else if (!strcmp(line, "/think")) { c->mode = CHAT_THINK; said = "reasoning on"; }
+    else if (!strcmp(line, "/nothink")) { c->mode = CHAT_NOTHINK; said = "reasoning off"; }
+    else if (!strcmp(line, "/thinkmax")) { c->mode = CHAT_THINK_MAX; said = "reasoning at maximum effort"; }
     else if (!strcmp(line, "/reset")) {
         drop_msgs(c, n_fixed);
         forget(c);
+        said = "conversation forgotten";
     } else fprintf(stderr, "dsv4 chat: unknown command '%s' (/help lists them)\n", line);
+    if (said && tty) printf("(%s)\n", said);
     return 0;
 }
 
@@ -418,6 +421,7 @@ int cmd_chat(int argc, char **argv)
     }
     struct sigaction sa = {0};
     sa.sa_handler = on_sigint;
+    sa.sa_flags = SA_RESTART; /* a Ctrl-C while waiting for input is no EOF */
     sigemptyset(&sa.sa_mask);
     sigaction(SIGINT, &sa, NULL);
     if (tty) {
@@ -427,7 +431,7 @@ int cmd_chat(int argc, char **argv)
     int n_fixed = c.n_msgs;
     for (char *line; (line = next_line(tty));) {
         int quit = 0;
-        if (line[0] == '/') quit = command(&c, line, n_fixed);
+        if (line[0] == '/') quit = command(&c, line, n_fixed, tty);
         else if (line[0]) turn(&c, line);
         free(line);
         if (quit) break;
