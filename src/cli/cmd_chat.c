@@ -241,7 +241,7 @@ static int sync_session(chat *c, const int32_t *ids, int n)
             forget(c);
             return -1;
         }
-        hold(c, ids + c->n_held, n - 1 - c->n_held);
+        if (hold(c, ids + c->n_held, n - 1 - c->n_held)) { forget(c); return -1; }
     }
     /* Where the next divergence starts: the generation prompt's last token
      * (<think> or </think>) and the reply after it. */
@@ -286,7 +286,9 @@ static void turn(chat *c, const char *line)
     g_cancel = 0;
     int max = c->max_tokens < c->g.max_pos - c->n_held ? c->max_tokens : c->g.max_pos - c->n_held;
     bad = textgen_run(&c->g, c->s, c->smp, c->logits, max, stdout, &g_cancel, &r);
-    hold(c, r.ids, r.n_fed);
+    /* After an error the state may be poisoned: start the next turn afresh
+     * (what was produced stays in the transcript). */
+    if (bad || hold(c, r.ids, r.n_fed)) forget(c);
     fputc('\n', stdout);
     fflush(stdout);
     if (r.end == TG_END_CANCEL) fprintf(stderr, "[stopped]\n");
@@ -304,7 +306,6 @@ static void turn(chat *c, const char *line)
         fprintf(stderr, "dsv4 chat: out of memory\n");
         drop_msgs(c, before);
     }
-    (void)bad; /* the error is printed; what was produced stays in the transcript */
     textgen_result_free(&r);
 }
 
