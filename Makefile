@@ -6,7 +6,7 @@ BUILD   ?= build
 CC      ?= cc
 OPT     ?= -O3
 CFLAGS  += -std=c11 $(OPT) -g -Wall -Wextra -D_GNU_SOURCE -Iinclude -Isrc -pthread -MMD -MP
-LDLIBS  += -lcjson -lpcre2-8 -lm -pthread
+LDLIBS  += -lcjson -lpcre2-8 -lreadline -lm -pthread
 ifeq ($(SAN),1)
 CFLAGS  += -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
 LDFLAGS += -fsanitize=address,undefined
@@ -38,9 +38,9 @@ PARSER_TESTS := $(filter %/test_safetensors %/test_config %/test_tokenizer %/tes
 .PHONY: all test test-parsers sanitized run clean deps
 
 # Debian packages the build needs; installed only when a header is missing.
-DEB_DEPS := build-essential libcjson-dev libpcre2-dev python3
+DEB_DEPS := build-essential libcjson-dev libpcre2-dev libreadline-dev python3
 deps:
-	@if ! printf '#include <cjson/cJSON.h>\n#include <stdint.h>\n#define PCRE2_CODE_UNIT_WIDTH 8\n#include <pcre2.h>\n' | $(CC) -E -x c - >/dev/null 2>&1; then \
+	@if ! printf '#include <cjson/cJSON.h>\n#include <stdint.h>\n#define PCRE2_CODE_UNIT_WIDTH 8\n#include <pcre2.h>\n#include <stdio.h>\n#include <readline/readline.h>\n' | $(CC) -E -x c - >/dev/null 2>&1; then \
 	    echo "installing $(DEB_DEPS)"; \
 	    SUDO=; [ "$$(id -u)" = 0 ] || SUDO=sudo; \
 	    $$SUDO apt-get update -qq && $$SUDO apt-get install -y -qq $(DEB_DEPS) >/dev/null; \

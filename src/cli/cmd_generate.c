@@ -1,5 +1,6 @@
 /* dsv4 generate: greedy decoding from token ids, for one prompt or a batch
- * of prompts decoded together (one transaction per step). */
+ * of prompts decoded together (one transaction per step). A text prompt
+ * (-p / --prompt-file) goes to cmd_generate_text.c instead. */
 #include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -20,6 +21,15 @@ static void usage(FILE *f)
             "them one at a time instead (same output: batching never changes results).\n"
             "--step-deadline-ms: a batched step that takes longer is vetoed (no lane\n"
             "advances) and generation stops with an error.\n");
+    generate_text_usage(f);
+}
+
+/* Whether the arguments ask for text mode (a -p or --prompt-file option). */
+static int text_mode(int argc, char **argv)
+{
+    for (int i = 1; i < argc && strcmp(argv[i], "--"); i++)
+        if (!strncmp(argv[i], "-p", 2) || !strncmp(argv[i], "--prompt", 8)) return 1;
+    return 0;
 }
 
 static int argmax(const float *v, int n)
@@ -153,6 +163,7 @@ int cmd_generate(int argc, char **argv)
     const char *model = NULL, *tokens = NULL, *file = NULL, *batch = NULL, *device = NULL;
     int n_gen = 16, threads = 0, serial = 0, c;
     double deadline = 0;
+    if (text_mode(argc, argv)) return cmd_generate_text(argc, argv);
     optind = 1;
     while ((c = getopt_long(argc, argv, "m:t:f:n:b:SD:j:d:h", opts, NULL)) != -1) {
         switch (c) {

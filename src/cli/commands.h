@@ -3,10 +3,14 @@
 #ifndef DSV4_CLI_COMMANDS_H
 #define DSV4_CLI_COMMANDS_H
 #include <stddef.h>
+#include <stdio.h>
 
 #include "dsv4.h"
 
 int cmd_generate(int argc, char **argv);
+int cmd_generate_text(int argc, char **argv); /* generate -p: cmd_generate_text.c */
+void generate_text_usage(FILE *f);
+int cmd_chat(int argc, char **argv);
 int cmd_score(int argc, char **argv);
 int cmd_info(int argc, char **argv);
 int cmd_bench(int argc, char **argv);

@@ -9,7 +9,8 @@ static const struct {
     int (*fn)(int, char **);
     const char *help;
 } k_cmds[] = {
-    {"generate", cmd_generate, "greedy generation from token ids"},
+    {"generate", cmd_generate, "generate text (-p) or greedy token ids (--tokens)"},
+    {"chat", cmd_chat, "interactive multi-turn chat"},
     {"score", cmd_score, "write the logits of every input position"},
     {"info", cmd_info, "print model facts and session memory per token"},
     {"bench", cmd_bench, "decode/prefill speed against the bandwidth limit"},

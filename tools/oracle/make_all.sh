@@ -14,3 +14,9 @@ HCA128="--layers H,C,S,H --hash-layers 1 --seq-len 300 --hca-rate 128 --window 2
 $GEN --out tests/fixtures/tiny-hca128-bf16 $HCA128
 # The same weights and logits with official DeepSeek names/config keys, in 2 shards.
 $GEN --out tests/fixtures/tiny-official-sharded $HCA128 --naming official --shards 2
+# Text CLI tests: a tiny DeepSeek-shaped tokenizer and a small checkpoint with its vocabulary.
+TT=tests/fixtures/tiny-chat.tokenizer.json.tmp
+V=$(python3 tools/make_tiny_tokenizer.py $TT)
+$GEN --out tests/fixtures/tiny-chat --vocab "$V" --layers S,C,H --hash-layers 1 --experts 4 --experts-per-tok 2 \
+  --dtype bf16 --seq-len 64 --seed 11
+mv $TT tests/fixtures/tiny-chat/tokenizer.json
