@@ -288,6 +288,31 @@ static void test_bad_batches_refused(void)
     dsv4_session_free(b);
 }
 
+/* The thread count never changes a bit (each output is one thread's fixed-order dot). */
+static void test_thread_count_invariance(void)
+{
+    if (strcmp(g_m->be->name, "cpu")) return;
+    dsv4_load_options o = {0};
+    o.device = "cpu";
+    o.n_threads = 1;
+    dsv4_model *m1 = NULL;
+    CHECK(dsv4_model_load(FX, &o, &m1) == DSV4_OK);
+    if (!m1) return;
+    int32_t tok[40];
+    for (int i = 0; i < 40; i++) tok[i] = (int32_t)((13 * i + 5) % V);
+    float *a = malloc((size_t)40 * V * sizeof *a), *b = malloc((size_t)40 * V * sizeof *b);
+    dsv4_session *s1 = NULL, *s2 = NULL;
+    CHECK(dsv4_session_new(m1, &s1) == DSV4_OK && dsv4_session_new(g_m, &s2) == DSV4_OK);
+    CHECK(dsv4_session_eval(s1, tok, 40, a) == DSV4_OK);
+    CHECK(dsv4_session_eval(s2, tok, 40, b) == DSV4_OK);
+    CHECK(!memcmp(a, b, (size_t)40 * V * sizeof *a));
+    dsv4_session_free(s1);
+    dsv4_session_free(s2);
+    dsv4_model_free(m1);
+    free(a);
+    free(b);
+}
+
 int main(void)
 {
     g_m = load(FX_BF16);
@@ -303,6 +328,7 @@ int main(void)
     RUN(test_fault_poisons_all_lanes);
     RUN(test_alloc_failure_changes_nothing);
     RUN(test_bad_batches_refused);
+    RUN(test_thread_count_invariance);
     dsv4_model_free(g_m);
     TEST_MAIN_END();
 }
