@@ -30,6 +30,7 @@ typedef struct {
     int32_t *sel, *ord;
     int32_t *grp;   /* see group_kernel */
     int gmax;       /* most groups a step can have: min(E, T·K) + 1 */
+    int rpw;        /* weight rows per warp in the expert kernels */
     float *gate_conv;
     size_t gate_conv_bytes;
     int *err;
@@ -306,61 +307,65 @@ __device__ __forceinline__ int pair_token(const moe_args &a, int p)
     return p >= TK ? p - TK : p / a.K;
 }
 
-/* Block (row block, group): each warp takes one row of w1 and w3 of the
- * group's expert and applies it to the group's tokens, MOE_NB at a time:
- * H[p][r] = SwiGLU(w1[r]·x, w3[r]·x), clamped. */
+/* Block (row block, group): each warp takes rows of w1 and w3 of the
+ * group's expert (grid-stride, a->rpw rows per warp) and applies each to the
+ * group's tokens, MOE_NB at a time: H[p][r] = SwiGLU(w1[r]·x, w3[r]·x),
+ * clamped. */
 __global__ void __launch_bounds__(256) expert_up_kernel(moe_args a)
 {
     cu_pdl();
-    int64_t r = (int64_t)blockIdx.x * 8 + (threadIdx.x >> 5);
-    int e, i0, i1, dt, dt3;
-    if (r >= a.I || !group_at(a, blockIdx.y, &e, &i0, &i1)) return;
+    int e, g0, g1, dt, dt3;
+    if (!group_at(a, blockIdx.y, &e, &g0, &g1)) return;
     const void *w1 = group_weight(a, e, 0, &dt), *w3 = group_weight(a, e, 1, &dt3);
     int esz = dt == DT_F32 ? 4 : 2;
-    const char *w[2] = {(const char *)w1 + r * a.D * esz, (const char *)w3 + r * a.D * esz};
-    /* the two matrices share a dtype (checked when the op is submitted) */
-    int vec = cu_vec_ok(dt, w[0], a.D, a.x, a.D) && cu_vec_ok(dt, w[1], a.D, a.x, a.D);
-    for (; i0 < i1; i0 += MOE_NB) {
-        int nb = i1 - i0 < MOE_NB ? i1 - i0 : MOE_NB;
-        const float *xs[MOE_NB];
-        for (int j = 0; j < MOE_NB; j++) xs[j] = a.x + (int64_t)pair_token(a, group_pair(a, i0 + (j < nb ? j : 0))) * a.D;
-        float acc[2][MOE_NB];
-        lane_dots<2>(dt, w, a.D, xs, nb, vec, acc);
-        for (int j = 0; j < MOE_NB; j++) {
-            if (j >= nb) break;
-            float gv = cu_warp_sum(acc[0][j]), u = cu_warp_sum(acc[1][j]);
-            if ((threadIdx.x & 31) == 0) {
-                float L = a.swiglu_limit;
-                if (L > 0) {
-                    gv = fminf(gv, L);
-                    u = fminf(fmaxf(u, -L), L);
+    for (int64_t r = (int64_t)blockIdx.x * 8 + (threadIdx.x >> 5); r < a.I; r += (int64_t)gridDim.x * 8) {
+        const char *w[2] = {(const char *)w1 + r * a.D * esz, (const char *)w3 + r * a.D * esz};
+        /* the two matrices share a dtype (checked when the op is submitted) */
+        int vec = cu_vec_ok(dt, w[0], a.D, a.x, a.D) && cu_vec_ok(dt, w[1], a.D, a.x, a.D);
+        for (int i0 = g0; i0 < g1; i0 += MOE_NB) {
+            int nb = g1 - i0 < MOE_NB ? g1 - i0 : MOE_NB;
+            const float *xs[MOE_NB];
+            for (int j = 0; j < MOE_NB; j++)
+                xs[j] = a.x + (int64_t)pair_token(a, group_pair(a, i0 + (j < nb ? j : 0))) * a.D;
+            float acc[2][MOE_NB];
+            lane_dots<2>(dt, w, a.D, xs, nb, vec, acc);
+            for (int j = 0; j < MOE_NB; j++) {
+                if (j >= nb) break;
+                float gv = cu_warp_sum(acc[0][j]), u = cu_warp_sum(acc[1][j]);
+                if ((threadIdx.x & 31) == 0) {
+                    float L = a.swiglu_limit;
+                    if (L > 0) {
+                        gv = fminf(gv, L);
+                        u = fminf(fmaxf(u, -L), L);
+                    }
+                    a.H[(int64_t)group_pair(a, i0 + j) * a.I + r] = gv / (1.0f + expf(-gv)) * u;
                 }
-                a.H[(int64_t)group_pair(a, i0 + j) * a.I + r] = gv / (1.0f + expf(-gv)) * u;
             }
         }
     }
 }
 
-/* Y[p][d] = w2[d]·H[p] for the group's pairs, one w2 row per warp. */
+/* Y[p][d] = w2[d]·H[p] for the group's pairs, w2 rows as in the up kernel. */
 __global__ void __launch_bounds__(256) expert_down_kernel(moe_args a)
 {
     cu_pdl();
-    int64_t d = (int64_t)blockIdx.x * 8 + (threadIdx.x >> 5);
-    int e, i0, i1, dt;
-    if (d >= a.D || !group_at(a, blockIdx.y, &e, &i0, &i1)) return;
+    int e, g0, g1, dt;
+    if (!group_at(a, blockIdx.y, &e, &g0, &g1)) return;
     const void *w2 = group_weight(a, e, 2, &dt);
-    const char *w[1] = {(const char *)w2 + d * a.I * (dt == DT_F32 ? 4 : 2)};
-    int vec = cu_vec_ok(dt, w[0], a.I, a.H, a.I);
-    for (; i0 < i1; i0 += MOE_NB) {
-        int nb = i1 - i0 < MOE_NB ? i1 - i0 : MOE_NB;
-        const float *hs[MOE_NB];
-        for (int j = 0; j < MOE_NB; j++) hs[j] = a.H + (int64_t)group_pair(a, i0 + (j < nb ? j : 0)) * a.I;
-        float acc[1][MOE_NB];
-        lane_dots<1>(dt, w, a.I, hs, nb, vec, acc);
-        for (int j = 0; j < MOE_NB; j++) {
-            if (j >= nb) break;
-            float y = cu_warp_sum(acc[0][j]);
-            if ((threadIdx.x & 31) == 0) a.Y[(int64_t)group_pair(a, i0 + j) * a.D + d] = y;
+    for (int64_t d = (int64_t)blockIdx.x * 8 + (threadIdx.x >> 5); d < a.D; d += (int64_t)gridDim.x * 8) {
+        const char *w[1] = {(const char *)w2 + d * a.I * (dt == DT_F32 ? 4 : 2)};
+        int vec = cu_vec_ok(dt, w[0], a.I, a.H, a.I);
+        for (int i0 = g0; i0 < g1; i0 += MOE_NB) {
+            int nb = g1 - i0 < MOE_NB ? g1 - i0 : MOE_NB;
+            const float *hs[MOE_NB];
+            for (int j = 0; j < MOE_NB; j++) hs[j] = a.H + (int64_t)group_pair(a, i0 + (j < nb ? j : 0)) * a.I;
+            float acc[1][MOE_NB];
+            lane_dots<1>(dt, w, a.I, hs, nb, vec, acc);
+            for (int j = 0; j < MOE_NB; j++) {
+                if (j >= nb) break;
+                float y = cu_warp_sum(acc[0][j]);
+                if ((threadIdx.x & 31) == 0) a.Y[(int64_t)group_pair(a, i0 + j) * a.D + d] = y;
+            }
         }
     }
 }
@@ -400,8 +405,9 @@ void cu_exec_moe(cu_impl *c, const void *args, const int64_t *dpos)
     if (a->T > 1)
         cu_launch(c, "moe group", group_kernel, dim3(1), dim3(256), (size_t)a->E * 2 * sizeof(int), *a);
     unsigned groups = (unsigned)a->gmax;
-    cu_launch(c, "moe up", expert_up_kernel, dim3(dim3(cu_blocks(a->I, 8), groups)), dim3(256), 0, *a);
-    cu_launch(c, "moe down", expert_down_kernel, dim3(dim3(cu_blocks(a->D, 8), groups)), dim3(256), 0, *a);
+    unsigned rows = (unsigned)(8 * a->rpw);
+    cu_launch(c, "moe up", expert_up_kernel, dim3(dim3(cu_blocks(a->I, rows), groups)), dim3(256), 0, *a);
+    cu_launch(c, "moe down", expert_down_kernel, dim3(dim3(cu_blocks(a->D, rows), groups)), dim3(256), 0, *a);
     cu_launch(c, "moe combine", combine_kernel, dim3(cu_blocks((int64_t)a->T * a->D, 256)), dim3(256), 0, *a);
 }
 
@@ -505,6 +511,8 @@ void cu_moe(dsv4_backend *b, const float *x, const int32_t *tok, int T, int D, c
     a.out = out;
     a.err = c->err_dev;
     a.layer = b->cur_layer;
+    const char *rpw = getenv("DSV4_MOE_RPW"); /* tuning switch */
+    a.rpw = rpw && atoi(rpw) > 0 && atoi(rpw) <= 64 ? atoi(rpw) : 1;
     size_t t = (size_t)(T > 0 ? T : 1), pairs = t * (size_t)K + t;
     a.gmax = T == 1 ? K + 1 : (int)((size_t)E < t * K ? (size_t)E : t * K) + 1; /* see group_at */
     size_t o_grp = 0, o_lg = o_grp + al(((size_t)a.gmax * 2 + 2 + pairs) * 4), o_wt = o_lg + al(t * E * 4),
