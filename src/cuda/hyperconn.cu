@@ -1,10 +1,9 @@
 /* Manifold-constrained hyper-connections (mHC) on the GPU.
  *
  * hc_pre/hc_head: a mixing kernel computes the n_mix dot products of the
- * streams with the rows of fn and their sum of squares, in slices (one block
- * per (mix, slice, token), spreading the read of fn over the whole GPU); a
- * finishing kernel (one block per token and slice of D) adds the slices,
- * normalises, turns them into pre/post/comb (Sinkhorn, `iters` rounds, as the
+ * RMS-normalised streams with the rows of fn (one block per (mix, token),
+ * spreading the read of fn over the whole GPU); a finishing kernel (one block
+ * per token) turns them into pre/post/comb (Sinkhorn, `iters` rounds, as the
  * CPU) and collapses the streams. hc_post: elementwise. */
 #include <string.h>
 
@@ -19,74 +18,60 @@ typedef struct {
     dsv4_mat fn, base, scale;
     float hc_eps, norm_eps;
     float *x, *post, *comb;
-    float *mix;                  /* workspace [T][slices][n_mix + 1]: see hc_mix_kernel */
-    int slices, vec;
+    float *mix;                  /* workspace [T][n_mix] */
 } hc_args;
 
-#define HC_SLICE_CHUNKS 128 /* 16-byte chunks of fn per mixing block (one per thread) */
-#define HC_MAX_SLICES 64
-
-/* Partial sums of the mixing: block (k, s, t) takes slice s of the row and
- * writes part[t][s][k] = fn[k]·X[t] over the slice, and (k = 0) part[t][s][n_mix]
- * = Σ X[t]² over it. Many small blocks spread the read of fn over the GPU;
- * the finishing kernel adds the slices in order. 16-byte loads of fn and X
- * when aligned (vec). */
-__global__ void __launch_bounds__(HC_SLICE_CHUNKS) hc_mix_kernel(const float *X, int64_t n, dsv4_mat fn, float *part,
-                                                                  int n_mix, int vec)
+/* mix[t][k] = rsqrt(mean(X[t]²)+eps) · (fn[k] · X[t]); 16-byte loads of fn
+ * and X when aligned. */
+__global__ void __launch_bounds__(1024) hc_mix_kernel(const float *X, int64_t n, dsv4_mat fn, float eps, float *mix,
+                                                      int n_mix, int vec)
 {
     cu_pdl();
     __shared__ float sh[32];
-    int k = blockIdx.x, s = blockIdx.y, t = blockIdx.z, S = gridDim.y;
+    int k = blockIdx.x, t = blockIdx.y;
     const float *v = X + (int64_t)t * n;
-    int per = !vec ? 1 : fn.dtype == DT_F32 ? 4 : 8, esz = fn.dtype == DT_F32 ? 4 : 2;
-    int64_t nc = n / per, cps = (nc + S - 1) / S, c0 = s * cps, c1 = c0 + cps < nc ? c0 + cps : nc;
     float ss = 0.0f, dot = 0.0f;
-    const char *w = (const char *)fn.data + (int64_t)k * n * esz;
-    for (int64_t c = c0 + threadIdx.x; c < c1; c += blockDim.x) {
-        float f[8], xv[8];
-        if (per == 8) {
-            float4 a = ((const float4 *)v)[2 * c], b = ((const float4 *)v)[2 * c + 1];
-            xv[0] = a.x; xv[1] = a.y; xv[2] = a.z; xv[3] = a.w; xv[4] = b.x; xv[5] = b.y; xv[6] = b.z; xv[7] = b.w;
-            uint4 u = __ldg((const uint4 *)w + c);
-            uint32_t q[4] = {u.x, u.y, u.z, u.w};
+    if (vec) {
+        int per = fn.dtype == DT_F32 ? 4 : 8, esz = fn.dtype == DT_F32 ? 4 : 2;
+        const char *w = (const char *)fn.data + (int64_t)k * n * esz;
+        for (int64_t c = threadIdx.x; c < n / per; c += blockDim.x) {
+            float f[8], xv[8];
+            if (per == 8) {
+                float4 a = ((const float4 *)v)[2 * c], b = ((const float4 *)v)[2 * c + 1];
+                xv[0] = a.x; xv[1] = a.y; xv[2] = a.z; xv[3] = a.w; xv[4] = b.x; xv[5] = b.y; xv[6] = b.z; xv[7] = b.w;
+                uint4 u = __ldg((const uint4 *)w + c);
+                uint32_t q[4] = {u.x, u.y, u.z, u.w};
 #pragma unroll
-            for (int j = 0; j < 4; j++) {
-                if (fn.dtype == DT_BF16) {
-                    f[2 * j] = __uint_as_float(q[j] << 16);
-                    f[2 * j + 1] = __uint_as_float(q[j] & 0xffff0000u);
-                } else {
-                    float2 ff = __half22float2(*(const __half2 *)&q[j]);
-                    f[2 * j] = ff.x;
-                    f[2 * j + 1] = ff.y;
+                for (int j = 0; j < 4; j++) {
+                    if (fn.dtype == DT_BF16) {
+                        f[2 * j] = __uint_as_float(q[j] << 16);
+                        f[2 * j + 1] = __uint_as_float(q[j] & 0xffff0000u);
+                    } else {
+                        float2 ff = __half22float2(*(const __half2 *)&q[j]);
+                        f[2 * j] = ff.x;
+                        f[2 * j + 1] = ff.y;
+                    }
                 }
+            } else {
+                float4 a = ((const float4 *)v)[c], u = __ldg((const float4 *)w + c);
+                xv[0] = a.x; xv[1] = a.y; xv[2] = a.z; xv[3] = a.w;
+                f[0] = u.x; f[1] = u.y; f[2] = u.z; f[3] = u.w;
             }
-        } else if (per == 4) {
-            float4 a = ((const float4 *)v)[c], u = __ldg((const float4 *)w + c);
-            xv[0] = a.x; xv[1] = a.y; xv[2] = a.z; xv[3] = a.w;
-            f[0] = u.x; f[1] = u.y; f[2] = u.z; f[3] = u.w;
-        } else {
-            xv[0] = v[c];
-            f[0] = cu_ld(fn.dtype, fn.data, (int64_t)k * n + c);
+            for (int j = 0; j < per; j++) {
+                ss = fmaf(xv[j], xv[j], ss);
+                dot = fmaf(f[j], xv[j], dot);
+            }
         }
-        for (int j = 0; j < per; j++) {
-            ss = fmaf(xv[j], xv[j], ss);
-            dot = fmaf(f[j], xv[j], dot);
+    } else {
+        for (int64_t i = threadIdx.x; i < n; i += blockDim.x) {
+            float xv = v[i];
+            ss = fmaf(xv, xv, ss);
+            dot = fmaf(cu_ld(fn.dtype, fn.data, (int64_t)k * n + i), xv, dot);
         }
     }
     ss = cu_block_sum(ss, sh);
     dot = cu_block_sum(dot, sh);
-    float *pt = part + ((int64_t)t * S + s) * (n_mix + 1);
-    if (threadIdx.x == 0) {
-        pt[k] = dot;
-        if (k == 0) pt[n_mix] = ss;
-    }
-}
-
-/* Slices of the mixing for a row of n values (from the shape alone). */
-static int hc_slices(int64_t n, int vec, int dt)
-{
-    int64_t nc = n / (!vec ? 1 : dt == DT_F32 ? 4 : 8), S = (nc + HC_SLICE_CHUNKS - 1) / HC_SLICE_CHUNKS;
-    return S < 1 ? 1 : S > HC_MAX_SLICES ? HC_MAX_SLICES : (int)S;
+    if (threadIdx.x == 0) mix[(int64_t)t * n_mix + k] = dot * (1.0f / sqrtf(ss / (float)n + eps));
 }
 
 __device__ __forceinline__ float sigm(float x) { return 1.0f / (1.0f + expf(-x)); }
@@ -158,21 +143,10 @@ __device__ void sinkhorn_warp(float *cm, int hc, int iters, float eps)
 __global__ void __launch_bounds__(256) hc_finish_kernel(hc_args a)
 {
     cu_pdl();
-    __shared__ float pre[HC_MAX], cm[HC_MAX * HC_MAX], mix[(2 + HC_MAX) * HC_MAX];
+    __shared__ float pre[HC_MAX], cm[HC_MAX * HC_MAX];
     int t = blockIdx.y, hc = a.hc, D = a.D, q = threadIdx.x, nq = hc * hc;
     int n_mix = a.head ? hc : (2 + hc) * hc;
-    { /* mix[k] = rsqrt(mean(X[t]²)+eps) · (fn[k]·X[t]), slices added in order */
-        const float *pt = a.mix + (int64_t)t * a.slices * (n_mix + 1);
-        float ss = 0.0f;
-        for (int s = 0; s < a.slices; s++) ss += pt[(int64_t)s * (n_mix + 1) + n_mix];
-        float r = 1.0f / sqrtf(ss / (float)((int64_t)hc * D) + a.norm_eps);
-        for (int k = q; k < n_mix; k += blockDim.x) {
-            float dot = 0.0f;
-            for (int s = 0; s < a.slices; s++) dot += pt[(int64_t)s * (n_mix + 1) + k];
-            mix[k] = dot * r;
-        }
-        __syncthreads();
-    }
+    const float *mix = a.mix + (int64_t)t * n_mix;
     float s0 = cu_ld(a.scale.dtype, a.scale.data, 0);
     if (q < hc) pre[q] = sigm(mix[q] * s0 + cu_ld(a.base.dtype, a.base.data, q)) + a.hc_eps;
     if (!a.head && blockIdx.x == 0) {
@@ -204,8 +178,8 @@ static void exec_hc(cu_impl *c, const hc_args *a)
     if (a->T <= 0) return;
     int n_mix = a->head ? a->hc : (2 + a->hc) * a->hc;
     int64_t n = (int64_t)a->hc * a->D;
-    cu_launch(c, "hc mix", hc_mix_kernel, dim3((unsigned)n_mix, (unsigned)a->slices, (unsigned)a->T), dim3(HC_SLICE_CHUNKS),
-              0, a->X, n, a->fn, a->mix, n_mix, a->vec);
+    int vec = cu_vec_ok(a->fn.dtype, a->fn.data, n, a->X, n);
+    cu_launch(c, "hc mix", hc_mix_kernel, dim3(dim3((unsigned)n_mix, (unsigned)a->T)), dim3(1024), 0, a->X, n, a->fn, a->norm_eps, a->mix, n_mix, vec);
     cu_launch(c, "hc finish", hc_finish_kernel, dim3(cu_blocks(a->D, 256), (unsigned)a->T), dim3(256), 0, *a);
 }
 
@@ -234,10 +208,7 @@ static void submit_hc(dsv4_backend *b, int kind, const float *X, int T, int hc, 
     a.x = x;
     a.post = post;
     a.comb = comb;
-    int64_t n = (int64_t)hc * D;
-    a.vec = cu_vec_ok(fn->dtype, fn->data, n, X, n);
-    a.slices = hc_slices(n, a.vec, fn->dtype);
-    a.mix = (float *)cu_ws(c, WS_HC, (size_t)(T > 0 ? T : 1) * (size_t)a.slices * (size_t)((2 + hc) * hc + 1) * sizeof(float));
+    a.mix = (float *)cu_ws(c, WS_HC, (size_t)(T > 0 ? T : 1) * (size_t)((2 + hc) * hc) * sizeof(float));
     if (!a.mix) return;
     cu_submit(c, kind, &a, sizeof a);
 }

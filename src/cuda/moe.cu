@@ -30,7 +30,6 @@ typedef struct {
     int32_t *sel, *ord;
     int32_t *grp;   /* see group_kernel */
     int gmax;       /* most groups a step can have: min(E, T·K) + 1 */
-    int rpw;        /* weight rows per warp in the expert kernels */
     float *gate_conv;
     size_t gate_conv_bytes;
     int *err;
@@ -181,22 +180,20 @@ __global__ void __launch_bounds__(256) group_kernel(moe_args a)
         if (a.sel[p] >= 0) gp[atomicAdd(&cur[a.sel[p]], 1)] = p;
 }
 
-#define MOE_NB 8 /* tokens one weight-row pass serves */
-
 /* One lane's shares of the dot products of NW weight rows (dtype dt, n
- * values each) with nb <= MOE_NB fp32 vectors xs[j]: acc[r][j]. Each product
+ * values each) with nb <= NB fp32 vectors xs[j]: acc[r][j]. Each product
  * runs in the order of cu_lane_dot, whatever nb and the other vectors are. */
-template <int NW>
+template <int NW, int NB>
 __device__ __forceinline__ void lane_dots(int dt, const char *const *w, int64_t n, const float *const *xs, int nb,
-                                          int vec, float (*acc)[MOE_NB])
+                                          int vec, float (*acc)[NB])
 {
     int lane = threadIdx.x & 31;
 #pragma unroll
     for (int r = 0; r < NW; r++)
 #pragma unroll
-        for (int j = 0; j < MOE_NB; j++) acc[r][j] = 0.0f;
+        for (int j = 0; j < NB; j++) acc[r][j] = 0.0f;
     if (vec && dt != DT_F32) {
-#pragma unroll 4
+#pragma unroll 2
         for (int64_t c = lane; c < n / 8; c += 32) {
             float f[NW][8];
 #pragma unroll
@@ -216,7 +213,7 @@ __device__ __forceinline__ void lane_dots(int dt, const char *const *w, int64_t 
                 }
             }
 #pragma unroll
-            for (int j = 0; j < MOE_NB; j++) {
+            for (int j = 0; j < NB; j++) {
                 if (j >= nb) break;
                 const float4 *xv = (const float4 *)(xs[j] + c * 8);
                 float4 a = xv[0], b = xv[1];
@@ -237,7 +234,7 @@ __device__ __forceinline__ void lane_dots(int dt, const char *const *w, int64_t 
 #pragma unroll
             for (int r = 0; r < NW; r++) u[r] = __ldg((const float4 *)w[r] + c);
 #pragma unroll
-            for (int j = 0; j < MOE_NB; j++) {
+            for (int j = 0; j < NB; j++) {
                 if (j >= nb) break;
                 float4 a = ((const float4 *)xs[j])[c];
 #pragma unroll
@@ -255,7 +252,7 @@ __device__ __forceinline__ void lane_dots(int dt, const char *const *w, int64_t 
 #pragma unroll
             for (int r = 0; r < NW; r++) wv[r] = cu_ld(dt, w[r], c);
 #pragma unroll
-            for (int j = 0; j < MOE_NB; j++) {
+            for (int j = 0; j < NB; j++) {
                 if (j >= nb) break;
 #pragma unroll
                 for (int r = 0; r < NW; r++) acc[r][j] = fmaf(wv[r], xs[j][c], acc[r][j]);
@@ -277,23 +274,30 @@ __device__ __forceinline__ const void *group_weight(const moe_args &a, int e, in
 }
 
 /* Group g of the step: its expert (-1: shared) and its entries [i0, i1) of
- * the pair list; 0 when there is no such group. A one-token step is not
+ * the pair list (empty when there is no such group). A one-token step is not
  * grouped (no group_kernel): group k is slot k, i.e. pair k, and group K
  * the shared expert, pair K. */
-__device__ __forceinline__ int group_at(const moe_args &a, int g, int *e, int *i0, int *i1)
+typedef struct { int e, i0, i1; } moe_group; /* i1 == i0: no such group */
+
+__device__ __forceinline__ moe_group group_at(const moe_args &a, int g)
 {
+    moe_group r;
     if (a.T == 1) {
-        *e = g < a.K ? a.sel[g] : -1;
-        *i0 = g;
-        *i1 = g + 1;
-        return g <= a.K && (g == a.K || *e >= 0);
+        r.e = g < a.K ? a.sel[g] : -1;
+        r.i0 = g;
+        r.i1 = g <= a.K && (g == a.K || r.e >= 0) ? g + 1 : g;
+        return r;
     }
     const int32_t *ge = a.grp + 1, *go = ge + a.gmax;
-    if (g >= a.grp[0]) return 0;
-    *e = ge[g];
-    *i0 = go[g];
-    *i1 = go[g + 1];
-    return 1;
+    if (g >= a.grp[0]) {
+        r.e = -1;
+        r.i0 = r.i1 = 0;
+        return r;
+    }
+    r.e = ge[g];
+    r.i0 = go[g];
+    r.i1 = go[g + 1];
+    return r;
 }
 
 __device__ __forceinline__ int group_pair(const moe_args &a, int i)
@@ -307,65 +311,88 @@ __device__ __forceinline__ int pair_token(const moe_args &a, int p)
     return p >= TK ? p - TK : p / a.K;
 }
 
-/* Block (row block, group): each warp takes rows of w1 and w3 of the
- * group's expert (grid-stride, a->rpw rows per warp) and applies each to the
- * group's tokens, MOE_NB at a time: H[p][r] = SwiGLU(w1[r]·x, w3[r]·x),
- * clamped. */
+/* H[p][r] = SwiGLU(g, u), clamped (lane 0 of the warp writes). */
+__device__ __forceinline__ void swiglu_store(const moe_args &a, int p, int64_t r, float g, float u)
+{
+    if ((threadIdx.x & 31) != 0) return;
+    float L = a.swiglu_limit;
+    if (L > 0) {
+        g = fminf(g, L);
+        u = fminf(fmaxf(u, -L), L);
+    }
+    a.H[(int64_t)p * a.I + r] = g / (1.0f + expf(-g)) * u;
+}
+
+/* Block (row block, group): each warp takes one row of w1 and w3 of the
+ * group's expert and applies it to the group's tokens, NB at a time (a lone
+ * token through cu_lane_dot: the same products in the same order). NB = 1
+ * for one-token steps keeps the registers, and so the occupancy, of a plain
+ * GEMV. */
+template <int NB>
 __global__ void __launch_bounds__(256) expert_up_kernel(moe_args a)
 {
     cu_pdl();
-    int e, g0, g1, dt, dt3;
-    if (!group_at(a, blockIdx.y, &e, &g0, &g1)) return;
-    const void *w1 = group_weight(a, e, 0, &dt), *w3 = group_weight(a, e, 1, &dt3);
+    int64_t r = (int64_t)blockIdx.x * 8 + (threadIdx.x >> 5);
+    moe_group G = group_at(a, blockIdx.y);
+    int g0 = G.i0, g1 = G.i1, dt, dt3;
+    if (r >= a.I || g0 == g1) return;
+    const void *w1 = group_weight(a, G.e, 0, &dt), *w3 = group_weight(a, G.e, 1, &dt3);
     int esz = dt == DT_F32 ? 4 : 2;
-    for (int64_t r = (int64_t)blockIdx.x * 8 + (threadIdx.x >> 5); r < a.I; r += (int64_t)gridDim.x * 8) {
-        const char *w[2] = {(const char *)w1 + r * a.D * esz, (const char *)w3 + r * a.D * esz};
-        /* the two matrices share a dtype (checked when the op is submitted) */
-        int vec = cu_vec_ok(dt, w[0], a.D, a.x, a.D) && cu_vec_ok(dt, w[1], a.D, a.x, a.D);
-        for (int i0 = g0; i0 < g1; i0 += MOE_NB) {
-            int nb = g1 - i0 < MOE_NB ? g1 - i0 : MOE_NB;
-            const float *xs[MOE_NB];
-            for (int j = 0; j < MOE_NB; j++)
-                xs[j] = a.x + (int64_t)pair_token(a, group_pair(a, i0 + (j < nb ? j : 0))) * a.D;
-            float acc[2][MOE_NB];
-            lane_dots<2>(dt, w, a.D, xs, nb, vec, acc);
-            for (int j = 0; j < MOE_NB; j++) {
-                if (j >= nb) break;
-                float gv = cu_warp_sum(acc[0][j]), u = cu_warp_sum(acc[1][j]);
-                if ((threadIdx.x & 31) == 0) {
-                    float L = a.swiglu_limit;
-                    if (L > 0) {
-                        gv = fminf(gv, L);
-                        u = fminf(fmaxf(u, -L), L);
-                    }
-                    a.H[(int64_t)group_pair(a, i0 + j) * a.I + r] = gv / (1.0f + expf(-gv)) * u;
-                }
-            }
+    const char *r1 = (const char *)w1 + r * a.D * esz, *r3 = (const char *)w3 + r * a.D * esz;
+    /* the two matrices share a dtype (checked when the op is submitted) */
+    int vec = cu_vec_ok(dt, r1, a.D, a.x, a.D) && cu_vec_ok(dt, r3, a.D, a.x, a.D);
+    for (int i0 = g0; i0 < g1; i0 += NB) {
+        int nb = g1 - i0 < NB ? g1 - i0 : NB;
+        if (NB == 1 || nb == 1) {
+            int p = group_pair(a, i0);
+            const float *x = a.x + (int64_t)pair_token(a, p) * a.D;
+            float gv = cu_warp_sum(cu_lane_dot(dt, r1, a.D, x, vec));
+            float u = cu_warp_sum(cu_lane_dot(dt, r3, a.D, x, vec));
+            swiglu_store(a, p, r, gv, u);
+            continue;
+        }
+        const float *xs[NB];
+        for (int j = 0; j < NB; j++)
+            xs[j] = a.x + (int64_t)pair_token(a, group_pair(a, i0 + (j < nb ? j : 0))) * a.D;
+        const char *w[2] = {r1, r3};
+        float acc[2][NB];
+        lane_dots<2, NB>(dt, w, a.D, xs, nb, vec, acc);
+        for (int j = 0; j < NB; j++) {
+            if (j >= nb) break;
+            swiglu_store(a, group_pair(a, i0 + j), r, cu_warp_sum(acc[0][j]), cu_warp_sum(acc[1][j]));
         }
     }
 }
 
-/* Y[p][d] = w2[d]·H[p] for the group's pairs, w2 rows as in the up kernel. */
+/* Y[p][d] = w2[d]·H[p] for the group's pairs, one w2 row per warp. */
+template <int NB>
 __global__ void __launch_bounds__(256) expert_down_kernel(moe_args a)
 {
     cu_pdl();
-    int e, g0, g1, dt;
-    if (!group_at(a, blockIdx.y, &e, &g0, &g1)) return;
-    const void *w2 = group_weight(a, e, 2, &dt);
-    for (int64_t d = (int64_t)blockIdx.x * 8 + (threadIdx.x >> 5); d < a.D; d += (int64_t)gridDim.x * 8) {
-        const char *w[1] = {(const char *)w2 + d * a.I * (dt == DT_F32 ? 4 : 2)};
-        int vec = cu_vec_ok(dt, w[0], a.I, a.H, a.I);
-        for (int i0 = g0; i0 < g1; i0 += MOE_NB) {
-            int nb = g1 - i0 < MOE_NB ? g1 - i0 : MOE_NB;
-            const float *hs[MOE_NB];
-            for (int j = 0; j < MOE_NB; j++) hs[j] = a.H + (int64_t)group_pair(a, i0 + (j < nb ? j : 0)) * a.I;
-            float acc[1][MOE_NB];
-            lane_dots<1>(dt, w, a.I, hs, nb, vec, acc);
-            for (int j = 0; j < MOE_NB; j++) {
-                if (j >= nb) break;
-                float y = cu_warp_sum(acc[0][j]);
-                if ((threadIdx.x & 31) == 0) a.Y[(int64_t)group_pair(a, i0 + j) * a.D + d] = y;
-            }
+    int64_t d = (int64_t)blockIdx.x * 8 + (threadIdx.x >> 5);
+    moe_group G = group_at(a, blockIdx.y);
+    int g0 = G.i0, g1 = G.i1, dt;
+    if (d >= a.D || g0 == g1) return;
+    const void *w2 = group_weight(a, G.e, 2, &dt);
+    const char *r2 = (const char *)w2 + d * a.I * (dt == DT_F32 ? 4 : 2);
+    int vec = cu_vec_ok(dt, r2, a.I, a.H, a.I);
+    for (int i0 = g0; i0 < g1; i0 += NB) {
+        int nb = g1 - i0 < NB ? g1 - i0 : NB;
+        if (NB == 1 || nb == 1) {
+            int p = group_pair(a, i0);
+            float y = cu_warp_sum(cu_lane_dot(dt, r2, a.I, a.H + (int64_t)p * a.I, vec));
+            if ((threadIdx.x & 31) == 0) a.Y[(int64_t)p * a.D + d] = y;
+            continue;
+        }
+        const float *hs[NB];
+        for (int j = 0; j < NB; j++) hs[j] = a.H + (int64_t)group_pair(a, i0 + (j < nb ? j : 0)) * a.I;
+        const char *w[1] = {r2};
+        float acc[1][NB];
+        lane_dots<1, NB>(dt, w, a.I, hs, nb, vec, acc);
+        for (int j = 0; j < NB; j++) {
+            if (j >= nb) break;
+            float y = cu_warp_sum(acc[0][j]);
+            if ((threadIdx.x & 31) == 0) a.Y[(int64_t)group_pair(a, i0 + j) * a.D + d] = y;
         }
     }
 }
@@ -405,9 +432,14 @@ void cu_exec_moe(cu_impl *c, const void *args, const int64_t *dpos)
     if (a->T > 1)
         cu_launch(c, "moe group", group_kernel, dim3(1), dim3(256), (size_t)a->E * 2 * sizeof(int), *a);
     unsigned groups = (unsigned)a->gmax;
-    unsigned rows = (unsigned)(8 * a->rpw);
-    cu_launch(c, "moe up", expert_up_kernel, dim3(dim3(cu_blocks(a->I, rows), groups)), dim3(256), 0, *a);
-    cu_launch(c, "moe down", expert_down_kernel, dim3(dim3(cu_blocks(a->D, rows), groups)), dim3(256), 0, *a);
+    dim3 up(cu_blocks(a->I, 8), groups), down(cu_blocks(a->D, 8), groups);
+    if (a->T == 1) {
+        cu_launch(c, "moe up", expert_up_kernel<1>, up, dim3(256), 0, *a);
+        cu_launch(c, "moe down", expert_down_kernel<1>, down, dim3(256), 0, *a);
+    } else { /* 4 tokens per pass of a weight row; larger groups take it again (from L2) */
+        cu_launch(c, "moe up", expert_up_kernel<4>, up, dim3(256), 0, *a);
+        cu_launch(c, "moe down", expert_down_kernel<4>, down, dim3(256), 0, *a);
+    }
     cu_launch(c, "moe combine", combine_kernel, dim3(cu_blocks((int64_t)a->T * a->D, 256)), dim3(256), 0, *a);
 }
 
@@ -511,8 +543,6 @@ void cu_moe(dsv4_backend *b, const float *x, const int32_t *tok, int T, int D, c
     a.out = out;
     a.err = c->err_dev;
     a.layer = b->cur_layer;
-    const char *rpw = getenv("DSV4_MOE_RPW"); /* tuning switch */
-    a.rpw = rpw && atoi(rpw) > 0 && atoi(rpw) <= 64 ? atoi(rpw) : 1;
     size_t t = (size_t)(T > 0 ? T : 1), pairs = t * (size_t)K + t;
     a.gmax = T == 1 ? K + 1 : (int)((size_t)E < t * K ? (size_t)E : t * K) + 1; /* see group_at */
     size_t o_grp = 0, o_lg = o_grp + al(((size_t)a.gmax * 2 + 2 + pairs) * 4), o_wt = o_lg + al(t * E * 4),
