@@ -274,15 +274,16 @@ __device__ __forceinline__ const void *group_weight(const moe_args &a, int e, in
 }
 
 /* Group g of the step: its expert (-1: shared) and its entries [i0, i1) of
- * the pair list (empty when there is no such group). A one-token step is not
- * grouped (no group_kernel): group k is slot k, i.e. pair k, and group K
- * the shared expert, pair K. */
-typedef struct { int e, i0, i1; } moe_group; /* i1 == i0: no such group */
+ * the pair list (empty when there is no such group). A one-token step
+ * (NB = 1) is not grouped (no group_kernel): group k is slot k, i.e. pair k,
+ * and group K the shared expert, pair K. */
+typedef struct { int e, i0, i1; } moe_group;
 
+template <int NB>
 __device__ __forceinline__ moe_group group_at(const moe_args &a, int g)
 {
     moe_group r;
-    if (a.T == 1) {
+    if (NB == 1) {
         r.e = g < a.K ? a.sel[g] : -1;
         r.i0 = g;
         r.i1 = g <= a.K && (g == a.K || r.e >= 0) ? g + 1 : g;
@@ -300,10 +301,8 @@ __device__ __forceinline__ moe_group group_at(const moe_args &a, int g)
     return r;
 }
 
-__device__ __forceinline__ int group_pair(const moe_args &a, int i)
-{
-    return a.T == 1 ? i : a.grp[2 + 2 * a.gmax + i];
-}
+/* Entry i of the pair list of a grouped step. */
+__device__ __forceinline__ int group_pair(const moe_args &a, int i) { return a.grp[2 + 2 * a.gmax + i]; }
 
 __device__ __forceinline__ int pair_token(const moe_args &a, int p)
 {
@@ -333,7 +332,7 @@ __global__ void __launch_bounds__(256) expert_up_kernel(moe_args a)
 {
     cu_pdl();
     int64_t r = (int64_t)blockIdx.x * 8 + (threadIdx.x >> 5);
-    moe_group G = group_at(a, blockIdx.y);
+    moe_group G = group_at<NB>(a, blockIdx.y);
     int g0 = G.i0, g1 = G.i1, dt, dt3;
     if (r >= a.I || g0 == g1) return;
     const void *w1 = group_weight(a, G.e, 0, &dt), *w3 = group_weight(a, G.e, 1, &dt3);
@@ -341,9 +340,15 @@ __global__ void __launch_bounds__(256) expert_up_kernel(moe_args a)
     const char *r1 = (const char *)w1 + r * a.D * esz, *r3 = (const char *)w3 + r * a.D * esz;
     /* the two matrices share a dtype (checked when the op is submitted) */
     int vec = cu_vec_ok(dt, r1, a.D, a.x, a.D) && cu_vec_ok(dt, r3, a.D, a.x, a.D);
+    if (NB == 1) { /* one-token step: the group is pair g0 of token 0 */
+        float gv = cu_warp_sum(cu_lane_dot(dt, r1, a.D, a.x, vec));
+        float u = cu_warp_sum(cu_lane_dot(dt, r3, a.D, a.x, vec));
+        swiglu_store(a, g0, r, gv, u);
+        return;
+    }
     for (int i0 = g0; i0 < g1; i0 += NB) {
         int nb = g1 - i0 < NB ? g1 - i0 : NB;
-        if (NB == 1 || nb == 1) {
+        if (nb == 1) {
             int p = group_pair(a, i0);
             const float *x = a.x + (int64_t)pair_token(a, p) * a.D;
             float gv = cu_warp_sum(cu_lane_dot(dt, r1, a.D, x, vec));
@@ -370,15 +375,20 @@ __global__ void __launch_bounds__(256) expert_down_kernel(moe_args a)
 {
     cu_pdl();
     int64_t d = (int64_t)blockIdx.x * 8 + (threadIdx.x >> 5);
-    moe_group G = group_at(a, blockIdx.y);
+    moe_group G = group_at<NB>(a, blockIdx.y);
     int g0 = G.i0, g1 = G.i1, dt;
     if (d >= a.D || g0 == g1) return;
     const void *w2 = group_weight(a, G.e, 2, &dt);
     const char *r2 = (const char *)w2 + d * a.I * (dt == DT_F32 ? 4 : 2);
     int vec = cu_vec_ok(dt, r2, a.I, a.H, a.I);
+    if (NB == 1) { /* one-token step: pair g0 */
+        float y = cu_warp_sum(cu_lane_dot(dt, r2, a.I, a.H + (int64_t)g0 * a.I, vec));
+        if ((threadIdx.x & 31) == 0) a.Y[(int64_t)g0 * a.D + d] = y;
+        return;
+    }
     for (int i0 = g0; i0 < g1; i0 += NB) {
         int nb = g1 - i0 < NB ? g1 - i0 : NB;
-        if (NB == 1 || nb == 1) {
+        if (nb == 1) {
             int p = group_pair(a, i0);
             float y = cu_warp_sum(cu_lane_dot(dt, r2, a.I, a.H + (int64_t)p * a.I, vec));
             if ((threadIdx.x & 31) == 0) a.Y[(int64_t)p * a.D + d] = y;
