@@ -87,40 +87,40 @@ __global__ void route_kernel(moe_args a)
             }
         }
     } else {
-        for (int k = 0; k < K; k++) {
-            float bv = 0.0f;
-            int be = -1;
-            for (int e = threadIdx.x; e < E; e += blockDim.x) {
-                if (taken[e]) continue;
-                float v = s[e] + (a.bias.data ? cu_ld(a.bias.dtype, a.bias.data, e) : 0.0f);
-                if (route_better(v, e, bv, be)) { bv = v; be = e; }
+            for (int k = 0; k < K; k++) {
+                float bv = 0.0f;
+                int be = -1;
+                for (int e = threadIdx.x; e < E; e += blockDim.x) {
+                    if (taken[e]) continue;
+                    float v = s[e] + (a.bias.data ? cu_ld(a.bias.dtype, a.bias.data, e) : 0.0f);
+                    if (route_better(v, e, bv, be)) { bv = v; be = e; }
+                }
+                for (int o = 16; o > 0; o >>= 1) {
+                    float ov = __shfl_xor_sync(0xffffffffu, bv, o);
+                    int oe = __shfl_xor_sync(0xffffffffu, be, o);
+                    if (route_better(ov, oe, bv, be)) { bv = ov; be = oe; }
+                }
+                if (lane == 0) { rv[warp] = bv; re[warp] = be; }
+                __syncthreads();
+                if (threadIdx.x == 0) {
+                    for (int w = 1; w < (int)(blockDim.x >> 5); w++)
+                        if (route_better(rv[w], re[w], bv, be)) { bv = rv[w]; be = re[w]; }
+                    st[k] = be;
+                    if (be >= 0) taken[be] = 1;
+                }
+                __syncthreads();
             }
-            for (int o = 16; o > 0; o >>= 1) {
-                float ov = __shfl_xor_sync(0xffffffffu, bv, o);
-                int oe = __shfl_xor_sync(0xffffffffu, be, o);
-                if (route_better(ov, oe, bv, be)) { bv = ov; be = oe; }
-            }
-            if (lane == 0) { rv[warp] = bv; re[warp] = be; }
-            __syncthreads();
-            if (threadIdx.x == 0) {
-                for (int w = 1; w < (int)(blockDim.x >> 5); w++)
-                    if (route_better(rv[w], re[w], bv, be)) { bv = rv[w]; be = re[w]; }
-                st[k] = be;
-                if (be >= 0) taken[be] = 1;
-            }
-            __syncthreads();
         }
-    }
-    if (threadIdx.x != 0) return;
-    float sum = 0.0f;
-    for (int k = 0; k < K; k++) sum += st[k] >= 0 ? s[st[k]] : 0.0f;
-    int32_t *ord = a.ord + (int64_t)t * K;
-    for (int k = 0; k < K; k++) {
-        a.wt[(int64_t)t * K + k] = st[k] >= 0 ? s[st[k]] / (sum + 1e-20f) * a.route_scale : 0.0f;
-        /* insertion by (expert id, slot): the order the CPU adds experts in */
-        int j = k;
-        while (j > 0 && st[ord[j - 1]] > st[k]) { ord[j] = ord[j - 1]; j--; }
-        ord[j] = k;
+        if (threadIdx.x != 0) return;
+        float sum = 0.0f;
+        for (int k = 0; k < K; k++) sum += st[k] >= 0 ? s[st[k]] : 0.0f;
+        int32_t *ord = a.ord + (int64_t)t * K;
+        for (int k = 0; k < K; k++) {
+            a.wt[(int64_t)t * K + k] = st[k] >= 0 ? s[st[k]] / (sum + 1e-20f) * a.route_scale : 0.0f;
+            /* insertion by (expert id, slot): the order the CPU adds experts in */
+            int j = k;
+            while (j > 0 && st[ord[j - 1]] > st[k]) { ord[j] = ord[j - 1]; j--; }
+            ord[j] = k;
     }
 }
 
@@ -247,17 +247,17 @@ __device__ __forceinline__ void lane_dots(int dt, const char *const *w, int64_t 
             }
         }
     } else {
-        for (int64_t c = lane; c < n; c += 32) {
-            float wv[NW];
-#pragma unroll
-            for (int r = 0; r < NW; r++) wv[r] = cu_ld(dt, w[r], c);
-#pragma unroll
-            for (int j = 0; j < NB; j++) {
-                if (j >= nb) break;
-#pragma unroll
-                for (int r = 0; r < NW; r++) acc[r][j] = fmaf(wv[r], xs[j][c], acc[r][j]);
+            for (int64_t c = lane; c < n; c += 32) {
+                float wv[NW];
+    #pragma unroll
+                for (int r = 0; r < NW; r++) wv[r] = cu_ld(dt, w[r], c);
+    #pragma unroll
+                for (int j = 0; j < NB; j++) {
+                    if (j >= nb) break;
+    #pragma unroll
+                    for (int r = 0; r < NW; r++) acc[r][j] = fmaf(wv[r], xs[j][c], acc[r][j]);
+                }
             }
-        }
     }
 }
 
@@ -344,27 +344,27 @@ __global__ void __launch_bounds__(256) expert_up_kernel(moe_args a)
         float gv = cu_warp_sum(cu_lane_dot(dt, r1, a.D, a.x, vec));
         float u = cu_warp_sum(cu_lane_dot(dt, r3, a.D, a.x, vec));
         swiglu_store(a, g0, r, gv, u);
-        return;
-    }
-    for (int i0 = g0; i0 < g1; i0 += NB) {
-        int nb = g1 - i0 < NB ? g1 - i0 : NB;
-        if (nb == 1) {
-            int p = group_pair(a, i0);
-            const float *x = a.x + (int64_t)pair_token(a, p) * a.D;
-            float gv = cu_warp_sum(cu_lane_dot(dt, r1, a.D, x, vec));
-            float u = cu_warp_sum(cu_lane_dot(dt, r3, a.D, x, vec));
-            swiglu_store(a, p, r, gv, u);
-            continue;
-        }
-        const float *xs[NB];
-        for (int j = 0; j < NB; j++)
-            xs[j] = a.x + (int64_t)pair_token(a, group_pair(a, i0 + (j < nb ? j : 0))) * a.D;
-        const char *w[2] = {r1, r3};
-        float acc[2][NB];
-        lane_dots<2, NB>(dt, w, a.D, xs, nb, vec, acc);
-        for (int j = 0; j < NB; j++) {
-            if (j >= nb) break;
-            swiglu_store(a, group_pair(a, i0 + j), r, cu_warp_sum(acc[0][j]), cu_warp_sum(acc[1][j]));
+    } else {
+        for (int i0 = g0; i0 < g1; i0 += NB) {
+            int nb = g1 - i0 < NB ? g1 - i0 : NB;
+            if (nb == 1) {
+                int p = group_pair(a, i0);
+                const float *x = a.x + (int64_t)pair_token(a, p) * a.D;
+                float gv = cu_warp_sum(cu_lane_dot(dt, r1, a.D, x, vec));
+                float u = cu_warp_sum(cu_lane_dot(dt, r3, a.D, x, vec));
+                swiglu_store(a, p, r, gv, u);
+                continue;
+            }
+            const float *xs[NB];
+            for (int j = 0; j < NB; j++)
+                xs[j] = a.x + (int64_t)pair_token(a, group_pair(a, i0 + (j < nb ? j : 0))) * a.D;
+            const char *w[2] = {r1, r3};
+            float acc[2][NB];
+            lane_dots<2, NB>(dt, w, a.D, xs, nb, vec, acc);
+            for (int j = 0; j < NB; j++) {
+                if (j >= nb) break;
+                swiglu_store(a, group_pair(a, i0 + j), r, cu_warp_sum(acc[0][j]), cu_warp_sum(acc[1][j]));
+            }
         }
     }
 }
@@ -384,25 +384,25 @@ __global__ void __launch_bounds__(256) expert_down_kernel(moe_args a)
     if (NB == 1) { /* one-token step: pair g0 */
         float y = cu_warp_sum(cu_lane_dot(dt, r2, a.I, a.H + (int64_t)g0 * a.I, vec));
         if ((threadIdx.x & 31) == 0) a.Y[(int64_t)g0 * a.D + d] = y;
-        return;
-    }
-    for (int i0 = g0; i0 < g1; i0 += NB) {
-        int nb = g1 - i0 < NB ? g1 - i0 : NB;
-        if (nb == 1) {
-            int p = group_pair(a, i0);
-            float y = cu_warp_sum(cu_lane_dot(dt, r2, a.I, a.H + (int64_t)p * a.I, vec));
-            if ((threadIdx.x & 31) == 0) a.Y[(int64_t)p * a.D + d] = y;
-            continue;
-        }
-        const float *hs[NB];
-        for (int j = 0; j < NB; j++) hs[j] = a.H + (int64_t)group_pair(a, i0 + (j < nb ? j : 0)) * a.I;
-        const char *w[1] = {r2};
-        float acc[1][NB];
-        lane_dots<1, NB>(dt, w, a.I, hs, nb, vec, acc);
-        for (int j = 0; j < NB; j++) {
-            if (j >= nb) break;
-            float y = cu_warp_sum(acc[0][j]);
-            if ((threadIdx.x & 31) == 0) a.Y[(int64_t)group_pair(a, i0 + j) * a.D + d] = y;
+    } else {
+        for (int i0 = g0; i0 < g1; i0 += NB) {
+            int nb = g1 - i0 < NB ? g1 - i0 : NB;
+            if (nb == 1) {
+                int p = group_pair(a, i0);
+                float y = cu_warp_sum(cu_lane_dot(dt, r2, a.I, a.H + (int64_t)p * a.I, vec));
+                if ((threadIdx.x & 31) == 0) a.Y[(int64_t)p * a.D + d] = y;
+                continue;
+            }
+            const float *hs[NB];
+            for (int j = 0; j < NB; j++) hs[j] = a.H + (int64_t)group_pair(a, i0 + (j < nb ? j : 0)) * a.I;
+            const char *w[1] = {r2};
+            float acc[1][NB];
+            lane_dots<1, NB>(dt, w, a.I, hs, nb, vec, acc);
+            for (int j = 0; j < NB; j++) {
+                if (j >= nb) break;
+                float y = cu_warp_sum(acc[0][j]);
+                if ((threadIdx.x & 31) == 0) a.Y[(int64_t)group_pair(a, i0 + j) * a.D + d] = y;
+            }
         }
     }
 }
