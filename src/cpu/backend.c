@@ -6,6 +6,8 @@
 #include "cpu/cpu.h"
 
 void cpu_matmul(dsv4_backend *b, const float *x, int64_t ldx, int T, const dsv4_mat *W, float *y, int64_t ldy);
+void cpu_matmul_grouped(dsv4_backend *b, const float *x, int64_t ldx, int T, const dsv4_mat *W, int groups, float *y,
+                        int64_t ldy);
 void cpu_rmsnorm(dsv4_backend *b, const float *x, int T, int n, const dsv4_mat *w, float eps, float *y);
 void cpu_rope(dsv4_backend *b, float *x, int T, int n_heads, int head_dim, int rope_dim, int64_t pos0,
               int64_t pos_step, const float *inv_freq, int inverse);
@@ -59,6 +61,7 @@ static const dsv4_ops k_cpu_ops = {
     .indexer = cpu_indexer,
     .attention = cpu_attention,
     .moe = cpu_moe,
+    .matmul_grouped = cpu_matmul_grouped,
 };
 
 static void cpu_backend_free(dsv4_backend *b)

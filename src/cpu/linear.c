@@ -88,6 +88,7 @@ typedef struct {
     int T;
     const dsv4_mat *W;
     float *y;
+    int64_t grp_rows; /* matmul_grouped: rows per block of W (0: plain matmul) */
 } matmul_job;
 
 static void matmul_rows(void *ctx, int64_t r0, int64_t r1, int tid)
@@ -98,20 +99,31 @@ static void matmul_rows(void *ctx, int64_t r0, int64_t r1, int tid)
     if (j->W->dtype == DT_BF16 && j->T <= BF16_DIRECT_MAX_T) {
         for (int64_t r = r0; r < r1; r++) {
             const uint16_t *w = (const uint16_t *)j->W->data + r * n;
-            for (int t = 0; t < j->T; t++) j->y[t * j->ldy + r] = dot_bf16(j->x + t * j->ldx, w, n);
+            const float *x = j->x + (j->grp_rows ? r / j->grp_rows * n : 0);
+            for (int t = 0; t < j->T; t++) j->y[t * j->ldy + r] = dot_bf16(x + t * j->ldx, w, n);
         }
         return;
     }
     for (int64_t r = r0; r < r1; r++) {
+        const float *x = j->x + (j->grp_rows ? r / j->grp_rows * n : 0);
         cpu_mat_to_f32(j->W, r * n, n, row);
-        for (int t = 0; t < j->T; t++) j->y[t * j->ldy + r] = cpu_dot(j->x + t * j->ldx, row, n);
+        for (int t = 0; t < j->T; t++) j->y[t * j->ldy + r] = cpu_dot(x + t * j->ldx, row, n);
     }
 }
 
 void cpu_matmul(dsv4_backend *b, const float *x, int64_t ldx, int T, const dsv4_mat *W, float *y, int64_t ldy)
 {
-    matmul_job j = {b, x, ldx, ldy, T, W, y};
+    matmul_job j = {b, x, ldx, ldy, T, W, y, 0};
     /* ~64K multiply-adds per task keeps threads busy without overhead. */
+    int64_t grain = 1 + (1 << 16) / (W->cols * (T > 0 ? T : 1) + 1);
+    pool_for(cpu_pool(b), W->rows, grain, matmul_rows, &j);
+}
+
+/* The groups in one parallel loop over all rows of W (one dispatch). */
+void cpu_matmul_grouped(dsv4_backend *b, const float *x, int64_t ldx, int T, const dsv4_mat *W, int groups, float *y,
+                        int64_t ldy)
+{
+    matmul_job j = {b, x, ldx, ldy, T, W, y, W->rows / groups};
     int64_t grain = 1 + (1 << 16) / (W->cols * (T > 0 ? T : 1) + 1);
     pool_for(cpu_pool(b), W->rows, grain, matmul_rows, &j);
 }

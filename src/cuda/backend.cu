@@ -17,6 +17,8 @@ void cu_zero(dsv4_backend *b, void *p, size_t bytes);
 dsv4_status cu_adopt_weight(dsv4_backend *b, dsv4_mat *m);
 void cu_memory_release(cu_impl *c);
 void cu_matmul(dsv4_backend *b, const float *x, int64_t ldx, int T, const dsv4_mat *W, float *y, int64_t ldy);
+void cu_matmul_grouped(dsv4_backend *b, const float *x, int64_t ldx, int T, const dsv4_mat *W, int groups, float *y,
+                       int64_t ldy);
 void cu_rmsnorm(dsv4_backend *b, const float *x, int T, int n, const dsv4_mat *w, float eps, float *y);
 void cu_rope(dsv4_backend *b, float *x, int T, int n_heads, int head_dim, int rope_dim, int64_t pos0,
              int64_t pos_step, const float *inv_freq, int inverse);
@@ -66,6 +68,7 @@ static const dsv4_ops k_cuda_ops = {
     .indexer = cu_indexer,
     .attention = cu_attention,
     .moe = cu_moe,
+    .matmul_grouped = cu_matmul_grouped,
     .step_begin = cu_step_begin,
     .step_end = cu_step_end,
     .profile_enable = cu_profile_enable,

@@ -192,6 +192,7 @@ typedef struct {
     int64_t ldy;
     float *conv;   /* fp32 workspace for cuBLAS on 16-bit weights (T > CU_MAX_GEMV_ROWS) */
     size_t conv_bytes;
+    int64_t grp_rows; /* matmul_grouped: rows per block of W; 0: plain matmul */
 } cu_matmul_args;
 /* Fills a->conv for a matmul of T rows (call at submit time). */
 void cu_matmul_prepare(cu_impl *c, cu_matmul_args *a);

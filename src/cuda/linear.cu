@@ -36,7 +36,7 @@ __device__ __forceinline__ void unpack8(int dt, uint4 u, float *f)
  * other tokens. Each x chunk is loaded once and used for the RW rows. */
 template <int NT, int RW>
 __global__ void __launch_bounds__(256) gemv_kernel(const float *x, int64_t ldx, dsv4_mat W, float *y, int64_t ldy,
-                                                   int vec, int ks)
+                                                   int vec, int ks, int64_t grp_rows)
 {
     cu_pdl();
     __shared__ float part[8][RW][NT];
@@ -47,6 +47,7 @@ __global__ void __launch_bounds__(256) gemv_kernel(const float *x, int64_t ldx, 
     if (!active) row0 = W.rows - 1; /* computes a dummy row, so every warp reaches the barrier */
     int dt = W.dtype, esz = dt == DT_F32 ? 4 : 2;
     int64_t n = W.cols;
+    if (grp_rows) x += row0 / grp_rows * n; /* matmul_grouped: the row block's columns of x */
     const char *wr[RW];
 #pragma unroll
     for (int r = 0; r < RW; r++) /* rows past the end repeat the last one; their sums are dropped */
@@ -130,12 +131,12 @@ __global__ void __launch_bounds__(256) gemv_kernel(const float *x, int64_t ldx, 
             }
 }
 
-/* Warps per row: enough warps in flight for short matrices, from the shape
- * alone (see gemv_kernel). */
+/* Warps per row: enough warps in flight (about one full load of the GPU,
+ * 8192) for short matrices, from the shape alone (see gemv_kernel). */
 static int gemv_splits(int64_t rows, int64_t cols)
 {
     int ks = 1;
-    while (ks < 8 && rows * ks < 4096 && cols / (ks * 2) >= 1024) ks *= 2;
+    while (ks < 8 && rows * ks < 8192 && cols / (ks * 2) >= 512) ks *= 2;
     return ks;
 }
 
@@ -168,13 +169,27 @@ void cu_exec_matmul(cu_impl *c, const void *args, const int64_t *dpos)
     if (T <= 0 || W->rows <= 0) return;
     if (T <= CU_MAX_GEMV_ROWS) {
         int vec = cu_vec_ok(W->dtype, W->data, W->cols, a->x, a->ldx);
-        /* more token rows: more weight rows per warp, so each x load serves several */
-        int rw = T == 1 ? 1 : T < 4 ? 2 : 4, ks = gemv_splits(W->rows, W->cols);
+        /* more token rows: more weight rows per warp, so each x load serves
+         * several (measured better than more warps with fewer rows) */
+        int ks = gemv_splits(W->rows, W->cols), rw = T == 1 ? 1 : T < 4 ? 2 : 4;
+        if (a->grp_rows % rw) rw = 1; /* a warp's rows must share a row block */
         unsigned grid = cu_blocks(W->rows, 8 / ks * rw);
-        switch (T) {
-#define CASE(n, r) case n: cu_launch(c, "gemv_kernel", gemv_kernel<n, r>, dim3(grid), dim3(256), 0, a->x, a->ldx, *W, a->y, a->ldy, vec, ks); break;
-            CASE(1, 1) CASE(2, 2) CASE(3, 2) CASE(4, 4) CASE(5, 4) CASE(6, 4) CASE(7, 4) CASE(8, 4)
+        switch (T * 8 + rw) {
+#define CASE(n, r) case n * 8 + r: cu_launch(c, "gemv_kernel", gemv_kernel<n, r>, dim3(grid), dim3(256), 0, a->x, a->ldx, *W, a->y, a->ldy, vec, ks, a->grp_rows); break;
+            CASE(1, 1) CASE(2, 1) CASE(2, 2) CASE(3, 1) CASE(3, 2) CASE(4, 1) CASE(4, 4) CASE(5, 1) CASE(5, 4)
+            CASE(6, 1) CASE(6, 4) CASE(7, 1) CASE(7, 4) CASE(8, 1) CASE(8, 4)
 #undef CASE
+        }
+        return;
+    }
+    if (a->grp_rows) { /* prefill: one product per row block */
+        cu_matmul_args g = *a;
+        g.grp_rows = 0;
+        for (int64_t r0 = 0; r0 < W->rows; r0 += a->grp_rows) {
+            g.W = mat_rows(W, r0, a->grp_rows);
+            g.x = a->x + r0 / a->grp_rows * W->cols;
+            g.y = a->y + r0;
+            cu_exec_matmul(c, &g, dpos);
         }
         return;
     }
@@ -209,6 +224,23 @@ void cu_matmul(dsv4_backend *b, const float *x, int64_t ldx, int T, const dsv4_m
     a.W = *W;
     a.y = y;
     a.ldy = ldy;
+    cu_matmul_prepare(c, &a);
+    cu_submit(c, K_MATMUL, &a, sizeof a);
+}
+
+void cu_matmul_grouped(dsv4_backend *b, const float *x, int64_t ldx, int T, const dsv4_mat *W, int groups, float *y,
+                       int64_t ldy)
+{
+    cu_impl *c = cu_of(b);
+    cu_matmul_args a;
+    memset(&a, 0, sizeof a);
+    a.x = x;
+    a.ldx = ldx;
+    a.T = T;
+    a.W = *W;
+    a.y = y;
+    a.ldy = ldy;
+    a.grp_rows = W->rows / groups;
     cu_matmul_prepare(c, &a);
     cu_submit(c, K_MATMUL, &a, sizeof a);
 }

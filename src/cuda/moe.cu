@@ -1,11 +1,13 @@
 /* Mixture of experts (spec §4) on the GPU, with routing on the device (no
  * host round trip): gate matmul, a router kernel per token (scores, top-k or
- * hash selection, weights, and the combine order), then fused expert kernels
- * over (token, slot) pairs plus one pair per token for the shared expert:
- * up (w1 and w3 rows of the pair's expert, clamped SwiGLU), down (w2), and a
- * combine that adds a token's experts in increasing expert id and then the
- * shared expert, as the CPU. A pair's arithmetic does not depend on the
- * other tokens of the step. */
+ * hash selection, weights, and the combine order), a grouping of the
+ * (token, slot) pairs by expert (plus one pair per token for the shared
+ * expert), fused expert kernels over the groups, so each selected expert is
+ * read once per step for all the tokens that chose it: up (w1 and w3 rows,
+ * clamped SwiGLU), down (w2); and a combine that adds a token's experts in
+ * increasing expert id and then the shared expert, as the CPU. A pair's
+ * arithmetic does not depend on the other tokens of the step or on how many
+ * share its expert. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -26,6 +28,8 @@ typedef struct {
     float *out;
     float *logits, *wt, *H, *Y;
     int32_t *sel, *ord;
+    int32_t *grp;   /* see group_kernel */
+    int gmax;       /* most groups a step can have: min(E, T·K) + 1 */
     float *gate_conv;
     size_t gate_conv_bytes;
     int *err;
@@ -83,56 +87,222 @@ __global__ void route_kernel(moe_args a)
             }
         }
     } else {
-        for (int k = 0; k < K; k++) {
-            float bv = 0.0f;
-            int be = -1;
-            for (int e = threadIdx.x; e < E; e += blockDim.x) {
-                if (taken[e]) continue;
-                float v = s[e] + (a.bias.data ? cu_ld(a.bias.dtype, a.bias.data, e) : 0.0f);
-                if (route_better(v, e, bv, be)) { bv = v; be = e; }
+            for (int k = 0; k < K; k++) {
+                float bv = 0.0f;
+                int be = -1;
+                for (int e = threadIdx.x; e < E; e += blockDim.x) {
+                    if (taken[e]) continue;
+                    float v = s[e] + (a.bias.data ? cu_ld(a.bias.dtype, a.bias.data, e) : 0.0f);
+                    if (route_better(v, e, bv, be)) { bv = v; be = e; }
+                }
+                for (int o = 16; o > 0; o >>= 1) {
+                    float ov = __shfl_xor_sync(0xffffffffu, bv, o);
+                    int oe = __shfl_xor_sync(0xffffffffu, be, o);
+                    if (route_better(ov, oe, bv, be)) { bv = ov; be = oe; }
+                }
+                if (lane == 0) { rv[warp] = bv; re[warp] = be; }
+                __syncthreads();
+                if (threadIdx.x == 0) {
+                    for (int w = 1; w < (int)(blockDim.x >> 5); w++)
+                        if (route_better(rv[w], re[w], bv, be)) { bv = rv[w]; be = re[w]; }
+                    st[k] = be;
+                    if (be >= 0) taken[be] = 1;
+                }
+                __syncthreads();
             }
-            for (int o = 16; o > 0; o >>= 1) {
-                float ov = __shfl_xor_sync(0xffffffffu, bv, o);
-                int oe = __shfl_xor_sync(0xffffffffu, be, o);
-                if (route_better(ov, oe, bv, be)) { bv = ov; be = oe; }
-            }
-            if (lane == 0) { rv[warp] = bv; re[warp] = be; }
-            __syncthreads();
-            if (threadIdx.x == 0) {
-                for (int w = 1; w < (int)(blockDim.x >> 5); w++)
-                    if (route_better(rv[w], re[w], bv, be)) { bv = rv[w]; be = re[w]; }
-                st[k] = be;
-                if (be >= 0) taken[be] = 1;
-            }
-            __syncthreads();
         }
-    }
-    if (threadIdx.x != 0) return;
-    float sum = 0.0f;
-    for (int k = 0; k < K; k++) sum += st[k] >= 0 ? s[st[k]] : 0.0f;
-    int32_t *ord = a.ord + (int64_t)t * K;
-    for (int k = 0; k < K; k++) {
-        a.wt[(int64_t)t * K + k] = st[k] >= 0 ? s[st[k]] / (sum + 1e-20f) * a.route_scale : 0.0f;
-        /* insertion by (expert id, slot): the order the CPU adds experts in */
-        int j = k;
-        while (j > 0 && st[ord[j - 1]] > st[k]) { ord[j] = ord[j - 1]; j--; }
-        ord[j] = k;
+        if (threadIdx.x != 0) return;
+        float sum = 0.0f;
+        for (int k = 0; k < K; k++) sum += st[k] >= 0 ? s[st[k]] : 0.0f;
+        int32_t *ord = a.ord + (int64_t)t * K;
+        for (int k = 0; k < K; k++) {
+            a.wt[(int64_t)t * K + k] = st[k] >= 0 ? s[st[k]] / (sum + 1e-20f) * a.route_scale : 0.0f;
+            /* insertion by (expert id, slot): the order the CPU adds experts in */
+            int j = k;
+            while (j > 0 && st[ord[j - 1]] > st[k]) { ord[j] = ord[j - 1]; j--; }
+            ord[j] = k;
     }
 }
 
-/* The weight matrix of pair p (which = 0: w1, 1: w3, 2: w2); NULL if invalid. */
-__device__ __forceinline__ const void *pair_weight(const moe_args &a, int p, int which, int *dt)
+/* The pairs of the step grouped by expert, so each selected expert's weights
+ * are streamed once for every token that chose it: groups of the distinct
+ * routed experts in increasing id, then one group for the shared expert
+ * (every token). grp[0] = number of groups, then per group its expert
+ * (-1: shared) and the offset of its pairs in the pair list. One block; the
+ * order of pairs inside a group is arbitrary (atomics) and harmless: a pair's
+ * result depends only on its own token and expert. */
+__global__ void __launch_bounds__(256) group_kernel(moe_args a)
 {
-    int TK = a.T * a.K;
-    if (p >= TK) {
+    cu_pdl();
+    extern __shared__ int cnt[]; /* [E] pairs per expert, then [E] scatter cursors */
+    __shared__ int wsum[2][8];
+    int E = a.E, TK = a.T * a.K, *cur = cnt + E;
+    int32_t *ng = a.grp, *ge = a.grp + 1, *go = ge + a.gmax, *gp = go + a.gmax + 1;
+    for (int e = threadIdx.x; e < E; e += blockDim.x) cnt[e] = 0;
+    __syncthreads();
+    for (int p = threadIdx.x; p < TK; p += blockDim.x)
+        if (a.sel[p] >= 0) atomicAdd(&cnt[a.sel[p]], 1);
+    __syncthreads();
+    /* exclusive scans of (non-empty flag, count) over the experts, 256 at a time */
+    int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g0 = 0, o0 = 0;
+    for (int base = 0; base < E; base += blockDim.x) {
+        int e = base + threadIdx.x, c = e < E ? cnt[e] : 0, f = c > 0, sc = c, sf = f;
+        for (int o = 1; o < 32; o <<= 1) {
+            int uc = __shfl_up_sync(0xffffffffu, sc, o), uf = __shfl_up_sync(0xffffffffu, sf, o);
+            if (lane >= o) { sc += uc; sf += uf; }
+        }
+        if (lane == 31) { wsum[0][warp] = sf; wsum[1][warp] = sc; }
+        __syncthreads();
+        int pf = g0, pc = o0, tf = g0, tc = o0;
+        for (int w = 0; w < (int)(blockDim.x >> 5); w++) {
+            if (w < warp) { pf += wsum[0][w]; pc += wsum[1][w]; }
+            tf += wsum[0][w];
+            tc += wsum[1][w];
+        }
+        if (f) {
+            int g = pf + sf - 1, off = pc + sc - c;
+            ge[g] = e;
+            go[g] = off;
+            cur[e] = off;
+        }
+        g0 = tf;
+        o0 = tc;
+        __syncthreads();
+    }
+    if (threadIdx.x == 0) { /* the shared expert's group closes the list */
+        ge[g0] = -1;
+        go[g0] = o0;
+        go[g0 + 1] = o0 + a.T;
+        ng[0] = g0 + 1;
+    }
+    for (int t = threadIdx.x; t < a.T; t += blockDim.x) gp[o0 + t] = TK + t;
+    for (int p = threadIdx.x; p < TK; p += blockDim.x)
+        if (a.sel[p] >= 0) gp[atomicAdd(&cur[a.sel[p]], 1)] = p;
+}
+
+/* One lane's shares of the dot products of NW weight rows (dtype dt, n
+ * values each) with nb <= NB fp32 vectors xs[j]: acc[r][j]. Each product
+ * runs in the order of cu_lane_dot, whatever nb and the other vectors are. */
+template <int NW, int NB>
+__device__ __forceinline__ void lane_dots(int dt, const char *const *w, int64_t n, const float *const *xs, int nb,
+                                          int vec, float (*acc)[NB])
+{
+    int lane = threadIdx.x & 31;
+#pragma unroll
+    for (int r = 0; r < NW; r++)
+#pragma unroll
+        for (int j = 0; j < NB; j++) acc[r][j] = 0.0f;
+    if (vec && dt != DT_F32) {
+#pragma unroll 2
+        for (int64_t c = lane; c < n / 8; c += 32) {
+            float f[NW][8];
+#pragma unroll
+            for (int r = 0; r < NW; r++) {
+                uint4 u = __ldg((const uint4 *)w[r] + c);
+                uint32_t q[4] = {u.x, u.y, u.z, u.w};
+#pragma unroll
+                for (int k = 0; k < 4; k++) {
+                    if (dt == DT_BF16) {
+                        f[r][2 * k] = __uint_as_float(q[k] << 16);
+                        f[r][2 * k + 1] = __uint_as_float(q[k] & 0xffff0000u);
+                    } else {
+                        float2 ff = __half22float2(*(const __half2 *)&q[k]);
+                        f[r][2 * k] = ff.x;
+                        f[r][2 * k + 1] = ff.y;
+                    }
+                }
+            }
+#pragma unroll
+            for (int j = 0; j < NB; j++) {
+                if (j >= nb) break;
+                const float4 *xv = (const float4 *)(xs[j] + c * 8);
+                float4 a = xv[0], b = xv[1];
+#pragma unroll
+                for (int r = 0; r < NW; r++) {
+                    float s = acc[r][j];
+                    s = fmaf(f[r][0], a.x, s); s = fmaf(f[r][1], a.y, s);
+                    s = fmaf(f[r][2], a.z, s); s = fmaf(f[r][3], a.w, s);
+                    s = fmaf(f[r][4], b.x, s); s = fmaf(f[r][5], b.y, s);
+                    s = fmaf(f[r][6], b.z, s); s = fmaf(f[r][7], b.w, s);
+                    acc[r][j] = s;
+                }
+            }
+        }
+    } else if (vec) {
+        for (int64_t c = lane; c < n / 4; c += 32) {
+            float4 u[NW];
+#pragma unroll
+            for (int r = 0; r < NW; r++) u[r] = __ldg((const float4 *)w[r] + c);
+#pragma unroll
+            for (int j = 0; j < NB; j++) {
+                if (j >= nb) break;
+                float4 a = ((const float4 *)xs[j])[c];
+#pragma unroll
+                for (int r = 0; r < NW; r++) {
+                    float s = acc[r][j];
+                    s = fmaf(u[r].x, a.x, s); s = fmaf(u[r].y, a.y, s);
+                    s = fmaf(u[r].z, a.z, s); s = fmaf(u[r].w, a.w, s);
+                    acc[r][j] = s;
+                }
+            }
+        }
+    } else {
+            for (int64_t c = lane; c < n; c += 32) {
+                float wv[NW];
+    #pragma unroll
+                for (int r = 0; r < NW; r++) wv[r] = cu_ld(dt, w[r], c);
+    #pragma unroll
+                for (int j = 0; j < NB; j++) {
+                    if (j >= nb) break;
+    #pragma unroll
+                    for (int r = 0; r < NW; r++) acc[r][j] = fmaf(wv[r], xs[j][c], acc[r][j]);
+                }
+            }
+    }
+}
+
+/* Group g's expert matrix (which = 0: w1, 1: w3, 2: w2) and its dtype. */
+__device__ __forceinline__ const void *group_weight(const moe_args &a, int e, int which, int *dt)
+{
+    if (e < 0) {
         const dsv4_mat &m = which == 0 ? a.sh1 : which == 1 ? a.sh3 : a.sh2;
         *dt = m.dtype;
         return m.data;
     }
-    int e = a.sel[p];
     *dt = a.edt;
-    return e < 0 ? NULL : a.tab[(int64_t)which * a.E + e];
+    return a.tab[(int64_t)which * a.E + e];
 }
+
+/* Group g of the step: its expert (-1: shared) and its entries [i0, i1) of
+ * the pair list (empty when there is no such group). A one-token step
+ * (NB = 1) is not grouped (no group_kernel): group k is slot k, i.e. pair k,
+ * and group K the shared expert, pair K. */
+typedef struct { int e, i0, i1; } moe_group;
+
+template <int NB>
+__device__ __forceinline__ moe_group group_at(const moe_args &a, int g)
+{
+    moe_group r;
+    if (NB == 1) {
+        r.e = g < a.K ? a.sel[g] : -1;
+        r.i0 = g;
+        r.i1 = g <= a.K && (g == a.K || r.e >= 0) ? g + 1 : g;
+        return r;
+    }
+    const int32_t *ge = a.grp + 1, *go = ge + a.gmax;
+    if (g >= a.grp[0]) {
+        r.e = -1;
+        r.i0 = r.i1 = 0;
+        return r;
+    }
+    r.e = ge[g];
+    r.i0 = go[g];
+    r.i1 = go[g + 1];
+    return r;
+}
+
+/* Entry i of the pair list of a grouped step. */
+__device__ __forceinline__ int group_pair(const moe_args &a, int i) { return a.grp[2 + 2 * a.gmax + i]; }
 
 __device__ __forceinline__ int pair_token(const moe_args &a, int p)
 {
@@ -140,43 +310,101 @@ __device__ __forceinline__ int pair_token(const moe_args &a, int p)
     return p >= TK ? p - TK : p / a.K;
 }
 
+/* H[p][r] = SwiGLU(g, u), clamped (lane 0 of the warp writes). */
+__device__ __forceinline__ void swiglu_store(const moe_args &a, int p, int64_t r, float g, float u)
+{
+    if ((threadIdx.x & 31) != 0) return;
+    float L = a.swiglu_limit;
+    if (L > 0) {
+        g = fminf(g, L);
+        u = fminf(fmaxf(u, -L), L);
+    }
+    a.H[(int64_t)p * a.I + r] = g / (1.0f + expf(-g)) * u;
+}
+
+/* Block (row block, group): each warp takes one row of w1 and w3 of the
+ * group's expert and applies it to the group's tokens, NB at a time (a lone
+ * token through cu_lane_dot: the same products in the same order). NB = 1
+ * for one-token steps keeps the registers, and so the occupancy, of a plain
+ * GEMV. */
+template <int NB>
 __global__ void __launch_bounds__(256) expert_up_kernel(moe_args a)
 {
     cu_pdl();
-    int p = blockIdx.y;
     int64_t r = (int64_t)blockIdx.x * 8 + (threadIdx.x >> 5);
-    if (r >= a.I) return;
-    int dt1, dt3;
-    const void *w1 = pair_weight(a, p, 0, &dt1), *w3 = pair_weight(a, p, 1, &dt3);
-    if (!w1 || !w3) return;
-    const float *x = a.x + (int64_t)pair_token(a, p) * a.D;
-    const char *r1 = (const char *)w1 + r * a.D * (dt1 == DT_F32 ? 4 : 2);
-    const char *r3 = (const char *)w3 + r * a.D * (dt3 == DT_F32 ? 4 : 2);
-    float g = cu_warp_sum(cu_lane_dot(dt1, r1, a.D, x, cu_vec_ok(dt1, r1, a.D, x, 0)));
-    float u = cu_warp_sum(cu_lane_dot(dt3, r3, a.D, x, cu_vec_ok(dt3, r3, a.D, x, 0)));
-    if ((threadIdx.x & 31) == 0) {
-        float L = a.swiglu_limit;
-        if (L > 0) {
-            g = fminf(g, L);
-            u = fminf(fmaxf(u, -L), L);
+    moe_group G = group_at<NB>(a, blockIdx.y);
+    int g0 = G.i0, g1 = G.i1, dt, dt3;
+    if (r >= a.I || g0 == g1) return;
+    const void *w1 = group_weight(a, G.e, 0, &dt), *w3 = group_weight(a, G.e, 1, &dt3);
+    int esz = dt == DT_F32 ? 4 : 2;
+    const char *r1 = (const char *)w1 + r * a.D * esz, *r3 = (const char *)w3 + r * a.D * esz;
+    /* the two matrices share a dtype (checked when the op is submitted) */
+    int vec = cu_vec_ok(dt, r1, a.D, a.x, a.D) && cu_vec_ok(dt, r3, a.D, a.x, a.D);
+    if (NB == 1) { /* one-token step: the group is pair g0 of token 0 */
+        float gv = cu_warp_sum(cu_lane_dot(dt, r1, a.D, a.x, vec));
+        float u = cu_warp_sum(cu_lane_dot(dt, r3, a.D, a.x, vec));
+        swiglu_store(a, g0, r, gv, u);
+    } else {
+        for (int i0 = g0; i0 < g1; i0 += NB) {
+            int nb = g1 - i0 < NB ? g1 - i0 : NB;
+            if (nb == 1) {
+                int p = group_pair(a, i0);
+                const float *x = a.x + (int64_t)pair_token(a, p) * a.D;
+                float gv = cu_warp_sum(cu_lane_dot(dt, r1, a.D, x, vec));
+                float u = cu_warp_sum(cu_lane_dot(dt, r3, a.D, x, vec));
+                swiglu_store(a, p, r, gv, u);
+                continue;
+            }
+            const float *xs[NB];
+            for (int j = 0; j < NB; j++)
+                xs[j] = a.x + (int64_t)pair_token(a, group_pair(a, i0 + (j < nb ? j : 0))) * a.D;
+            const char *w[2] = {r1, r3};
+            float acc[2][NB];
+            lane_dots<2, NB>(dt, w, a.D, xs, nb, vec, acc);
+            for (int j = 0; j < NB; j++) {
+                if (j >= nb) break;
+                swiglu_store(a, group_pair(a, i0 + j), r, cu_warp_sum(acc[0][j]), cu_warp_sum(acc[1][j]));
+            }
         }
-        a.H[(int64_t)p * a.I + r] = g / (1.0f + expf(-g)) * u;
     }
 }
 
+/* Y[p][d] = w2[d]·H[p] for the group's pairs, one w2 row per warp. */
+template <int NB>
 __global__ void __launch_bounds__(256) expert_down_kernel(moe_args a)
 {
     cu_pdl();
-    int p = blockIdx.y;
     int64_t d = (int64_t)blockIdx.x * 8 + (threadIdx.x >> 5);
-    if (d >= a.D) return;
-    int dt;
-    const void *w2 = pair_weight(a, p, 2, &dt);
-    if (!w2) return;
-    const float *h = a.H + (int64_t)p * a.I;
+    moe_group G = group_at<NB>(a, blockIdx.y);
+    int g0 = G.i0, g1 = G.i1, dt;
+    if (d >= a.D || g0 == g1) return;
+    const void *w2 = group_weight(a, G.e, 2, &dt);
     const char *r2 = (const char *)w2 + d * a.I * (dt == DT_F32 ? 4 : 2);
-    float y = cu_warp_sum(cu_lane_dot(dt, r2, a.I, h, cu_vec_ok(dt, r2, a.I, h, 0)));
-    if ((threadIdx.x & 31) == 0) a.Y[(int64_t)p * a.D + d] = y;
+    int vec = cu_vec_ok(dt, r2, a.I, a.H, a.I);
+    if (NB == 1) { /* one-token step: pair g0 */
+        float y = cu_warp_sum(cu_lane_dot(dt, r2, a.I, a.H + (int64_t)g0 * a.I, vec));
+        if ((threadIdx.x & 31) == 0) a.Y[(int64_t)g0 * a.D + d] = y;
+    } else {
+        for (int i0 = g0; i0 < g1; i0 += NB) {
+            int nb = g1 - i0 < NB ? g1 - i0 : NB;
+            if (nb == 1) {
+                int p = group_pair(a, i0);
+                float y = cu_warp_sum(cu_lane_dot(dt, r2, a.I, a.H + (int64_t)p * a.I, vec));
+                if ((threadIdx.x & 31) == 0) a.Y[(int64_t)p * a.D + d] = y;
+                continue;
+            }
+            const float *hs[NB];
+            for (int j = 0; j < NB; j++) hs[j] = a.H + (int64_t)group_pair(a, i0 + (j < nb ? j : 0)) * a.I;
+            const char *w[1] = {r2};
+            float acc[1][NB];
+            lane_dots<1, NB>(dt, w, a.I, hs, nb, vec, acc);
+            for (int j = 0; j < NB; j++) {
+                if (j >= nb) break;
+                float y = cu_warp_sum(acc[0][j]);
+                if ((threadIdx.x & 31) == 0) a.Y[(int64_t)group_pair(a, i0 + j) * a.D + d] = y;
+            }
+        }
+    }
 }
 
 __global__ void combine_kernel(moe_args a)
@@ -211,9 +439,17 @@ void cu_exec_moe(cu_impl *c, const void *args, const int64_t *dpos)
     g.conv_bytes = a->gate_conv_bytes;
     cu_exec_matmul(c, &g, dpos);
     cu_launch(c, "moe route", route_kernel, dim3(a->T), dim3(256), (size_t)a->E * 2 * sizeof(float), *a);
-    unsigned pairs = (unsigned)(a->T * a->K + a->T);
-    cu_launch(c, "moe up", expert_up_kernel, dim3(dim3(cu_blocks(a->I, 8), pairs)), dim3(256), 0, *a);
-    cu_launch(c, "moe down", expert_down_kernel, dim3(dim3(cu_blocks(a->D, 8), pairs)), dim3(256), 0, *a);
+    if (a->T > 1)
+        cu_launch(c, "moe group", group_kernel, dim3(1), dim3(256), (size_t)a->E * 2 * sizeof(int), *a);
+    unsigned groups = (unsigned)a->gmax;
+    dim3 up(cu_blocks(a->I, 8), groups), down(cu_blocks(a->D, 8), groups);
+    if (a->T == 1) {
+        cu_launch(c, "moe up", expert_up_kernel<1>, up, dim3(256), 0, *a);
+        cu_launch(c, "moe down", expert_down_kernel<1>, down, dim3(256), 0, *a);
+    } else { /* 4 tokens per pass of a weight row; larger groups take it again (from L2) */
+        cu_launch(c, "moe up", expert_up_kernel<4>, up, dim3(256), 0, *a);
+        cu_launch(c, "moe down", expert_down_kernel<4>, down, dim3(256), 0, *a);
+    }
     cu_launch(c, "moe combine", combine_kernel, dim3(cu_blocks((int64_t)a->T * a->D, 256)), dim3(256), 0, *a);
 }
 
@@ -288,6 +524,10 @@ void cu_moe(dsv4_backend *b, const float *x, const int32_t *tok, int T, int D, c
         backend_fail(b, DSV4_ERR_UNSUPPORTED, "CUDA MoE: n_active must be 1..32");
         return;
     }
+    if (p->sh_w1->dtype != p->sh_w3->dtype) {
+        backend_fail(b, DSV4_ERR_UNSUPPORTED, "CUDA MoE: the shared expert's w1 and w3 must share one dtype");
+        return;
+    }
     const cu_expert_tab *tab = expert_table(c, p);
     if (!tab) return;
     moe_args a;
@@ -314,10 +554,13 @@ void cu_moe(dsv4_backend *b, const float *x, const int32_t *tok, int T, int D, c
     a.err = c->err_dev;
     a.layer = b->cur_layer;
     size_t t = (size_t)(T > 0 ? T : 1), pairs = t * (size_t)K + t;
-    size_t o_lg = 0, o_wt = o_lg + al(t * E * 4), o_sel = o_wt + al(t * K * 4), o_ord = o_sel + al(t * K * 4),
+    a.gmax = T == 1 ? K + 1 : (int)((size_t)E < t * K ? (size_t)E : t * K) + 1; /* see group_at */
+    size_t o_grp = 0, o_lg = o_grp + al(((size_t)a.gmax * 2 + 2 + pairs) * 4), o_wt = o_lg + al(t * E * 4),
+           o_sel = o_wt + al(t * K * 4), o_ord = o_sel + al(t * K * 4),
            o_h = o_ord + al(t * K * 4), o_y = o_h + al(pairs * I * 4), total = o_y + al(pairs * D * 4);
     char *ws = (char *)cu_ws(c, WS_MOE, total);
     if (!ws) return;
+    a.grp = (int32_t *)(ws + o_grp);
     a.logits = (float *)(ws + o_lg);
     a.wt = (float *)(ws + o_wt);
     a.sel = (int32_t *)(ws + o_sel);

@@ -79,6 +79,10 @@ static void p_moe(dsv4_backend *b, const float *x, const int32_t *tok, int T, in
                   float *out)
 { TIMED(b, P_MOE, INNER(b)->ops->moe(INNER(b), x, tok, T, D, p, out)); }
 
+static void p_matmul_grouped(dsv4_backend *b, const float *x, int64_t ldx, int T, const dsv4_mat *W, int groups,
+                             float *y, int64_t ldy)
+{ TIMED(b, P_MATMUL, INNER(b)->ops->matmul_grouped(INNER(b), x, ldx, T, W, groups, y, ldy)); }
+
 static void *p_alloc(dsv4_backend *b, size_t n) { return INNER(b)->ops->alloc(INNER(b), n); }
 static void p_free(dsv4_backend *b, void *p) { INNER(b)->ops->free(INNER(b), p); }
 static void p_upload(dsv4_backend *b, void *d, const void *s, size_t n) { INNER(b)->ops->upload(INNER(b), d, s, n); }
@@ -101,6 +105,7 @@ dsv4_backend *profile_wrap(dsv4_backend *inner)
         .matmul = p_matmul, .rmsnorm = p_rmsnorm, .rope = p_rope, .embed = p_embed, .hc_pre = p_hc_pre,
         .hc_post = p_hc_post, .hc_head = p_hc_head, .ring_store = p_ring, .compress = p_compress,
         .indexer = p_indexer, .attention = p_attention, .moe = p_moe,
+        .matmul_grouped = inner->ops->matmul_grouped ? p_matmul_grouped : NULL,
     };
     b->name = inner->name;
     b->ops = &pi->ops;
