@@ -81,10 +81,19 @@ static void check_fixture(const char *dir)
         }
         CHECKF(maxd <= tol, "%s chunk %d: max |logit - oracle| = %g > %g", dir, chunks[ci], maxd, tol);
         CHECKF(bad_argmax == 0, "%s chunk %d: %d positions with a different argmax", dir, chunks[ci], bad_argmax);
-        /* chunking never changes a single bit */
-        if (ci == 0) memcpy(first, got, (size_t)n * V * sizeof *got);
-        else CHECKF(!memcmp(first, got, (size_t)n * V * sizeof *got), "%s: chunk %d differs bitwise from all-at-once",
-                    dir, chunks[ci]);
+        /* On the CPU chunking never changes a single bit. On CUDA, chunks of
+         * more than 8 rows go through cuBLAS and smaller ones through the
+         * GEMV kernel, which sum in different orders: equal within 1e-5. */
+        if (ci == 0) {
+            memcpy(first, got, (size_t)n * V * sizeof *got);
+        } else if (!strcmp(opt.device, "cpu")) {
+            CHECKF(!memcmp(first, got, (size_t)n * V * sizeof *got), "%s: chunk %d differs bitwise from all-at-once",
+                   dir, chunks[ci]);
+        } else {
+            double dc = 0;
+            for (size_t i = 0; i < (size_t)n * V; i++) dc = fmax(dc, fabs((double)first[i] - got[i]));
+            CHECKF(dc <= 1e-5, "%s: chunk %d differs from all-at-once by %g", dir, chunks[ci], dc);
+        }
         printf("  %s chunk %d: max |diff| %.2e over %d x %d logits\n", dir, chunks[ci], maxd, n, V);
         dsv4_session_free(s);
     }
