@@ -95,23 +95,11 @@ int cu_check(cu_impl *c, cudaError_t e, const char *what)
     return 1;
 }
 
-static int grow(void **p, int *cap, int need, size_t elem)
-{
-    if (need <= *cap) return 1;
-    int n = *cap ? *cap : 64;
-    while (n < need) n *= 2;
-    void *q = realloc(*p, (size_t)n * elem);
-    if (!q) return 0;
-    *p = q;
-    *cap = n;
-    return 1;
-}
-
 /* ---- profiler ---- */
 
 static void prof_begin(cu_impl *c, int kind)
 {
-    if (!grow((void **)&c->ev, &c->cap_ev, c->n_ev + 1, sizeof *c->ev)) return;
+    if (!cu_grow((void **)&c->ev, &c->cap_ev, c->n_ev + 1, sizeof *c->ev)) return;
     cu_prof_ev *e = &c->ev[c->n_ev];
     if (cudaEventCreate(&e->a) != cudaSuccess) return;
     if (cudaEventCreate(&e->b) != cudaSuccess) { cudaEventDestroy(e->a); return; }
@@ -180,7 +168,7 @@ static void run_now(cu_impl *c, int kind, const void *args, const int64_t *dpos)
 static int record_push(cu_impl *c, int kind, const void *args, int size, size_t extra)
 {
     size_t need = ((c->arg_used + 8 + 15) & ~(size_t)15) + extra;
-    if (size > CU_REC_ARGS || need > c->arg_cap || !grow((void **)&c->rec, &c->cap_rec, c->n_rec + 1, sizeof *c->rec))
+    if (size > CU_REC_ARGS || need > c->arg_cap || !cu_grow((void **)&c->rec, &c->cap_rec, c->n_rec + 1, sizeof *c->rec))
         return 0;
     cu_record *r = &c->rec[c->n_rec++];
     memset(r, 0, sizeof *r);
@@ -353,7 +341,7 @@ int cu_record_download(cu_impl *c, void *dst, const void *src, size_t bytes)
         c->stage_cap = cap;
         for (int i = 0; i < CU_GRAPH_CACHE; i++) graph_drop(&c->graphs[i]);
     }
-    if (!grow((void **)&c->dl, &c->cap_dl, c->n_dl + 1, sizeof *c->dl)) return 0;
+    if (!cu_grow((void **)&c->dl, &c->cap_dl, c->n_dl + 1, sizeof *c->dl)) return 0;
     dl_args d = {0, src, bytes, off};
     if (!record_push(c, K_DOWNLOAD, &d, sizeof d, 0)) return 0;
     c->dl[c->n_dl++] = (cu_pending_dl){dst, off, bytes};
@@ -402,7 +390,7 @@ void *cu_ws(cu_impl *c, int slot, size_t bytes)
     void *p = NULL;
     if (cu_check(c, cudaMalloc(&p, cap), "workspace allocation")) return NULL;
     if (c->ws[slot]) {
-        if (grow((void **)&c->deferred, &c->cap_deferred, c->n_deferred + 1, sizeof *c->deferred))
+        if (cu_grow((void **)&c->deferred, &c->cap_deferred, c->n_deferred + 1, sizeof *c->deferred))
             c->deferred[c->n_deferred++] = c->ws[slot];
     }
     c->ws[slot] = p;

@@ -234,6 +234,37 @@ __device__ __forceinline__ void cu_fault(int *err, int code, int row, int layer)
     ((volatile int *)err)[0] = code;
 }
 
+/* 8 bf16 or f16 weights from one 16-byte load, as floats. */
+__device__ __forceinline__ void cu_unpack8(int dt, uint4 u, float *f)
+{
+    uint32_t q[4] = {u.x, u.y, u.z, u.w};
+#pragma unroll
+    for (int j = 0; j < 4; j++) {
+        if (dt == DT_BF16) {
+            f[2 * j] = __uint_as_float(q[j] << 16);
+            f[2 * j + 1] = __uint_as_float(q[j] & 0xffff0000u);
+        } else {
+            float2 ff = __half22float2(*(const __half2 *)&q[j]);
+            f[2 * j] = ff.x;
+            f[2 * j + 1] = ff.y;
+        }
+    }
+}
+
+/* Host: grow a malloc'd array to hold `need` elements (doubling); 0 when out
+ * of memory, the array then unchanged. */
+static inline int cu_grow(void **p, int *cap, int need, size_t elem)
+{
+    if (need <= *cap) return 1;
+    int n = *cap ? *cap : 64;
+    while (n < need) n *= 2;
+    void *q = realloc(*p, (size_t)n * elem);
+    if (!q) return 0;
+    *p = q;
+    *cap = n;
+    return 1;
+}
+
 /* One lane's share of a dot product of a weight row (dtype dt, n values)
  * with an fp32 vector; the caller sums the lanes with cu_warp_sum. The order
  * depends only on n and the alignment, so results are batch invariant. */
@@ -249,19 +280,7 @@ __device__ __forceinline__ float cu_lane_dot(int dt, const void *w, int64_t n, c
             const float4 *xv = (const float4 *)(x + c * 8);
             float4 a = xv[0], b = xv[1];
             float f[8];
-            uint32_t q[4] = {u.x, u.y, u.z, u.w};
-#pragma unroll
-            for (int j = 0; j < 4; j++) {
-                if (dt == DT_BF16) {
-                    f[2 * j] = __uint_as_float(q[j] << 16);
-                    f[2 * j + 1] = __uint_as_float(q[j] & 0xffff0000u);
-                } else {
-                    __half2 h = *(const __half2 *)&q[j];
-                    float2 ff = __half22float2(h);
-                    f[2 * j] = ff.x;
-                    f[2 * j + 1] = ff.y;
-                }
-            }
+            cu_unpack8(dt, u, f);
             acc = fmaf(f[0], a.x, acc); acc = fmaf(f[1], a.y, acc);
             acc = fmaf(f[2], a.z, acc); acc = fmaf(f[3], a.w, acc);
             acc = fmaf(f[4], b.x, acc); acc = fmaf(f[5], b.y, acc);

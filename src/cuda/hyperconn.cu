@@ -40,18 +40,7 @@ __global__ void __launch_bounds__(1024) hc_mix_kernel(const float *X, int64_t n,
                 float4 a = ((const float4 *)v)[2 * c], b = ((const float4 *)v)[2 * c + 1];
                 xv[0] = a.x; xv[1] = a.y; xv[2] = a.z; xv[3] = a.w; xv[4] = b.x; xv[5] = b.y; xv[6] = b.z; xv[7] = b.w;
                 uint4 u = __ldg((const uint4 *)w + c);
-                uint32_t q[4] = {u.x, u.y, u.z, u.w};
-#pragma unroll
-                for (int j = 0; j < 4; j++) {
-                    if (fn.dtype == DT_BF16) {
-                        f[2 * j] = __uint_as_float(q[j] << 16);
-                        f[2 * j + 1] = __uint_as_float(q[j] & 0xffff0000u);
-                    } else {
-                        float2 ff = __half22float2(*(const __half2 *)&q[j]);
-                        f[2 * j] = ff.x;
-                        f[2 * j + 1] = ff.y;
-                    }
-                }
+                cu_unpack8(fn.dtype, u, f);
             } else {
                 float4 a = ((const float4 *)v)[c], u = __ldg((const float4 *)w + c);
                 xv[0] = a.x; xv[1] = a.y; xv[2] = a.z; xv[3] = a.w;

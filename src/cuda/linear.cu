@@ -12,22 +12,6 @@
 
 #define CONV_BYTES ((size_t)64 << 20)
 
-__device__ __forceinline__ void unpack8(int dt, uint4 u, float *f)
-{
-    uint32_t q[4] = {u.x, u.y, u.z, u.w};
-#pragma unroll
-    for (int j = 0; j < 4; j++) {
-        if (dt == DT_BF16) {
-            f[2 * j] = __uint_as_float(q[j] << 16);
-            f[2 * j + 1] = __uint_as_float(q[j] & 0xffff0000u);
-        } else {
-            float2 ff = __half22float2(*(const __half2 *)&q[j]);
-            f[2 * j] = ff.x;
-            f[2 * j + 1] = ff.y;
-        }
-    }
-}
-
 /* KS warps (a power of two up to 8) share RW weight rows, computed against
  * NT token rows: warp split sp takes the 16-byte chunks sp, sp+KS, ... of a
  * row, lane-strided; the KS partial sums are added in split order. The
@@ -62,7 +46,7 @@ __global__ void __launch_bounds__(256) gemv_kernel(const float *x, int64_t ldx, 
         for (int64_t c = lane + 32 * sp; c < n / 8; c += lanes) {
             float f[RW][8];
 #pragma unroll
-            for (int r = 0; r < RW; r++) unpack8(dt, __ldg((const uint4 *)wr[r] + c), f[r]);
+            for (int r = 0; r < RW; r++) cu_unpack8(dt, __ldg((const uint4 *)wr[r] + c), f[r]);
 #pragma unroll
             for (int t = 0; t < NT; t++) {
                 const float4 *xv = (const float4 *)(x + t * ldx + c * 8);

@@ -14,25 +14,13 @@
 #define ARENA_CHUNK ((size_t)256 << 20)
 #define ARENA_BIG ((size_t)64 << 20)
 
-static int grow(void **p, int *cap, int need, size_t elem)
-{
-    if (need <= *cap) return 1;
-    int n = *cap ? *cap : 64;
-    while (n < need) n *= 2;
-    void *q = realloc(*p, (size_t)n * elem);
-    if (!q) return 0;
-    *p = q;
-    *cap = n;
-    return 1;
-}
-
 void *cu_alloc(dsv4_backend *b, size_t bytes)
 {
     cu_impl *c = cu_of(b);
     cu_flush(c);
     size_t sz = (bytes + 255) & ~(size_t)255;
     if (!sz) sz = 256;
-    if (!grow((void **)&c->live, &c->cap_live, c->n_live + 1, sizeof *c->live)) return NULL;
+    if (!cu_grow((void **)&c->live, &c->cap_live, c->n_live + 1, sizeof *c->live)) return NULL;
     void *p = NULL;
     for (int i = c->n_cache - 1; i >= 0; i--)
         if (c->cache[i].bytes == sz) {
@@ -58,7 +46,7 @@ void cu_free(dsv4_backend *b, void *p)
         if (c->live[i].p == p) {
             cu_block blk = c->live[i];
             c->live[i] = c->live[--c->n_live];
-            if (grow((void **)&c->cache, &c->cap_cache, c->n_cache + 1, sizeof *c->cache)) c->cache[c->n_cache++] = blk;
+            if (cu_grow((void **)&c->cache, &c->cap_cache, c->n_cache + 1, sizeof *c->cache)) c->cache[c->n_cache++] = blk;
             else {
                 cudaStreamSynchronize(c->stream);
                 cudaFree(p);
@@ -147,7 +135,7 @@ static int wmap_insert(cu_impl *c, const void *host, size_t bytes, void *dev)
 static void *weight_alloc(cu_impl *c, size_t bytes)
 {
     size_t sz = (bytes + 255) & ~(size_t)255;
-    if (!grow((void **)&c->chunks, &c->cap_chunks, c->n_chunks + 1, sizeof *c->chunks)) return NULL;
+    if (!cu_grow((void **)&c->chunks, &c->cap_chunks, c->n_chunks + 1, sizeof *c->chunks)) return NULL;
     void *p = NULL;
     if (sz >= ARENA_BIG) {
         if (cudaMalloc(&p, sz) != cudaSuccess) { cudaGetLastError(); return NULL; }
