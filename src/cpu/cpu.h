@@ -8,11 +8,7 @@ typedef struct {
     dsv4_pool *pool;
     float **row;      /* per-thread scratch of row_cap floats (one weight row) */
     int64_t row_cap;  /* the widest weight row of the model */
-    int fail_alloc_in; /* tests: > 0 makes the n-th next alloc fail */
 } cpu_impl;
-
-/* Tests: make the n-th next backend allocation fail (0: never). */
-void cpu_backend_inject_alloc_failure(dsv4_backend *b, int n);
 
 static inline dsv4_pool *cpu_pool(dsv4_backend *b) { return ((cpu_impl *)b->impl)->pool; }
 static inline float *cpu_scratch_row(dsv4_backend *b, int tid) { return ((cpu_impl *)b->impl)->row[tid]; }

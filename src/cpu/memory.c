@@ -9,12 +9,9 @@
 
 void *cpu_alloc(dsv4_backend *b, size_t bytes)
 {
-    cpu_impl *c = b->impl;
-    if (c->fail_alloc_in > 0 && --c->fail_alloc_in == 0) return NULL;
+    if (backend_alloc_injected_failure(b)) return NULL;
     return calloc(1, bytes ? bytes : 1);
 }
-
-void cpu_backend_inject_alloc_failure(dsv4_backend *b, int n) { ((cpu_impl *)b->impl)->fail_alloc_in = n; }
 
 void cpu_free(dsv4_backend *b, void *p) { (void)b; free(p); }
 

@@ -16,6 +16,7 @@
 
 void *cu_alloc(dsv4_backend *b, size_t bytes)
 {
+    if (backend_alloc_injected_failure(b)) return NULL;
     cu_impl *c = cu_of(b);
     cu_flush(c);
     size_t sz = (bytes + 255) & ~(size_t)255;

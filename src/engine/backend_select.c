@@ -27,6 +27,8 @@ void backend_fail_row(dsv4_backend *b, dsv4_status st, int row, const char *msg)
 
 void backend_fail(dsv4_backend *b, dsv4_status st, const char *msg) { backend_fail_row(b, st, -1, msg); }
 
+void backend_inject_alloc_failure(dsv4_backend *b, int n) { b->fail_alloc_in = n; }
+
 void backend_clear_error(dsv4_backend *b)
 {
     b->sticky = DSV4_OK;

@@ -161,6 +161,7 @@ struct dsv4_backend {
     int sticky_layer;       /* cur_layer when it happened (-1: outside the layers) */
     int sticky_row;         /* activation row it concerns, -1 if none */
     char sticky_msg[256];
+    int fail_alloc_in;      /* tests: > 0 makes the n-th next alloc return NULL */
 };
 
 /* Records the first failure of an op (thread-safe: the first one wins);
@@ -168,6 +169,13 @@ struct dsv4_backend {
 void backend_fail(dsv4_backend *b, dsv4_status st, const char *msg);
 void backend_fail_row(dsv4_backend *b, dsv4_status st, int row, const char *msg);
 void backend_clear_error(dsv4_backend *b);
+/* Tests: make the n-th next alloc of b fail (0: never). Backends call
+ * backend_alloc_injected_failure at the top of alloc. */
+void backend_inject_alloc_failure(dsv4_backend *b, int n);
+static inline int backend_alloc_injected_failure(dsv4_backend *b)
+{
+    return b->fail_alloc_in > 0 && --b->fail_alloc_in == 0;
+}
 
 /* The CPU reference backend. max_row: widest weight row the model has. */
 dsv4_backend *cpu_backend_new(int n_threads, int64_t max_row);
