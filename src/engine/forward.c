@@ -127,14 +127,8 @@ static void attention_block(dsv4_model *m, int l, const fwd_lane *lanes, int n_l
      * low-rank output projection (block-diagonal wo_a, then wo_b) */
     for (int i = 0; i < n_lanes; i++)
         op->rope(b, sc->o + (int64_t)lanes[i].row0 * H * hd, lanes[i].T, H, hd, rd, lanes[i].s->pos, 1, freq, 1);
-    int64_t G = (int64_t)H * hd / c->o_groups, zw = (int64_t)c->o_groups * c->o_lora;
-    if (op->matmul_grouped)
-        op->matmul_grouped(b, sc->o, (int64_t)H * hd, rows, &w->wo_a, c->o_groups, sc->z, zw);
-    else
-        for (int g = 0; g < c->o_groups; g++) {
-            dsv4_mat wa = mat_rows(&w->wo_a, (int64_t)g * c->o_lora, c->o_lora);
-            op->matmul(b, sc->o + g * G, (int64_t)H * hd, rows, &wa, sc->z + (int64_t)g * c->o_lora, zw);
-        }
+    int64_t zw = (int64_t)c->o_groups * c->o_lora;
+    op->matmul_grouped(b, sc->o, (int64_t)H * hd, rows, &w->wo_a, c->o_groups, sc->z, zw);
     op->matmul(b, sc->z, zw, rows, &w->wo_b, sc->a, D);
     op->hc_post(b, sc->X, rows, c->hc_mult, D, sc->a, sc->post, sc->comb);
 }

@@ -105,7 +105,7 @@ dsv4_backend *profile_wrap(dsv4_backend *inner)
         .matmul = p_matmul, .rmsnorm = p_rmsnorm, .rope = p_rope, .embed = p_embed, .hc_pre = p_hc_pre,
         .hc_post = p_hc_post, .hc_head = p_hc_head, .ring_store = p_ring, .compress = p_compress,
         .indexer = p_indexer, .attention = p_attention, .moe = p_moe,
-        .matmul_grouped = inner->ops->matmul_grouped ? p_matmul_grouped : NULL,
+        .matmul_grouped = p_matmul_grouped,
     };
     b->name = inner->name;
     b->ops = &pi->ops;

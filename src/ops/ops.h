@@ -133,15 +133,16 @@ typedef struct {
     void (*moe)(dsv4_backend *b, const float *x, const int32_t *tok, int T, int D,
                 const dsv4_moe_params *p, float *out);
 
-    /* --- optional hooks (NULL: the backend has none).
-     * Block-diagonal matmul: row block g (W.rows / groups rows) of W applies
-     * to column block g (W.cols values) of x: y[t, g·R + r] = W[g·R + r] ·
-     * x[t, g·W.cols ...], in one pass; the forward pass runs `groups`
-     * matmuls instead when NULL. Batch invariant like matmul (a row's
-     * arithmetic depends on the shapes, not on T). */
+    /* Block-diagonal matmul (the grouped output projection wo_a): row block
+     * g (W.rows / groups rows) of W applies to column block g (W.cols
+     * values) of x: y[t, g·R + r] = W[g·R + r] · x[t, g·W.cols ...], in one
+     * pass. Batch invariant like matmul (a row's arithmetic depends on the
+     * shapes, not on T). */
     void (*matmul_grouped)(dsv4_backend *b, const float *x, int64_t ldx, int T, const dsv4_mat *W, int groups,
                            float *y, int64_t ldy);
-    /* forward_step brackets its ops with step_begin(rows) .. step_end; a
+
+    /* --- optional hooks (NULL: the backend has none).
+     * forward_step brackets its ops with step_begin(rows) .. step_end; a
      * backend may record them and run the step as one unit (CUDA graph).
      * Data reaches host buffers given to download only after sync. */
     void (*step_begin)(dsv4_backend *b, int rows);
