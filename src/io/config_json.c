@@ -452,7 +452,7 @@ static dsv4_status parse_rope_obj(const cfg_src *s, int is_nested, double theta,
     if (is_nested && (v = field(s->root, "partial_rotary_factor"))) {
         double f = 0;
         if ((st = to_num(s, "partial_rotary_factor", v, 1, &f))) return st;
-        if ((int)(c->head_dim * f) != c->rope_dim)
+        if (f > 1 || (int)(c->head_dim * f) != c->rope_dim)
             return bad_key(s, "partial_rotary_factor", "disagrees with the rope dimension");
     }
     if (!out->yarn) return DSV4_OK;

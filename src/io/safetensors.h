@@ -16,7 +16,8 @@ typedef struct {
     dsv4_dtype dtype;
     int ndim;
     int64_t shape[ST_MAX_DIMS];
-    const void *data;          /* into the mmapped file */
+    const void *data;          /* into the mmapped file; aligned only as far as
+                                  the file's offsets make it (not checked) */
     uint64_t nbytes;
     int shard;                 /* index of the file it lives in */
 } st_tensor;
@@ -27,8 +28,10 @@ typedef struct st_archive st_archive;
  * shapes, data_offsets inside the data area, non-overlapping, nbytes equal to
  * the product of the shape times the dtype size. */
 dsv4_status st_open_file(const char *path, st_archive **out);
-/* Open DIR: model.safetensors, or model.safetensors.index.json and its shards
- * (every shard must exist; every tensor of the index must be in its shard). */
+/* Open DIR: model.safetensors.index.json and its shards (every shard must
+ * exist; every tensor of the index must be in the shard it names); else
+ * model.safetensors; else every *.safetensors in name order. Tensor names are
+ * unique across the whole archive. */
 dsv4_status st_open_dir(const char *dir, st_archive **out);
 /* Parse a header from memory (no mapping); for tests and the fuzzer.
  * `buf` is the whole file image. */

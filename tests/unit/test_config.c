@@ -323,6 +323,8 @@ static const bad_case k_bad[] = {
      DSV4_ERR_CONFIG, "rope_parameters.main.rope_theta"},
     {"{\"rope_parameters\":{\"main\":{\"partial_rotary_factor\":0.5},\"compress\":{}}}",
      DSV4_ERR_CONFIG, "rope_parameters.main.partial_rotary_factor"},
+    {"{\"rope_parameters\":{\"main\":{\"partial_rotary_factor\":1e300},\"compress\":{}}}",
+     DSV4_ERR_CONFIG, "rope_parameters.main.partial_rotary_factor"},
     /* weight formats */
     {"{\"quantization_config\":{\"quant_method\":\"gptq\"}}", DSV4_ERR_UNSUPPORTED,
      "quantization_config.quant_method"},
