@@ -76,6 +76,19 @@ static void undo_free(dsv4_backend *b, undo_log *u)
     free(u->r);
 }
 
+/* The plan of a one-token step at position pos, per layer (pure: position
+ * and config only). It writes the ring row of position pos - window (already
+ * outside the window), the open-window row pos % ratio (it held a closed
+ * window's row), and, when pos closes window w = pos / ratio, entry w (past
+ * the published count, becoming visible with the new pos) — all dead state.
+ * The one live overwrite: closing a CSA window replaces the series-A rows,
+ * which the undo log saves first. */
+static int replaces_series_a(const dsv4_config *c, int l, int64_t pos)
+{
+    int r = config_ratio(c, l);
+    return c->attn_kind[l] == ATTN_CSA && pos % r == r - 1;
+}
+
 static dsv4_status check_lanes(dsv4_model *m, dsv4_session *const *ss, const int32_t *tok, int n)
 {
     if (!m || !ss || !tok || n < 1 || n > DSV4_MAX_LANES)
@@ -113,8 +126,8 @@ dsv4_status dsv4_decode_batch(dsv4_model *m, dsv4_session *const *sessions, cons
         lanes[i] = (fwd_lane){s, 1, i};
         st = session_reserve(s, s->pos + 1);
         for (int l = 0; l < c->n_layers && !st; l++) {
+            if (!replaces_series_a(c, l, s->pos)) continue;
             int r = config_ratio(c, l);
-            if (c->attn_kind[l] != ATTN_CSA || s->pos % r != r - 1) continue;
             st = undo_save(b, &undo, &s->L[l].comp, r, c->head_dim);
             if (!st) st = undo_save(b, &undo, &s->L[l].idx, r, c->idx_head_dim);
         }
