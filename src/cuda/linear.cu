@@ -197,7 +197,9 @@ void cu_exec_matmul(cu_impl *c, const void *args, const int64_t *dpos)
     }
 }
 
-void cu_matmul(dsv4_backend *b, const float *x, int64_t ldx, int T, const dsv4_mat *W, float *y, int64_t ldy)
+/* grp_rows = 0: a plain matmul; otherwise rows per block of the grouped one. */
+static void submit_matmul(dsv4_backend *b, const float *x, int64_t ldx, int T, const dsv4_mat *W, int64_t grp_rows,
+                          float *y, int64_t ldy)
 {
     cu_impl *c = cu_of(b);
     cu_matmul_args a;
@@ -208,23 +210,18 @@ void cu_matmul(dsv4_backend *b, const float *x, int64_t ldx, int T, const dsv4_m
     a.W = *W;
     a.y = y;
     a.ldy = ldy;
+    a.grp_rows = grp_rows;
     cu_matmul_prepare(c, &a);
     cu_submit(c, K_MATMUL, &a, sizeof a);
+}
+
+void cu_matmul(dsv4_backend *b, const float *x, int64_t ldx, int T, const dsv4_mat *W, float *y, int64_t ldy)
+{
+    submit_matmul(b, x, ldx, T, W, 0, y, ldy);
 }
 
 void cu_matmul_grouped(dsv4_backend *b, const float *x, int64_t ldx, int T, const dsv4_mat *W, int groups, float *y,
                        int64_t ldy)
 {
-    cu_impl *c = cu_of(b);
-    cu_matmul_args a;
-    memset(&a, 0, sizeof a);
-    a.x = x;
-    a.ldx = ldx;
-    a.T = T;
-    a.W = *W;
-    a.y = y;
-    a.ldy = ldy;
-    a.grp_rows = W->rows / groups;
-    cu_matmul_prepare(c, &a);
-    cu_submit(c, K_MATMUL, &a, sizeof a);
+    submit_matmul(b, x, ldx, T, W, W->rows / groups, y, ldy);
 }
