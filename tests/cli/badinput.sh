@@ -11,22 +11,8 @@ ST=model.safetensors
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 
-# case NAME EXPECTED_SUBSTRING -- command...
-case_() {
-    local name=$1 want=$2; shift 3
-    local err rc
-    err=$("$@" 2>&1 >/dev/null); rc=$?
-    local lines
-    lines=$(printf '%s\n' "$err" | grep -c .)
-    if [ $rc -eq 0 ]; then echo "FAIL badinput_$name: exit status 0"; return; fi
-    if [ $rc -ge 128 ]; then echo "FAIL badinput_$name: killed by signal (status $rc)"; return; fi
-    if printf '%s' "$err" | grep -q -E 'AddressSanitizer|runtime error|LeakSanitizer'; then
-        echo "FAIL badinput_$name: sanitizer report: $(printf '%s' "$err" | head -3)"; return; fi
-    if ! printf '%s' "$err" | grep -q -- "$want"; then
-        echo "FAIL badinput_$name: message lacks '$want': $err"; return; fi
-    if [ "$lines" -ne 1 ]; then echo "FAIL badinput_$name: $lines lines of error output: $err"; return; fi
-    echo "PASS badinput_$name"
-}
+CASE_PREFIX=badinput_
+. tests/expect_error.sh
 
 # copy FIXTURE NAME -> $tmp/NAME (symlinks for big files we do not edit)
 mk() { rm -rf "$tmp/$2"; mkdir -p "$tmp/$2"; cp "$1"/* "$tmp/$2/"; }

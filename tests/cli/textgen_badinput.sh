@@ -10,21 +10,8 @@ FX=tests/fixtures/tiny-chat
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 
-# case NAME EXPECTED_SUBSTRING -- command...
-case_() {
-    local name=$1 want=$2; shift 3
-    local err rc lines
-    err=$("$@" 2>&1 >/dev/null); rc=$?
-    lines=$(printf '%s\n' "$err" | grep -c .)
-    if [ $rc -eq 0 ]; then echo "FAIL textbad_$name: exit status 0"; return; fi
-    if [ $rc -ge 128 ]; then echo "FAIL textbad_$name: killed by signal (status $rc)"; return; fi
-    if printf '%s' "$err" | grep -q -E 'AddressSanitizer|runtime error|LeakSanitizer'; then
-        echo "FAIL textbad_$name: sanitizer report: $(printf '%s' "$err" | head -3)"; return; fi
-    if ! printf '%s' "$err" | grep -q -- "$want"; then
-        echo "FAIL textbad_$name: message lacks '$want': $err"; return; fi
-    if [ "$lines" -ne 1 ]; then echo "FAIL textbad_$name: $lines lines of error output: $err"; return; fi
-    echo "PASS textbad_$name"
-}
+CASE_PREFIX=textbad_
+. tests/expect_error.sh
 gen() { "$BIN" generate --device cpu "$@" -n 4 --seed 1; }
 
 # copy the fixture to $tmp/NAME (to edit it)
