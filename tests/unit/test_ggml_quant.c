@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "base/ggml_quant.h"
+#include "base/wformat.h"
 #include "test.h"
 
 static uint8_t *g_buf;
@@ -57,11 +58,51 @@ static void test_type_facts(void)
     CHECK(strcmp(ggml_type_name(GGML_IQ2_S, buf), "IQ2_S") == 0);
 }
 
+/* The weight formats of GGUF: same block facts as ggml's table, and the
+ * row decoder over any column range equals the whole-block decoding. */
+static void test_wformat_rows(void)
+{
+    int seen = 0;
+    size_t off = 0;
+    while (g_buf && off + 8 <= g_len) {
+        uint32_t t, n;
+        memcpy(&t, g_buf + off, 4);
+        memcpy(&n, g_buf + off + 4, 4);
+        const ggml_type_info *ti = ggml_type_get(t);
+        size_t nb = (size_t)n * (size_t)ti->block_bytes, nv = (size_t)n * (size_t)ti->block_elems;
+        int f = wformat_of_ggml(t);
+        CHECKF(f >= 0, "no weight format for %s", ti->name);
+        if (f < 0) return;
+        const wformat_facts *wf = wformat_info((dsv4_wformat)f);
+        CHECKF(wf->block_elems == ti->block_elems && wf->block_bytes == ti->block_bytes && wf->cpu_decode,
+               "%s: format facts differ from ggml's", ti->name);
+        /* the vectors as a matrix of 3 rows (n divisible by 3 for the quant types) */
+        int64_t rows = n % 3 == 0 ? 3 : 1, cols = (int64_t)nv / rows;
+        dsv4_mat m = {.dtype = DT_U8, .rows = rows, .cols = cols, .data = g_buf + off + 8, .fmt = (dsv4_wformat)f};
+        const uint8_t *want = g_buf + off + 8 + nb;
+        float *row = malloc((size_t)cols * sizeof *row);
+        int64_t ranges[][2] = {{0, cols}, {1, cols - 1}, {cols / 2 - 3, 7}, {cols - 1, 1}, {5, 300 < cols - 5 ? 300 : cols - 5}};
+        for (int64_t r = 0; r < rows; r++)
+            for (size_t k = 0; k < sizeof ranges / sizeof ranges[0]; k++) {
+                wmat_decode_row(&m, r, ranges[k][0], ranges[k][1], row);
+                CHECKF(!memcmp(row, want + 4 * (size_t)(r * cols + ranges[k][0]), 4 * (size_t)ranges[k][1]),
+                       "%s row %lld cols %lld+%lld", ti->name, (long long)r, (long long)ranges[k][0],
+                       (long long)ranges[k][1]);
+            }
+        free(row);
+        off += 8 + nb + 4 * nv;
+        seen++;
+    }
+    CHECK(seen == 14);
+    CHECK(wformat_of_ggml(GGML_Q4_0) == -1 && wformat_of_ggml(GGML_MXFP4) == WF_MXFP4_GGUF);
+}
+
 int main(void)
 {
     g_buf = (uint8_t *)test_read_file("tests/data/ggml_quant_vectors.bin", &g_len);
     RUN(test_vectors_bitwise);
     RUN(test_type_facts);
+    RUN(test_wformat_rows);
     free(g_buf);
     printf("%d passed, %d failed\n", t_pass, t_fail);
     return t_fail != 0;
