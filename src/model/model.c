@@ -1,10 +1,13 @@
-/* dsv4_model_load: config.json + safetensors -> bound weights + backend. */
+/* dsv4_model_load: config.json + safetensors, or one GGUF file (or split
+ * set) -> bound weights + backend. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "base/error.h"
 #include "engine/session.h"
+#include "io/fileio.h"
+#include "model/config_gguf.h"
 #include "model/model.h"
 
 static int64_t max_row_width(const dsv4_config *c)
@@ -44,12 +47,27 @@ static dsv4_status model_finish(dsv4_model *m, const dsv4_load_options *opt, con
     return m->be->ops->sync(m->be);
 }
 
+static int is_gguf_path(const char *p)
+{
+    size_t n = strlen(p);
+    return n > 5 && !strcmp(p + n - 5, ".gguf") && io_is_file(p);
+}
+
 dsv4_status dsv4_model_load(const char *dir, const dsv4_load_options *opt, dsv4_model **out)
 {
     *out = NULL;
     dsv4_model *m = calloc(1, sizeof *m);
     if (!m) return dsv4_fail(DSV4_ERR_NOMEM, "out of memory");
-    dsv4_status st = config_load(dir, &m->cfg);
+    dsv4_status st;
+    if (is_gguf_path(dir)) {
+        st = gguf_open(dir, &m->gg);
+        if (!st) st = config_from_gguf(m->gg, &m->cfg);
+        if (!st) st = model_finish(m, opt, dir);
+        if (st) { dsv4_model_free(m); return st; }
+        *out = m;
+        return DSV4_OK;
+    }
+    st = config_load(dir, &m->cfg);
     if (!st) st = st_open_dir(dir, &m->st);
     char what[600];
     snprintf(what, sizeof what, "%s/config.json", dir);
@@ -84,6 +102,7 @@ void dsv4_model_free(dsv4_model *m)
         m->be->ops->destroy(m->be);
     }
     st_close(m->st);
+    gguf_close(m->gg);
     free(m->owned_image);
     free(m);
 }
@@ -120,5 +139,6 @@ void dsv4_model_memory(const dsv4_model *m, dsv4_memory_info *out)
     }
     out->fixed_bytes = fixed;
     out->bytes_per_token = per_tok;
-    out->weight_bytes = st_mapped_bytes(m->st);
+    tensor_source src = {m->st, m->gg};
+    out->weight_bytes = tsrc_mapped_bytes(&src);
 }

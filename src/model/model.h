@@ -3,7 +3,9 @@
 #ifndef DSV4_MODEL_MODEL_H
 #define DSV4_MODEL_MODEL_H
 #include "dsv4.h"
+#include "io/gguf.h"
 #include "io/safetensors.h"
+#include "io/tensor_source.h"
 #include "model/config.h"
 #include "ops/ops.h"
 
@@ -30,7 +32,8 @@ typedef struct {
 
 struct dsv4_model {
     dsv4_config cfg;
-    st_archive *st;
+    st_archive *st;       /* the checkpoint's tensors: a safetensors archive, */
+    gguf_file *gg;        /* or a GGUF file (exactly one is set) */
     dsv4_mat embed, head, norm, hc_head_fn, hc_head_base, hc_head_scale;
     dsv4_layer_w *layers;
     float *inv_freq_main, *inv_freq_compress; /* [rope_dim/2] each, backend memory */
