@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "base/error.h"
+#include "io/fileio.h"
 #include "model/config.h"
 #include "model/config_gguf.h"
 
@@ -261,4 +262,36 @@ dsv4_status config_from_gguf(const gguf_file *g, dsv4_config *out)
     if (c.n_active > c.n_experts) return bad(&s, ARCH ".expert_used_count", "exceeds expert_count");
     *out = c;
     return DSV4_OK;
+}
+
+/* A DeepSeek-V4 template (llama.cpp's deepseek-ai-DeepSeek-V4.jinja or the
+ * model's own) speaks the V4 chat format: the role markers, DSML tool calls
+ * and tool results in the user turn. */
+int gguf_chat_template_kind(const gguf_file *g)
+{
+    const gguf_kv *t = gguf_find_kv(g, "tokenizer.chat_template");
+    if (!t || t->type != GGUF_T_STRING) return CHAT_TEMPLATE_NONE;
+    static const char *const marks[] = {"<｜User｜>", "<｜Assistant｜>", "｜DSML｜", "tool_result", "</think>"};
+    for (size_t i = 0; i < sizeof marks / sizeof marks[0]; i++)
+        if (!memmem(t->strs[0].s, (size_t)t->strs[0].len, marks[i], strlen(marks[i]))) return CHAT_TEMPLATE_OTHER;
+    return CHAT_TEMPLATE_V4;
+}
+
+int model_path_is_gguf(const char *p)
+{
+    size_t n = strlen(p);
+    return n > 5 && !strcmp(p + n - 5, ".gguf") && io_is_file(p);
+}
+
+dsv4_status config_load_model(const char *path, dsv4_config *out, int *chat_template)
+{
+    if (chat_template) *chat_template = -1;
+    if (!model_path_is_gguf(path)) return config_load(path, out);
+    gguf_file *g;
+    dsv4_status st = gguf_open(path, &g);
+    if (st) return st;
+    st = config_from_gguf(g, out);
+    if (!st && chat_template) *chat_template = gguf_chat_template_kind(g);
+    gguf_close(g);
+    return st;
 }

@@ -6,7 +6,6 @@
 
 #include "base/error.h"
 #include "engine/session.h"
-#include "io/fileio.h"
 #include "model/config_gguf.h"
 #include "model/model.h"
 
@@ -47,19 +46,13 @@ static dsv4_status model_finish(dsv4_model *m, const dsv4_load_options *opt, con
     return m->be->ops->sync(m->be);
 }
 
-static int is_gguf_path(const char *p)
-{
-    size_t n = strlen(p);
-    return n > 5 && !strcmp(p + n - 5, ".gguf") && io_is_file(p);
-}
-
 dsv4_status dsv4_model_load(const char *dir, const dsv4_load_options *opt, dsv4_model **out)
 {
     *out = NULL;
     dsv4_model *m = calloc(1, sizeof *m);
     if (!m) return dsv4_fail(DSV4_ERR_NOMEM, "out of memory");
     dsv4_status st;
-    if (is_gguf_path(dir)) {
+    if (model_path_is_gguf(dir)) {
         st = gguf_open(dir, &m->gg);
         if (!st) st = config_from_gguf(m->gg, &m->cfg);
         if (!st) st = model_finish(m, opt, dir);

@@ -38,6 +38,8 @@ sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(HERE, "..", "gguf"))
 import make_fixture as mf  # noqa: E402
 from qblocks import random_blocks  # noqa: E402
+sys.path.insert(0, os.path.join(HERE, "..", "..", "tests", "tokenizer"))
+from tokenizer_to_gguf import tokenizer_kv  # noqa: E402
 
 # HF in-memory names -> GGUF names (llama.cpp deepseek4, see src/model/names_gguf.c).
 TOP = {
@@ -251,28 +253,9 @@ def write_gguf(path, cfg, tensors, tok_meta, split_tensors):
 
 
 def tokenizer_metadata(path, vocab_size):
-    """tokenizer.json (byte-level BPE) -> tokenizer.ggml.* as llama.cpp's converter writes it:
-    tokens by id (unused ids "[PADn]"), token types (1 normal, 3 control = special added,
-    4 user-defined = other added, 5 unused), merges "a b", model gpt2, pre deepseek-v3."""
+    """tokenizer.json -> tokenizer.ggml.* by llama.cpp's rules (tests/tokenizer/tokenizer_to_gguf.py)."""
     tj = json.load(open(path, encoding="utf-8"))
-    vocab = tj["model"]["vocab"]
-    added = {a["id"]: a for a in tj.get("added_tokens", [])}
-    toks, types = [], []
-    rev = {i: s for s, i in vocab.items()}
-    for i in range(vocab_size):
-        if i in added:
-            toks.append(added[i]["content"])
-            types.append(3 if added[i].get("special") else 4)
-        elif i in rev:
-            toks.append(rev[i])
-            types.append(1)
-        else:
-            toks.append(f"[PAD{i}]")
-            types.append(5)
-    merges = [m if isinstance(m, str) else " ".join(m) for m in tj["model"]["merges"]]
-    return {"tokenizer.ggml.model": ("string", "gpt2"), "tokenizer.ggml.pre": ("string", "deepseek-v3"),
-            "tokenizer.ggml.tokens": ("array", toks), "tokenizer.ggml.token_type": ("array", types),
-            "tokenizer.ggml.merges": ("array", merges)}
+    return {k: (kind, v) for k, kind, v in tokenizer_kv(tj, vocab_size)}
 
 
 def main(argv=None):
