@@ -7,6 +7,7 @@
 #include "base/error.h"
 #include "engine/session.h"
 #include "model/config_gguf.h"
+#include "model/memplan.h"
 #include "model/model.h"
 
 static int64_t max_row_width(const dsv4_config *c)
@@ -16,6 +17,25 @@ static int64_t max_row_width(const dsv4_config *c)
     int64_t mx = 1;
     for (size_t i = 0; i < sizeof w / sizeof w[0]; i++) if (w[i] > mx) mx = w[i];
     return mx;
+}
+
+/* A device backend must hold every bound weight plus one empty session
+ * (memplan, with the same reserve `dsv4 info` plans with); refuse before
+ * uploading anything when it cannot. */
+static dsv4_status check_fits(dsv4_model *m, const char *what)
+{
+    uint64_t fr, tot;
+    if (!m->be->ops->mem_info) return DSV4_OK;
+    dsv4_status st = m->be->ops->mem_info(m->be, &fr, &tot);
+    if (st) return st;
+    dsv4_memory_info mi;
+    dsv4_model_memory(m, &mi);
+    memplan p = {weights_bytes(m), mi.fixed_bytes, mi.bytes_per_token, fr, MODEL_DEVICE_RESERVE, m->cfg.max_pos};
+    if (memplan_sessions(&p, 0) >= 1) return DSV4_OK;
+    const double G = (double)(1u << 30);
+    return dsv4_fail(DSV4_ERR_NOMEM, "%s: does not fit the %s device: weights %.2f GiB + one session %.3f GiB + "
+                     "reserve %.2f GiB > %.2f GiB free (of %.2f GiB)", what, m->be->name, (double)p.weights / G,
+                     (double)p.fixed / G, (double)p.reserve / G, (double)fr / G, (double)tot / G);
 }
 
 /* Everything after the config and the tensor archive are in place. */
@@ -29,6 +49,7 @@ static dsv4_status model_finish(dsv4_model *m, const dsv4_load_options *opt, con
     if ((st = weights_bind(m))) return st;
     if (!(m->be = backend_create(opt ? opt->device : NULL, opt ? opt->n_threads : 0, max_row_width(c))))
         return DSV4_ERR_DEVICE;
+    if ((st = check_fits(m, what))) return st;
     if ((st = weights_adopt(m, opt ? opt->progress : NULL, opt ? opt->progress_user : NULL))) return st;
     size_t fbytes = (size_t)c->rope_dim / 2 * sizeof(float);
     float *host = malloc(2 * fbytes);
@@ -102,6 +123,13 @@ void dsv4_model_free(dsv4_model *m)
 
 int dsv4_model_vocab(const dsv4_model *m) { return m->cfg.vocab; }
 int dsv4_model_n_layers(const dsv4_model *m) { return m->cfg.n_layers; }
+
+int model_n_hash(const dsv4_model *m)
+{
+    int n = 0;
+    for (int l = 0; l < m->cfg.n_layers; l++) n += m->cfg.hash_layer[l];
+    return n;
+}
 const dsv4_config *dsv4_model_config(const dsv4_model *m) { return &m->cfg; }
 
 int dsv4_model_unknown_count(const dsv4_model *m) { return m->n_unknown; }

@@ -385,14 +385,13 @@ static dsv4_status adopt(adopter *a, dsv4_mat *w)
     return DSV4_OK;
 }
 
-dsv4_status weights_adopt(dsv4_model *m, dsv4_progress_fn progress, void *user)
+/* Calls fn on every bound weight view: the top-level ones, then layer by
+ * layer with the routed experts last (absent views included; fn skips them). */
+static dsv4_status each_weight(dsv4_model *m, dsv4_status (*fn)(void *ctx, dsv4_mat *w), void *ctx)
 {
-    dsv4_backend *b = m->be;
     const dsv4_config *cf = &m->cfg;
-    tensor_source src = {m->st, m->gg};
-    adopter ad = {b, progress, user, 0, tsrc_mapped_bytes(&src), 0};
     dsv4_mat *top[] = {&m->embed, &m->head, &m->norm, &m->hc_head_fn, &m->hc_head_base, &m->hc_head_scale};
-    for (size_t i = 0; i < sizeof top / sizeof top[0]; i++) TRY(adopt(&ad, top[i]));
+    for (size_t i = 0; i < sizeof top / sizeof top[0]; i++) TRY(fn(ctx, top[i]));
     for (int l = 0; l < cf->n_layers; l++) {
         dsv4_layer_w *w = &m->layers[l];
         dsv4_mat *mats[] = {&w->attn_norm, &w->ffn_norm, &w->hc_attn_fn, &w->hc_attn_base, &w->hc_attn_scale,
@@ -401,13 +400,40 @@ dsv4_status weights_adopt(dsv4_model *m, dsv4_progress_fn progress, void *user)
                             &w->comp.ape, &w->comp.norm, &w->idx_comp.wkv, &w->idx_comp.wgate, &w->idx_comp.ape,
                             &w->idx_comp.norm, &w->idx_wq_b, &w->idx_wproj, &w->gate, &w->gate_bias, &w->sh_w1,
                             &w->sh_w2, &w->sh_w3};
-        for (size_t i = 0; i < sizeof mats / sizeof mats[0]; i++) TRY(adopt(&ad, mats[i]));
+        for (size_t i = 0; i < sizeof mats / sizeof mats[0]; i++) TRY(fn(ctx, mats[i]));
         for (int e = 0; e < cf->n_experts; e++) {
-            TRY(adopt(&ad, &w->w1[e]));
-            TRY(adopt(&ad, &w->w2[e]));
-            TRY(adopt(&ad, &w->w3[e]));
+            TRY(fn(ctx, &w->w1[e]));
+            TRY(fn(ctx, &w->w2[e]));
+            TRY(fn(ctx, &w->w3[e]));
         }
-        if (w->tid2eid) {
+    }
+    return DSV4_OK;
+}
+
+static dsv4_status adopt_one(void *ctx, dsv4_mat *w) { return adopt(ctx, w); }
+
+static dsv4_status count_one(void *ctx, dsv4_mat *w)
+{
+    *(uint64_t *)ctx += wmat_bytes(w);
+    return DSV4_OK;
+}
+
+uint64_t weights_bytes(dsv4_model *m)
+{
+    uint64_t n = 0;
+    each_weight(m, count_one, &n);
+    return n + (uint64_t)m->cfg.vocab * (uint64_t)m->cfg.n_active * sizeof(int32_t) * (uint64_t)model_n_hash(m);
+}
+
+dsv4_status weights_adopt(dsv4_model *m, dsv4_progress_fn progress, void *user)
+{
+    dsv4_backend *b = m->be;
+    const dsv4_config *cf = &m->cfg;
+    adopter ad = {b, progress, user, 0, weights_bytes(m), 0};
+    TRY(each_weight(m, adopt_one, &ad));
+    for (int l = 0; l < cf->n_layers; l++) {
+        dsv4_layer_w *w = &m->layers[l];
+        if (w->tid2eid && !w->tid2eid_on_backend) {
             size_t bytes = (size_t)cf->vocab * (size_t)cf->n_active * sizeof(int32_t);
             int32_t *dev = b->ops->alloc(b, bytes);
             if (!dev) return dsv4_fail(DSV4_ERR_NOMEM, "out of memory for the tid2eid table of layer %d", l);
