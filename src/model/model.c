@@ -17,13 +17,10 @@ static int64_t max_row_width(const dsv4_config *c)
 }
 
 /* Everything after the config and the tensor archive are in place. */
-static dsv4_status model_finish(dsv4_model *m, const dsv4_load_options *opt, const char *what)
+static dsv4_status model_finish(dsv4_model *m, const dsv4_load_options *opt)
 {
     const dsv4_config *c = &m->cfg;
     dsv4_status st;
-    if (c->weight_format != WFMT_PLAIN || c->expert_format != WFMT_PLAIN)
-        return dsv4_fail(DSV4_ERR_UNSUPPORTED, "%s: quantization_config (FP8/FP4 weights) is not supported "
-                         "yet; use a BF16/F32 checkpoint", what);
     if ((st = weights_bind(m))) return st;
     if (!(m->be = backend_create(opt ? opt->device : NULL, opt ? opt->n_threads : 0, max_row_width(c))))
         return DSV4_ERR_DEVICE;
@@ -51,9 +48,7 @@ dsv4_status dsv4_model_load(const char *dir, const dsv4_load_options *opt, dsv4_
     if (!m) return dsv4_fail(DSV4_ERR_NOMEM, "out of memory");
     dsv4_status st = config_load(dir, &m->cfg);
     if (!st) st = st_open_dir(dir, &m->st);
-    char what[600];
-    snprintf(what, sizeof what, "%s/config.json", dir);
-    if (!st) st = model_finish(m, opt, what);
+    if (!st) st = model_finish(m, opt);
     if (st) { dsv4_model_free(m); return st; }
     *out = m;
     return DSV4_OK;
@@ -68,7 +63,7 @@ dsv4_status dsv4_model_synthetic(const char *preset, int layers, int experts, co
     size_t len = 0;
     dsv4_status st = model_synthetic_image(preset, layers, experts, &m->cfg, &m->owned_image, &len);
     if (!st) st = st_open_memory(m->owned_image, len, "synthetic checkpoint", &m->st);
-    if (!st) st = model_finish(m, opt, "synthetic checkpoint");
+    if (!st) st = model_finish(m, opt);
     if (st) { dsv4_model_free(m); return st; }
     *out = m;
     return DSV4_OK;
