@@ -38,14 +38,12 @@ static dsv4_status check_fits(dsv4_model *m, const char *what)
                      (double)p.fixed / G, (double)p.reserve / G, (double)fr / G, (double)tot / G);
 }
 
-/* Everything after the config and the tensor archive are in place. */
+/* Everything after the config and the tensor archive are in place; what
+ * names the model in messages. */
 static dsv4_status model_finish(dsv4_model *m, const dsv4_load_options *opt, const char *what)
 {
     const dsv4_config *c = &m->cfg;
     dsv4_status st;
-    if (c->weight_format != WFMT_PLAIN || c->expert_format != WFMT_PLAIN)
-        return dsv4_fail(DSV4_ERR_UNSUPPORTED, "%s: quantization_config (FP8/FP4 weights) is not supported "
-                         "yet; use a BF16/F32 checkpoint", what);
     if ((st = weights_bind(m))) return st;
     if (!(m->be = backend_create(opt ? opt->device : NULL, opt ? opt->n_threads : 0, max_row_width(c))))
         return DSV4_ERR_DEVICE;
@@ -83,9 +81,7 @@ dsv4_status dsv4_model_load(const char *dir, const dsv4_load_options *opt, dsv4_
     }
     st = config_load(dir, &m->cfg);
     if (!st) st = st_open_dir(dir, &m->st);
-    char what[600];
-    snprintf(what, sizeof what, "%s/config.json", dir);
-    if (!st) st = model_finish(m, opt, what);
+    if (!st) st = model_finish(m, opt, dir);
     if (st) { dsv4_model_free(m); return st; }
     *out = m;
     return DSV4_OK;
