@@ -26,6 +26,7 @@
 #define GGUF_MAX_NAME 256   /* tensor names (ggml itself allows 63) */
 #define GGUF_MAX_KEY 65535
 #define GGUF_MAX_PARTS 9999
+#define GGUF_MAX_COUNT (1 << 24) /* metadata entries / tensors per file: keeps counts in int */
 
 typedef struct {
     char *path;
@@ -256,7 +257,7 @@ static dsv4_status rd_value(cursor *c, gguf_kv *kv)
 static dsv4_status rd_meta(cursor *c, uint64_t n_kv, gg_meta *m)
 {
     /* each entry takes at least 8 (key length) + 1 (key) + 4 (type) + 1 bytes */
-    if (n_kv > (c->len - c->off) / 14)
+    if (n_kv > GGUF_MAX_COUNT || n_kv > (c->len - c->off) / 14)
         return dsv4_fail(DSV4_ERR_FORMAT, "%s: GGUF header claims %llu metadata entries, more than the file can hold",
                          c->label, (unsigned long long)n_kv);
     m->kv = calloc((size_t)(n_kv ? n_kv : 1), sizeof *m->kv);
@@ -365,7 +366,7 @@ static dsv4_status parse_part(gguf_file *g, int part, gg_meta *other)
     gg_meta *m = part == 0 ? &g->meta : other;
     if ((st = rd_meta(&c, n_kv, m))) return st;
     /* a tensor info takes at least 8 + 1 + 4 + 8 + 4 + 8 bytes */
-    if (n_t > (c.len - c.off) / 33)
+    if (n_t > GGUF_MAX_COUNT || g->n_t > GGUF_MAX_COUNT || n_t > (c.len - c.off) / 33)
         return dsv4_fail(DSV4_ERR_FORMAT, "%s: GGUF header claims %llu tensors, more than the file can hold", p->path,
                          (unsigned long long)n_t);
     gguf_tensor *grown = realloc(g->t, (size_t)(g->n_t + (int)n_t + 1) * sizeof *grown);
