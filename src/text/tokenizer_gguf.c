@@ -162,16 +162,23 @@ static dsv4_status build_doc(const gguf_file *g, cJSON *root)
     return st;
 }
 
+dsv4_status tok_from_gguf(const gguf_file *g, tok_t **out)
+{
+    *out = NULL;
+    cJSON *root = cJSON_CreateObject();
+    dsv4_status st = root ? build_doc(g, root) : dsv4_fail(DSV4_ERR_NOMEM, "%s: no memory", gguf_label(g));
+    if (!st) st = tok_load_json(gguf_label(g), root, out);
+    cJSON_Delete(root);
+    return st;
+}
+
 dsv4_status tok_load_gguf(const char *path, tok_t **out)
 {
     *out = NULL;
     gguf_file *g;
     dsv4_status st = gguf_open(path, &g);
     if (st) return st;
-    cJSON *root = cJSON_CreateObject();
-    st = root ? build_doc(g, root) : dsv4_fail(DSV4_ERR_NOMEM, "%s: no memory", path);
-    if (!st) st = tok_load_json(path, root, out);
-    cJSON_Delete(root);
+    st = tok_from_gguf(g, out);
     gguf_close(g);
     return st;
 }

@@ -64,6 +64,8 @@ struct tok {
 dsv4_status tok_load_json(const char *label, const cJSON *root, tok_t **out);
 /* A tokenizer from a GGUF file's tokenizer.ggml.* metadata (tokenizer_gguf.c). */
 dsv4_status tok_load_gguf(const char *path, tok_t **out);
+struct gguf_file;
+dsv4_status tok_from_gguf(const struct gguf_file *g, tok_t **out);
 
 /* Pre-tokenizer: parses the "pre_tokenizer" object into t->split. */
 dsv4_status tok_pretok_parse(struct tok *t, const void *cjson_node, const char *path);

@@ -1,13 +1,17 @@
 /* libFuzzer harness: any byte string as a GGUF file image. Accepted files
  * are walked end to end (every metadata value, every tensor's first and last
  * byte, the first block of every decodable tensor dequantized) so that
- * anything pointing outside the input shows up as an ASan error. */
+ * anything pointing outside the input shows up as an ASan error; then the
+ * deepseek4 config and the tokenizer are built from the metadata (each
+ * either succeeds or says why). */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "base/ggml_quant.h"
 #include "io/gguf.h"
+#include "model/config_gguf.h"
+#include "text/tokenizer_internal.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
@@ -41,6 +45,17 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         }
     }
     (void)sink;
+    dsv4_config cfg;
+    if (config_from_gguf(g, &cfg) != DSV4_OK && !dsv4_last_error()[0]) abort();
+    tok_t *tok = NULL;
+    if (tok_from_gguf(g, &tok) == DSV4_OK) {
+        int32_t *ids = NULL;
+        size_t n = 0;
+        if (tok_encode(tok, "Hello <x> 123", 13, TOK_PARSE_SPECIAL, &ids, &n) == DSV4_OK) free(ids);
+        tok_free(tok);
+    } else if (!dsv4_last_error()[0]) {
+        abort();
+    }
     gguf_close(g);
     return 0;
 }

@@ -28,3 +28,28 @@ for qt in (T.Q8_0, T.Q4_K, T.IQ2_XXS, T.MXFP4):
     blk = random_blocks(rng, qt, 2, scale=0.01)
     w.add_tensor("w", blk.reshape(1, 2 * ts), raw_dtype=qt)
     w.write_header_to_file(); w.write_kv_data_to_file(); w.write_tensors_to_file(); w.close()
+# deepseek4 metadata and a tokenizer without tensors (config and tokenizer building)
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "tests", "tokenizer"))
+from tokenizer_to_gguf import tokenizer_kv, write_gguf  # noqa: E402
+import json  # noqa: E402
+root = os.path.join(os.path.dirname(__file__), "..", "..")
+tj = json.load(open(os.path.join(root, "tests/fixtures/tiny-chat/tokenizer.json"), encoding="utf-8"))
+write_gguf(os.path.join(out, "tokenizer.gguf"), tokenizer_kv(tj, 285))
+src = gguf.GGUFReader(os.path.join(root, "tests/fixtures/gguf-all-types/model.gguf"))
+w = gguf.GGUFWriter(os.path.join(out, "deepseek4_meta.gguf"), "deepseek4")
+for f in src.fields.values():
+    if not f.name.startswith("deepseek4."):
+        continue
+    v = f.contents()
+    t = f.types[0]
+    if t == gguf.GGUFValueType.ARRAY:
+        w.add_array(f.name, list(v))
+    elif t == gguf.GGUFValueType.FLOAT32:
+        w.add_float32(f.name, float(v))
+    elif t == gguf.GGUFValueType.BOOL:
+        w.add_bool(f.name, bool(v))
+    elif t == gguf.GGUFValueType.STRING:
+        w.add_string(f.name, v)
+    else:
+        w.add_uint32(f.name, int(v))
+w.write_header_to_file(); w.write_kv_data_to_file(); w.write_tensors_to_file(); w.close()
