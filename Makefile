@@ -93,8 +93,8 @@ FUZZ_CC    ?= clang
 FUZZ_FLAGS ?= -std=c11 -g -O1 -D_GNU_SOURCE -Iinclude -Isrc \
               -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined
 FUZZ_TIME  ?= 20
-FUZZ_NAMES := safetensors config dsml
-FUZZ_SRC   := $(wildcard src/base/*.c src/io/*.c src/text/*.c)
+FUZZ_NAMES := safetensors config dsml request
+FUZZ_SRC   := $(wildcard src/base/*.c src/io/*.c src/text/*.c) src/serve/request.c
 FUZZ_BIN   := $(FUZZ_NAMES:%=$(BUILD)/fuzz/fuzz_%)
 .PHONY: fuzz fuzz-smoke
 fuzz: $(FUZZ_BIN)
