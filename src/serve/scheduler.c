@@ -145,8 +145,7 @@ static void publish(sched *s, job *j, const gen_token *tok, int appended)
             j->out[j->n_out] = 0;
         }
     }
-    if (g->end) {
-        j->done = 1;
+    if (g->end) { /* done is set by retire(), once the state is stored */
         j->end = g->end;
         j->stop_index = g->stop_index;
     }
@@ -166,12 +165,18 @@ static void fail_job(sched *s, job *j, int status, const char *msg)
     pthread_mutex_unlock(&j->mu);
 }
 
-/* The job leaves its lane: the session goes back to the cache. */
+/* The job leaves its lane: the session goes back to the cache (and is
+ * stored, with a kv folder) before the client hears that the job is done,
+ * so an answer a client has received survives a crash. */
 static void retire(sched *s, int i, int state_ok)
 {
     job *j = s->active[i];
     if (j->sl) cache_release(s->cfg.cache, j->sl, state_ok);
     j->sl = NULL;
+    pthread_mutex_lock(&j->mu);
+    j->done = 1;
+    pthread_cond_broadcast(&j->cv);
+    pthread_mutex_unlock(&j->mu);
     if (j->end == GEN_END_CANCEL) metrics_add(s->cfg.met, MET_CANCELLED, 1);
     gen_free(&j->g);
     s->active[i] = s->active[--s->n_active];
@@ -196,6 +201,7 @@ static void admit(sched *s, job *j)
     }
     j->cursor = reused;
     j->t_last = now_s();
+    if (j->g.end) publish(s, j, NULL, 0); /* max_tokens 0: nothing to run */
     metrics_add(s->cfg.met, MET_PROMPT_TOKENS, (uint64_t)j->n_prompt);
     pthread_mutex_lock(&j->mu);
     j->n_cached = reused;
@@ -238,7 +244,7 @@ static void prefill_round(sched *s)
 {
     for (int i = 0; i < s->n_active; i++) {
         job *j = s->active[i];
-        if (j->done || !j->sl || j->cursor >= j->n_prompt) continue;
+        if (j->end || !j->sl || j->cursor >= j->n_prompt) continue;
         int end = next_boundary(s, j, j->cursor);
         if (end - j->cursor > s->cfg.prefill_chunk) end = j->cursor + s->cfg.prefill_chunk;
         int n = end - j->cursor, last = end == j->n_prompt;
@@ -275,7 +281,7 @@ static void decode_round(sched *s)
     int n = 0;
     for (int i = 0; i < s->n_active; i++) {
         job *j = s->active[i];
-        if (j->done || !j->sl || j->cursor < j->n_prompt || j->g.end) continue;
+        if (j->end || !j->sl || j->cursor < j->n_prompt) continue;
         if (dsv4_session_pos(j->sl->s) >= s->max_pos) {
             gen_finish(&j->g, GEN_END_CONTEXT);
             publish(s, j, NULL, 0);
@@ -343,7 +349,7 @@ static void *run(void *arg)
          * during it, the gate vetoes it and they end here next round). */
         for (int i = 0; i < s->n_active; i++) {
             job *j = s->active[i];
-            if (!j->done && is_cancelled(j)) {
+            if (!j->end && is_cancelled(j)) {
                 gen_finish(&j->g, GEN_END_CANCEL);
                 publish(s, j, NULL, 0);
             }
@@ -352,13 +358,13 @@ static void *run(void *arg)
         decode_round(s);
         for (int i = s->n_active - 1; i >= 0; i--) {
             job *j = s->active[i];
-            if (j->done) retire(s, i, j->end != GEN_END_ERROR);
+            if (j->end) retire(s, i, j->end != GEN_END_ERROR);
         }
     }
     /* Shutting down: everything left ends as cancelled. */
     for (int i = s->n_active - 1; i >= 0; i--) {
         job *j = s->active[i];
-        if (!j->done) {
+        if (!j->end) {
             gen_finish(&j->g, GEN_END_CANCEL);
             publish(s, j, NULL, 0);
         }
