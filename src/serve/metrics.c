@@ -118,7 +118,7 @@ void metrics_render(metrics *m, tbuf *o)
         line(o, "# HELP %s %s\n# TYPE %s gauge\n%s %lld\n", gauges[i].name, gauges[i].help, gauges[i].name,
              gauges[i].name, (long long)m->gauge[i]);
     hist(o, "dsv4_step_batch_size", "Lanes per decode step.", &m->batch);
-    hist(o, "dsv4_time_to_first_token_seconds", "From admission to the first sampled token.", &m->ttft);
+    hist(o, "dsv4_time_to_first_token_seconds", "From the request's arrival to its first sampled token.", &m->ttft);
     hist(o, "dsv4_time_per_output_token_seconds", "Between consecutive sampled tokens of a request.", &m->tpot);
     pthread_mutex_unlock(&m->mu);
 }

@@ -205,7 +205,7 @@ static int sampling(ctx *c, const cJSON *o, api_request *r)
     i = -1;
     if (integer(c, o, "seed", 0, (long long)1 << 62, &i)) return -1;
     if (i >= 0) { p->seed = (uint64_t)i; r->seed_given = 1; }
-    if (boolean(c, o, "stream", &r->stream)) return -1;
+    if (boolean(c, o, "stream", &r->stream) || boolean(c, o, "ignore_eos", &r->ignore_eos)) return -1;
     const cJSON *so = get(o, "stream_options");
     if (so && !cJSON_IsNull(so)) {
         if (!cJSON_IsObject(so)) return fail(c, 400, "stream_options", "'stream_options' must be an object");

@@ -38,6 +38,7 @@ typedef struct {
     int top_logprobs;     /* alternatives per token */
     int stream;
     int include_usage;    /* stream_options.include_usage */
+    int ignore_eos;       /* vLLM's extension: do not stop at the end-of-sentence token */
     int tools_given;      /* tools were offered (and tool_choice is not none) */
     char model[128];      /* as the client named it (echoed back) */
 } api_request;

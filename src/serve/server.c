@@ -61,7 +61,7 @@ int serve_submit(server *S, const api_request *r, gen_handle *h, char *msg, size
     /* Stop strings that are one special token stop on its id instead. */
     int32_t stop_ids[2 + 64];
     int n_stop_ids = 0;
-    for (int i = 0; i < S->n_eos; i++) stop_ids[n_stop_ids++] = S->eos_ids[i];
+    for (int i = 0; i < S->n_eos && !r->ignore_eos; i++) stop_ids[n_stop_ids++] = S->eos_ids[i];
     char *texts[64];
     int n_texts = 0;
     for (int i = 0; i < r->n_stops && i < 64; i++) {

@@ -21,3 +21,6 @@ for s in textgen_badinput.sh textgen.sh; do
     out=$(DSV4_BIN="$B/dsv4" bash tests/cli/$s 2>&1)
     printf '%s\n' "$out" | sed 's/^\(PASS\|FAIL\) /\1 asan_/'
 done
+# The server under hostile clients, built with the sanitizers (stdlib only).
+DSV4_HOSTILE_BIN="$B/dsv4" timeout 240 "${DSV4_PYTHON:-python3}" tests/serve/test_hostile.py 2>&1 |
+    sed 's/^\(PASS\|FAIL\) /\1 asan_/'

@@ -68,10 +68,17 @@ class Server:
 
 @atexit.register
 def _cleanup():
+    """Stops every server still running (SIGTERM, so a sanitizer build
+    reports leaks) and fails on any sanitizer report in any server's log."""
     for s in _servers:
         if s.proc.poll() is None:
-            s.proc.kill()
-            s.proc.wait()
+            s.stop()
+        log = s.read_log()
+        for mark in ("AddressSanitizer", "LeakSanitizer", "runtime error:"):
+            if mark in log:
+                print("FAIL server_sanitizer: %s in the log of %s:\n%s" % (
+                    mark, " ".join(s.proc.args[1:4]), log[log.index(mark) - 200:][:1500]), flush=True)
+                break
         try:
             os.unlink(s.log_path)
         except OSError:
