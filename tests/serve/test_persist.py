@@ -144,7 +144,25 @@ def test_bad_files_rejected():
     s.stop()
 
 
+def test_evicted_sessions_reload():
+    """--cache-mb 0 keeps no idle session in memory: a conversation's next
+    turn then continues from the state file alone."""
+    kv = os.path.join(tmp, "evict")
+    s = Server("--kv-dir", kv, "--cache-mb", "0")
+    c = client(s)
+    r1 = c.chat.completions.create(model="x", messages=TURN1, max_tokens=12, **G)
+    m1 = s.metrics()
+    r2 = c.chat.completions.create(model="x", messages=turn2(r1.choices[0].message.content), max_tokens=12, **G)
+    m2 = s.metrics()
+    check("persist_evicted_reload", m1["dsv4_resident_sessions"] == 0 and m2["dsv4_kv_disk_loads_total"] >= 1
+          and r2.usage.prompt_tokens_details.cached_tokens > 0
+          and r2.choices[0].message.content == state["want"].choices[0].message.content,
+          "resident %d, loads %d, cached %d" % (m1["dsv4_resident_sessions"], m2["dsv4_kv_disk_loads_total"],
+                                               r2.usage.prompt_tokens_details.cached_tokens))
+    s.stop()
+
+
 try:
-    run_tests([test_kill_during_load_then_reload, test_bad_files_rejected])
+    run_tests([test_kill_during_load_then_reload, test_bad_files_rejected, test_evicted_sessions_reload])
 finally:
     shutil.rmtree(tmp, ignore_errors=True)
