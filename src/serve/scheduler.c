@@ -400,11 +400,17 @@ void sched_stop(sched *s)
 {
     if (!s) return;
     pthread_mutex_lock(&s->mu);
+    int running = !s->stop;
     s->stop = 1;
     pthread_cond_signal(&s->cv);
     pthread_mutex_unlock(&s->mu);
-    pthread_join(s->thread, NULL);
-    for (job *j = s->queue, *n; j; j = n) {
+    if (running) pthread_join(s->thread, NULL);
+    pthread_mutex_lock(&s->mu);
+    job *q = s->queue;
+    s->queue = s->queue_tail = NULL;
+    s->n_queued = 0;
+    pthread_mutex_unlock(&s->mu);
+    for (job *j = q, *n; j; j = n) {
         n = j->next;
         pthread_mutex_lock(&j->mu);
         j->end = GEN_END_CANCEL;
@@ -413,6 +419,12 @@ void sched_stop(sched *s)
         pthread_mutex_unlock(&j->mu);
         job_put(j);
     }
+}
+
+void sched_free(sched *s)
+{
+    if (!s) return;
+    sched_stop(s);
     pthread_mutex_destroy(&s->mu);
     pthread_cond_destroy(&s->cv);
     free(s->logits);

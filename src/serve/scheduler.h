@@ -77,8 +77,11 @@ typedef struct {
 typedef struct sched sched;
 
 dsv4_status sched_start(const sched_config *cfg, sched **out);
-/* Stops the thread (running jobs end as cancelled) and frees it. */
+/* Stops the thread: running and queued jobs end as cancelled, and later
+ * submissions are refused. The scheduler stays valid until sched_free, so
+ * HTTP threads still running may call sched_submit. */
 void sched_stop(sched *s);
+void sched_free(sched *s);
 
 /* A job with one reference (the caller's) and copies of the arrays. */
 job *job_new(const int32_t *prompt, int n_prompt, const sampling_params *sp, int max_tokens, int logprobs,

@@ -187,8 +187,9 @@ int serve_main(const serve_options *opt)
     fprintf(stderr, "dsv4 serve: %s, shutting down\n", sig == SIGINT ? "SIGINT" : "SIGTERM");
     rc = 0;
 done:
-    sched_stop(S->sched); /* waiting clients see their jobs end */
+    sched_stop(S->sched); /* waiting clients see their jobs end; new ones get 503 */
     http_stop(daemon);
+    sched_free(S->sched);
     cache_close(S->cache);
     dsv4_model_free(S->model);
     tok_free(S->tok);

@@ -32,6 +32,7 @@ static dsv4_status recover_calls(const char *text, size_t len, dsml_message *m)
         free(m->calls[i].arguments);
     }
     free(m->calls);
+    free(r.reasoning); /* "": the recovered part has none */
     m->content = r.content;
     m->calls = r.calls;
     m->n_calls = r.n_calls;

@@ -55,7 +55,7 @@ dsv4_status gen_init(gen_req *g, const gen_model *gm, const gen_params *p)
     g->stops = calloc((size_t)p->n_stops + 1, sizeof *g->stops);
     if (!g->text || !g->ids || !g->stop_ids || !g->stops) goto oom;
     g->text[0] = 0;
-    memcpy(g->stop_ids, p->stop_ids, (size_t)p->n_stop_ids * sizeof *g->stop_ids);
+    if (p->n_stop_ids) memcpy(g->stop_ids, p->stop_ids, (size_t)p->n_stop_ids * sizeof *g->stop_ids);
     g->n_stop_ids = p->n_stop_ids;
     for (int i = 0; i < p->n_stops; i++) {
         if (!(g->stops[i] = strdup(p->stops[i]))) goto oom;
@@ -70,6 +70,7 @@ oom:
 
 static int append(gen_req *g, const char *s, size_t n)
 {
+    if (!n) return 0;
     if (g->len + n + 1 > g->cap) {
         size_t c = (g->len + n + 1) * 2;
         char *b = realloc(g->text, c);
