@@ -154,7 +154,7 @@ static void respond(server *S, gen_handle *h, api_request *req, http_reply *r)
 
 /* ---- streaming ---- */
 
-typedef enum { BLK_NONE, BLK_THINKING, BLK_TEXT } blk;
+typedef enum { BLK_NONE, BLK_THINKING, BLK_TEXT, BLK_TOOL } blk;
 
 typedef struct {
     gen_handle h;
@@ -225,32 +225,37 @@ static void block_text(an_stream *as, tbuf *out, blk kind, const char *s, size_t
     event(out, "content_block_delta", o);
 }
 
-static void block_tool(an_stream *as, tbuf *out, const dsml_parsed_call *c, int i)
+/* A tool_use block opens with the call's name and gets its input as
+ * input_json_delta pieces while the arguments grow. */
+static void block_tool(an_stream *as, tbuf *out, const dsml_call_delta *c)
 {
-    block_stop(as, out);
-    char id[48];
-    tool_id(id, sizeof id, as->h.id, i);
-    cJSON *o = cJSON_CreateObject();
-    cJSON_AddStringToObject(o, "type", "content_block_start");
-    cJSON_AddNumberToObject(o, "index", as->index);
-    cJSON *b = cJSON_AddObjectToObject(o, "content_block");
-    cJSON_AddStringToObject(b, "type", "tool_use");
-    cJSON_AddStringToObject(b, "id", id);
-    cJSON_AddStringToObject(b, "name", c->name);
-    cJSON_AddItemToObject(b, "input", cJSON_CreateObject());
-    event(out, "content_block_start", o);
-    o = cJSON_CreateObject();
-    cJSON_AddStringToObject(o, "type", "content_block_delta");
-    cJSON_AddNumberToObject(o, "index", as->index);
-    cJSON *d = cJSON_AddObjectToObject(o, "delta");
-    cJSON_AddStringToObject(d, "type", "input_json_delta");
-    cJSON_AddStringToObject(d, "partial_json", c->arguments);
-    event(out, "content_block_delta", o);
-    o = cJSON_CreateObject();
-    cJSON_AddStringToObject(o, "type", "content_block_stop");
-    cJSON_AddNumberToObject(o, "index", as->index);
-    event(out, "content_block_stop", o);
-    as->index++;
+    if (c->name) {
+        block_stop(as, out);
+        char id[48];
+        tool_id(id, sizeof id, as->h.id, c->index);
+        cJSON *o = cJSON_CreateObject();
+        cJSON_AddStringToObject(o, "type", "content_block_start");
+        cJSON_AddNumberToObject(o, "index", as->index);
+        cJSON *b = cJSON_AddObjectToObject(o, "content_block");
+        cJSON_AddStringToObject(b, "type", "tool_use");
+        cJSON_AddStringToObject(b, "id", id);
+        cJSON_AddStringToObject(b, "name", c->name);
+        cJSON_AddItemToObject(b, "input", cJSON_CreateObject());
+        event(out, "content_block_start", o);
+        as->open = BLK_TOOL;
+    }
+    if (c->n_arguments) {
+        cJSON *o = cJSON_CreateObject();
+        cJSON_AddStringToObject(o, "type", "content_block_delta");
+        cJSON_AddNumberToObject(o, "index", as->index);
+        cJSON *d = cJSON_AddObjectToObject(o, "delta");
+        cJSON_AddStringToObject(d, "type", "input_json_delta");
+        char *t = strndup(c->arguments, c->n_arguments);
+        cJSON_AddStringToObject(d, "partial_json", t ? t : "");
+        free(t);
+        event(out, "content_block_delta", o);
+    }
+    if (c->complete) block_stop(as, out);
 }
 
 static int an_produce(http_stream *st, tbuf *out)
@@ -292,12 +297,12 @@ static int an_produce(http_stream *st, tbuf *out)
     if (dsml_stream_update(&as->ds, v.text, v.len, v.done, &d)) { free(v.text); out->oom = 1; return 0; }
     block_text(as, out, BLK_THINKING, d.reasoning, d.n_reasoning);
     block_text(as, out, BLK_TEXT, d.content, d.n_content);
-    for (int i = 0; i < d.n_calls; i++) block_tool(as, out, &d.calls[i], d.first_call + i);
+    for (int i = 0; i < d.n_calls; i++) block_tool(as, out, &d.calls[i]);
     if (v.done) {
         block_stop(as, out);
         cJSON *o = cJSON_CreateObject(), *dl = cJSON_AddObjectToObject(o, "delta");
         cJSON_AddStringToObject(o, "type", "message_delta");
-        stop_fields(dl, st->j, &v, as->ds.n_calls > 0);
+        stop_fields(dl, st->j, &v, as->ds.m.n_calls > 0);
         cJSON_AddItemToObject(o, "usage", usage(as->h.n_prompt, v.n_cached, v.n_sampled));
         event(out, "message_delta", o);
         o = cJSON_CreateObject();

@@ -276,23 +276,31 @@ static int oa_produce(http_stream *st, tbuf *out)
     if (d.n_content)
         sse_data(out, chunk(S, os, text_delta("content", d.content, d.n_content), NULL, pending_lp(S, os, &v)));
     for (int i = 0; i < d.n_calls; i++) {
-        /* The name first, then the arguments as a delta (each call's
-         * arguments arrive once the invoke is complete). */
-        int idx = d.first_call + i;
-        cJSON *dl = cJSON_CreateObject(), *arr = cJSON_AddArrayToObject(dl, "tool_calls");
-        cJSON_AddItemToArray(arr, tool_call(os->h.id, idx, &d.calls[i], 1));
-        sse_data(out, chunk(S, os, dl, NULL, NULL));
+        /* A call's name as soon as its invoke header is complete, then its
+         * arguments as they grow (a complete parameter at a time). */
+        const dsml_call_delta *cd = &d.calls[i];
+        cJSON *dl, *arr, *t, *f;
+        if (cd->name) {
+            dsml_parsed_call named = {(char *)cd->name, (char *)""};
+            dl = cJSON_CreateObject();
+            arr = cJSON_AddArrayToObject(dl, "tool_calls");
+            cJSON_AddItemToArray(arr, tool_call(os->h.id, cd->index, &named, 1));
+            sse_data(out, chunk(S, os, dl, NULL, NULL));
+        }
+        if (!cd->n_arguments) continue;
         dl = cJSON_CreateObject();
         arr = cJSON_AddArrayToObject(dl, "tool_calls");
-        cJSON *t = cJSON_CreateObject();
-        cJSON_AddNumberToObject(t, "index", idx);
-        cJSON *f = cJSON_AddObjectToObject(t, "function");
-        cJSON_AddStringToObject(f, "arguments", d.calls[i].arguments);
+        t = cJSON_CreateObject();
+        cJSON_AddNumberToObject(t, "index", cd->index);
+        f = cJSON_AddObjectToObject(t, "function");
+        char *args = strndup(cd->arguments, cd->n_arguments);
+        cJSON_AddStringToObject(f, "arguments", args ? args : "");
+        free(args);
         cJSON_AddItemToArray(arr, t);
         sse_data(out, chunk(S, os, dl, NULL, NULL));
     }
     if (v.done) {
-        const char *fin = serve_finish_reason(v.end, os->ds.n_calls > 0);
+        const char *fin = serve_finish_reason(v.end, os->ds.m.n_calls > 0);
         sse_data(out, chunk(S, os, cJSON_CreateObject(), fin, pending_lp(S, os, &v)));
         if (os->req.include_usage) {
             cJSON *o = envelope(S, &os->h, chat ? "chat.completion.chunk" : "text_completion", os->req.model);

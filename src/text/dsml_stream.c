@@ -15,6 +15,7 @@ void dsml_stream_init(dsml_stream *s, int thinking)
 void dsml_stream_free(dsml_stream *s)
 {
     dsml_message_free(&s->m);
+    free(s->cd);
     memset(s, 0, sizeof *s);
 }
 
@@ -33,6 +34,10 @@ static dsv4_status recover_calls(const char *text, size_t len, dsml_message *m)
     }
     free(m->calls);
     free(r.reasoning); /* "": the recovered part has none */
+    free(m->open_name);
+    free(m->open_arguments);
+    m->open_name = r.open_name;
+    m->open_arguments = r.open_arguments;
     m->content = r.content;
     m->calls = r.calls;
     m->n_calls = r.n_calls;
@@ -53,6 +58,56 @@ static const char *fresh(const char *now, size_t *sent, size_t *n)
     return p;
 }
 
+static dsml_call_delta *next_delta(dsml_stream *s, int n)
+{
+    if (n == s->cap_cd) {
+        int cap = s->cap_cd ? 2 * s->cap_cd : 8;
+        dsml_call_delta *g = realloc(s->cd, (size_t)cap * sizeof *g);
+        if (!g) return NULL;
+        s->cd = g;
+        s->cap_cd = cap;
+    }
+    memset(&s->cd[n], 0, sizeof s->cd[n]);
+    return &s->cd[n];
+}
+
+/* Calls that completed since the last update (each: its name if not yet
+ * announced, the rest of its arguments), then the open one's news. */
+static dsv4_status call_deltas(dsml_stream *s, dsml_delta *d)
+{
+    const dsml_message *m = &s->m;
+    int n = 0;
+    for (; s->n_done < m->n_calls; s->n_done++) {
+        dsml_call_delta *c = next_delta(s, n++);
+        if (!c) return dsv4_fail(DSV4_ERR_NOMEM, "dsml stream: out of memory");
+        const dsml_parsed_call *pc = &m->calls[s->n_done];
+        c->index = s->n_done;
+        if (!s->open_started) c->name = pc->name;
+        size_t len = strlen(pc->arguments), from = s->open_sent < len ? s->open_sent : len;
+        c->arguments = pc->arguments + from;
+        c->n_arguments = len - from;
+        c->complete = 1;
+        s->open_started = 0;
+        s->open_sent = 0;
+    }
+    if (m->open_name) {
+        size_t len = strlen(m->open_arguments);
+        if (!s->open_started || len > s->open_sent) {
+            dsml_call_delta *c = next_delta(s, n++);
+            if (!c) return dsv4_fail(DSV4_ERR_NOMEM, "dsml stream: out of memory");
+            c->index = s->n_done;
+            if (!s->open_started) c->name = m->open_name;
+            c->arguments = m->open_arguments + (s->open_sent < len ? s->open_sent : len);
+            c->n_arguments = len > s->open_sent ? len - s->open_sent : 0;
+            s->open_started = 1;
+            if (len > s->open_sent) s->open_sent = len;
+        }
+    }
+    d->calls = s->cd;
+    d->n_calls = n;
+    return DSV4_OK;
+}
+
 dsv4_status dsml_stream_update(dsml_stream *s, const char *text, size_t len, int final, dsml_delta *d)
 {
     memset(d, 0, sizeof *d);
@@ -65,12 +120,7 @@ dsv4_status dsml_stream_update(dsml_stream *s, const char *text, size_t len, int
         return st;
     d->reasoning = fresh(m->reasoning, &s->n_reasoning, &d->n_reasoning);
     d->content = fresh(m->content, &s->n_content, &d->n_content);
-    if (m->n_calls > s->n_calls) {
-        d->calls = m->calls + s->n_calls;
-        d->n_calls = m->n_calls - s->n_calls;
-        d->first_call = s->n_calls;
-        s->n_calls = m->n_calls;
-    }
+    if ((st = call_deltas(s, d))) return st;
     if (final && m->status == DSML_MALFORMED && m->error_at > 0 && m->error_at < len &&
         (!strcmp(m->error, "text after the tool calls") || !strcmp(m->error, "text after the end of sentence"))) {
         /* The reply's content then already ended before error_at; what

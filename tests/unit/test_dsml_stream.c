@@ -1,9 +1,10 @@
 /* The streaming reader of assistant replies (text/dsml_stream.c): the
  * deltas it hands out for a reply cut into random pieces add up to the
  * parse of the whole reply, every intermediate state is a prefix of the
- * final one (nothing sent is ever taken back), and no piece of a marker is
- * ever sent. Also: tool calls written inside the reasoning are recovered as
- * calls. */
+ * final one (nothing sent is ever taken back), no piece of a marker is
+ * ever sent, and tool calls are announced by name then grow their
+ * arguments in pieces. Also: tool calls written inside the reasoning are
+ * recovered as calls. */
 #include <stdint.h>
 
 #include "test.h"
@@ -36,12 +37,13 @@ static void stream_pieces(const char *text, int thinking, const char *want_r, co
                           char names[][32], char args[][64])
 {
     size_t len = strlen(text);
+    int pieces_seen = 0; /* updates that grew some call's arguments without completing it */
     for (int trial = 0; trial < 200; trial++) {
         dsml_stream s;
         dsml_stream_init(&s, thinking);
-        char r[512] = "", c[512] = "";
-        size_t nr = 0, nc = 0;
-        int calls = 0, ok = 1;
+        char r[512] = "", c[512] = "", a[4][128] = {{0}};
+        size_t nr = 0, nc = 0, na[4] = {0};
+        int named = 0, complete = 0, ok = 1;
         for (size_t at = 0; at < len;) {
             size_t step = 1 + rnd(trial % 3 == 0 ? 4 : 24);
             at = at + step > len ? len : at + step;
@@ -56,22 +58,35 @@ static void stream_pieces(const char *text, int thinking, const char *want_r, co
             /* what was sent is a prefix of the final answer: never a piece of a marker */
             if (strncmp(r, want_r, nr) || strncmp(c, want_c, nc)) ok = 0;
             for (int i = 0; i < d.n_calls; i++) {
-                CHECK(d.first_call + i == calls);
-                if (calls < want_calls) {
-                    CHECKF(!strcmp(d.calls[i].name, names[calls]), "call %d name %s", calls, d.calls[i].name);
-                    CHECKF(!strcmp(d.calls[i].arguments, args[calls]), "call %d args %s", calls,
-                           d.calls[i].arguments);
+                const dsml_call_delta *cd = &d.calls[i];
+                int k = cd->index;
+                if (k < 0 || k >= want_calls || k >= 4) { ok = 0; continue; }
+                if (cd->name) {
+                    CHECKF(k == named && !strcmp(cd->name, names[k]), "call %d announced as %s", k, cd->name);
+                    named++;
                 }
-                calls++;
+                CHECKF(k == complete, "call %d grew while call %d was open", k, complete);
+                memcpy(a[k] + na[k], cd->arguments, cd->n_arguments);
+                na[k] += cd->n_arguments;
+                a[k][na[k]] = 0;
+                if (strncmp(a[k], args[k], na[k])) ok = 0;
+                if (cd->complete) {
+                    CHECKF(!strcmp(a[k], args[k]), "call %d args %s", k, a[k]);
+                    complete++;
+                } else if (cd->n_arguments) {
+                    pieces_seen++;
+                }
             }
         }
         CHECKF(ok, "trial %d: a delta went beyond the final text (r='%s' c='%s')", trial, r, c);
         CHECKF(!strcmp(r, want_r), "trial %d: reasoning '%s'", trial, r);
         CHECKF(!strcmp(c, want_c), "trial %d: content '%s'", trial, c);
-        CHECKF(calls == want_calls, "trial %d: %d calls", trial, calls);
+        CHECKF(named == want_calls && complete == want_calls, "trial %d: %d named, %d complete", trial, named,
+               complete);
         dsml_stream_free(&s);
         if (t_failed_now) return;
     }
+    CHECKF(!want_calls || pieces_seen > 0, "arguments never arrived in pieces");
 }
 
 static void test_stream_matches_whole_parse(void)
