@@ -71,12 +71,21 @@ def test_cached_prefix():
     msgs2 = msgs + [{"role": "assistant", "content": a.choices[0].message.content},
                     {"role": "user", "content": "and then?"}]
     c = oa.chat.completions.create(model="x", messages=msgs2, max_tokens=8, **GREEDY)
+    # The same conversation with its last user message edited: everything up
+    # to the end of the assistant turn before it is reused (a turn mark).
+    msgs3 = msgs2[:-1] + [{"role": "user", "content": "something else entirely"}]
+    e = oa.chat.completions.create(model="x", messages=msgs3, max_tokens=8, **GREEDY)
     fresh = Server("--max-sessions", "2")
     try:
         oc = openai.OpenAI(base_url=fresh.url + "/v1", api_key="none", max_retries=0)
         d = oc.chat.completions.create(model="x", messages=msgs2, max_tokens=8, **GREEDY)
+        f = oc.chat.completions.create(model="x", messages=msgs3, max_tokens=8, **GREEDY)
     finally:
         fresh.stop()
+    check("cached_edited_turn", e.usage.prompt_tokens_details.cached_tokens > c.usage.prompt_tokens_details.cached_tokens
+          and e.choices[0].message.content == f.choices[0].message.content,
+          "cached %d after an edit (the turn before: %d)" % (e.usage.prompt_tokens_details.cached_tokens,
+                                                             c.usage.prompt_tokens_details.cached_tokens))
     check("cached_next_turn_equals_fresh", c.choices[0].message.content == d.choices[0].message.content
           and c.usage.prompt_tokens_details.cached_tokens >= cached
           and d.usage.prompt_tokens_details.cached_tokens == 0,
