@@ -27,6 +27,7 @@ static void usage(FILE *f)
             "  --max-depth N --max-messages N --max-prompt-tokens N --max-tokens N --max-stops N\n"
             "                       request limits (defaults 64, 1024, the context, 4096, 16)\n"
             "  --timeout S          close a connection idle this long (default 60)\n"
+            "  --keepalive-ms MS    a stream quiet this long (a long prefill) gets a keep-alive (default 1000)\n"
             "  --max-connections N  (default 512)\n"
             "  --tokenizer PATH --threads N --device cpu|cuda|auto\n",
             DSV4_MAX_LANES);
@@ -61,7 +62,7 @@ static char *read_key(const char *path)
 int cmd_serve(int argc, char **argv)
 {
     enum { O_HOST = 1, O_PORT, O_KEY, O_KEYFILE, O_NAME, O_SESS, O_QUEUE, O_CTX, O_CACHE, O_KV, O_CHUNK, O_BODY,
-           O_DEPTH, O_MSGS, O_PTOK, O_MAXTOK, O_STOPS, O_TIMEOUT, O_CONNS, O_TOKENIZER, O_THREADS, O_DEVICE, O_HELP };
+           O_DEPTH, O_MSGS, O_PTOK, O_MAXTOK, O_STOPS, O_TIMEOUT, O_KEEPALIVE, O_CONNS, O_TOKENIZER, O_THREADS, O_DEVICE, O_HELP };
     static const struct option opts[] = {
         {"model", required_argument, 0, 'm'}, {"host", required_argument, 0, O_HOST},
         {"port", required_argument, 0, O_PORT}, {"api-key", required_argument, 0, O_KEY},
@@ -72,7 +73,8 @@ int cmd_serve(int argc, char **argv)
         {"max-body", required_argument, 0, O_BODY}, {"max-depth", required_argument, 0, O_DEPTH},
         {"max-messages", required_argument, 0, O_MSGS}, {"max-prompt-tokens", required_argument, 0, O_PTOK},
         {"max-tokens", required_argument, 0, O_MAXTOK}, {"max-stops", required_argument, 0, O_STOPS},
-        {"timeout", required_argument, 0, O_TIMEOUT}, {"max-connections", required_argument, 0, O_CONNS},
+        {"timeout", required_argument, 0, O_TIMEOUT}, {"keepalive-ms", required_argument, 0, O_KEEPALIVE},
+        {"max-connections", required_argument, 0, O_CONNS},
         {"tokenizer", required_argument, 0, O_TOKENIZER}, {"threads", required_argument, 0, O_THREADS},
         {"device", required_argument, 0, O_DEVICE}, {"help", no_argument, 0, O_HELP}, {0, 0, 0, 0}};
     serve_options o = {0};
@@ -85,6 +87,7 @@ int cmd_serve(int argc, char **argv)
     o.max_body = 4u << 20;
     o.max_prompt_tokens = INT_MAX;
     o.timeout_s = 60;
+    o.keepalive_ms = 1000;
     o.max_connections = 512;
     o.lim = (api_limits){64, 1024, 4096, 16};
     char *key_file_text = NULL;
@@ -116,6 +119,7 @@ int cmd_serve(int argc, char **argv)
         case O_MAXTOK: bad = num("max-tokens", optarg, 1, 1 << 30, &v); o.lim.max_tokens = (int)v; break;
         case O_STOPS: bad = num("max-stops", optarg, 0, 64, &v); o.lim.max_stops = (int)v; break;
         case O_TIMEOUT: bad = num("timeout", optarg, 1, 86400, &v); o.timeout_s = (int)v; break;
+        case O_KEEPALIVE: bad = num("keepalive-ms", optarg, 10, 600000, &v); o.keepalive_ms = (int)v; break;
         case O_CONNS: bad = num("max-connections", optarg, 1, 1 << 16, &v); o.max_connections = (int)v; break;
         case O_TOKENIZER: o.tokenizer = optarg; break;
         case O_THREADS: bad = num("threads", optarg, 0, 4096, &v); o.threads = (int)v; break;

@@ -275,7 +275,7 @@ static int an_produce(http_stream *st, tbuf *out)
         as->started = 1;
         return 1;
     }
-    if (!job_wait(st->j, as->seen, 1 << 30, 1000)) {
+    if (!job_wait(st->j, as->seen, 1 << 30, S->o.keepalive_ms)) {
         tbuf_puts(out, "event: ping\ndata: {\"type\": \"ping\"}\n\n");
         return 1;
     }

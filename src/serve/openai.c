@@ -237,7 +237,7 @@ static int oa_produce(http_stream *st, tbuf *out)
     oa_stream *os = st->state;
     server *S = st->srv;
     if (os->finished) return 0;
-    if (!job_wait(st->j, os->seen, os->seen_lp, 1000)) {
+    if (!job_wait(st->j, os->seen, os->seen_lp, S->o.keepalive_ms)) {
         tbuf_puts(out, ": keep-alive\n\n");
         return 1;
     }

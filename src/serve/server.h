@@ -38,6 +38,7 @@ typedef struct {
     size_t max_body;         /* bytes */
     int max_prompt_tokens;
     int timeout_s;           /* idle connection timeout (slow clients) */
+    int keepalive_ms;        /* a stream with nothing to say for this long gets a keep-alive */
     int max_connections;
     api_limits lim;
 } serve_options;

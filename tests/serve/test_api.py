@@ -322,6 +322,28 @@ def test_raw_sse_framing():
           and names[-3:] == ["content_block_stop", "message_delta", "message_stop"], repr(out[:400]))
 
 
+def test_keepalive_during_prefill():
+    """A long prompt read one token per step: the stream stays alive with
+    SSE comments (OpenAI) and ping events (Anthropic) before the first token."""
+    k = Server("--prefill-chunk", "1", "--keepalive-ms", "20")
+    try:
+        long_text = " ".join("word%d" % i for i in range(600))
+        out = subprocess.run(["curl", "-sN", k.url + "/v1/chat/completions", "-d", json.dumps(
+            {"messages": [{"role": "user", "content": long_text}], "max_tokens": 3, "stream": True})],
+            capture_output=True).stdout.decode()
+        first_data = out.find("data: ")
+        check("keepalive_openai", out.startswith(": keep-alive\n\n") and out.endswith("data: [DONE]\n\n")
+              and out.count(": keep-alive") >= 2 and out.rfind(": keep-alive") < first_data, repr(out[:200]))
+        out = subprocess.run(["curl", "-sN", k.url + "/v1/messages", "-d", json.dumps(
+            {"messages": [{"role": "user", "content": "other " + long_text}], "max_tokens": 3, "stream": True})],
+            capture_output=True).stdout.decode()
+        check("keepalive_anthropic", out.startswith("event: message_start") and "event: ping" in out
+              and out.index("event: ping") < out.index("event: content_block_start")
+              and out.endswith("event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n"), repr(out[:300]))
+    finally:
+        k.stop()
+
+
 def test_models_and_health():
     ms = oa.models.list()
     check("models", [m.id for m in ms.data] == ["tiny-chat"], str(ms))
@@ -344,4 +366,4 @@ def test_metrics_and_log():
 run_tests([test_models_and_health, test_chat_equals_cli, test_stream_equals_plain, test_cached_prefix,
            test_reasoning_on_off, test_stop_sequences, test_logprobs, test_completions_equal_cli,
            test_tool_round_trip, test_anthropic_equals_openai, test_bad_requests, test_api_key,
-           test_raw_sse_framing, test_metrics_and_log])
+           test_raw_sse_framing, test_keepalive_during_prefill, test_metrics_and_log])
