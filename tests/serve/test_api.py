@@ -274,6 +274,12 @@ def test_bad_requests():
     out = subprocess.run(["curl", "-s", "-o", "/dev/null", "-w", "%{http_code}", S.url + "/v1/nothing"],
                          capture_output=True, text=True).stdout
     check("error_not_found", out == "404", out)
+    expect_error("error_response_format", lambda: oa.chat.completions.create(
+        model="x", messages=u, response_format={"type": "xml"}), openai.BadRequestError, 400)
+    plain = oa.chat.completions.create(model="x", messages=u, max_tokens=1)
+    js = oa.chat.completions.create(model="x", messages=u, max_tokens=1, response_format={"type": "json_object"})
+    check("response_format_rendered", js.usage.prompt_tokens > plain.usage.prompt_tokens + 5,
+          "%d vs %d" % (js.usage.prompt_tokens, plain.usage.prompt_tokens))
     expect_error("error_get_on_post", lambda: oa.get("/chat/completions", cast_to=object), openai.APIStatusError, 405)
 
 
