@@ -68,7 +68,9 @@ static cJSON *usage(int n_prompt, const job_view *v)
 
 static double finite_lp(float lp) { return isfinite(lp) ? lp : -9999.0; }
 
-/* {"token","logprob","bytes"} of one id. */
+/* {"token","logprob","bytes"} of one id. The bytes are those of its text
+ * as decoded alone (a token holding part of a UTF-8 character decodes to
+ * U+FFFD, as the tokenizer's decoder does). */
 static cJSON *lp_entry(server *S, int32_t id, float lp)
 {
     cJSON *e = cJSON_CreateObject();
@@ -76,16 +78,8 @@ static cJSON *lp_entry(server *S, int32_t id, float lp)
     char *t = serve_token_text(S, id, &len);
     cJSON_AddStringToObject(e, "token", t ? t : "");
     cJSON_AddNumberToObject(e, "logprob", finite_lp(lp));
-    /* The token's own bytes (its text may hold part of a UTF-8 character). */
-    size_t plen;
-    const char *piece = tok_piece(S->tok, id, &plen);
-    char *raw = NULL;
-    size_t rlen = 0;
-    if (piece && !tok_decode(S->tok, &id, 1, 0, &raw, &rlen)) {
-        cJSON *b = cJSON_AddArrayToObject(e, "bytes");
-        for (size_t i = 0; b && i < rlen; i++) cJSON_AddItemToArray(b, cJSON_CreateNumber((unsigned char)raw[i]));
-    }
-    free(raw);
+    cJSON *b = cJSON_AddArrayToObject(e, "bytes");
+    for (size_t i = 0; t && b && i < len; i++) cJSON_AddItemToArray(b, cJSON_CreateNumber((unsigned char)t[i]));
     free(t);
     return e;
 }

@@ -153,9 +153,8 @@ static void publish(sched *s, job *j, const gen_token *tok, int appended)
     pthread_mutex_unlock(&j->mu);
 }
 
-static void fail_job(sched *s, job *j, int status, const char *msg)
+static void fail_job(job *j, int status, const char *msg)
 {
-    (void)s;
     pthread_mutex_lock(&j->mu);
     snprintf(j->error, sizeof j->error, "%s", msg);
     j->error_status = status;
@@ -191,12 +190,12 @@ static void admit(sched *s, job *j)
     gen_params p = {j->sp, j->max_tokens, j->stop_ids, j->n_stop_ids, (const char *const *)j->stops, j->n_stops,
                     j->logprobs ? j->top_logprobs : 0, NULL};
     if (gen_init(&j->g, s->cfg.gm, &p)) {
-        fail_job(s, j, 400, dsv4_last_error());
+        fail_job(j, 400, dsv4_last_error());
         return;
     }
     int reused;
     if (cache_acquire(s->cfg.cache, j->prompt, j->n_prompt, &j->sl, &reused)) {
-        fail_job(s, j, 503, dsv4_last_error());
+        fail_job(j, 503, dsv4_last_error());
         return;
     }
     j->cursor = reused;
@@ -232,7 +231,7 @@ static void first_token(sched *s, job *j, float *logits)
     gen_token t;
     int before = j->g.n_ids;
     gen_step(&j->g, logits, &t);
-    if (j->g.end == GEN_END_ERROR) { fail_job(s, j, 500, dsv4_last_error()); return; }
+    if (j->g.end == GEN_END_ERROR) { fail_job(j, 500, dsv4_last_error()); return; }
     double now = now_s();
     metrics_ttft(s->cfg.met, now - j->t_submit);
     j->t_last = now;
@@ -250,7 +249,7 @@ static void prefill_round(sched *s)
         int n = end - j->cursor, last = end == j->n_prompt;
         if (dsv4_session_eval_last(j->sl->s, j->prompt + j->cursor, n, last ? s->logits : NULL) ||
             cache_held_add(j->sl, j->prompt + j->cursor, n)) {
-            fail_job(s, j, 500, dsv4_last_error());
+            fail_job(j, 500, dsv4_last_error());
             return;
         }
         j->cursor = end;
@@ -301,7 +300,7 @@ static void decode_round(sched *s)
         return;
     }
     if (st) {
-        for (int i = 0; i < n; i++) fail_job(s, lanes[i], 500, dsv4_last_error());
+        for (int i = 0; i < n; i++) fail_job(lanes[i], 500, dsv4_last_error());
         return;
     }
     metrics_add(s->cfg.met, MET_STEPS, 1);
@@ -311,13 +310,13 @@ static void decode_round(sched *s)
         job *j = lanes[i];
         j->g.n_fed++;
         if (cache_held_add(j->sl, &toks[i], 1)) {
-            fail_job(s, j, 500, "out of memory");
+            fail_job(j, 500, "out of memory");
             continue;
         }
         gen_token t;
         int before = j->g.n_ids;
         gen_step(&j->g, s->logits + (size_t)i * (size_t)s->vocab, &t);
-        if (j->g.end == GEN_END_ERROR) { fail_job(s, j, 500, dsv4_last_error()); continue; }
+        if (j->g.end == GEN_END_ERROR) { fail_job(j, 500, dsv4_last_error()); continue; }
         metrics_tpot(s->cfg.met, now - j->t_last);
         j->t_last = now;
         publish(s, j, &t, j->g.n_ids > before);

@@ -61,8 +61,10 @@ def test_kill_during_load_then_reload():
     threads = [threading.Thread(target=load, args=(k,)) for k in range(24)]
     for t in threads:
         t.start()
-    time.sleep(0.3)
-    running = a.metrics()["dsv4_active_sessions"]
+    running, deadline = 0, time.time() + 20
+    while not running and time.time() < deadline:  # kill it while it decodes
+        running = a.metrics()["dsv4_active_sessions"]
+        time.sleep(0.02)
     a.stop(signal.SIGKILL)
     for t in threads:
         t.join()
