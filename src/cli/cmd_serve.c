@@ -12,7 +12,9 @@
 static void usage(FILE *f)
 {
     fprintf(f,
-            "usage: dsv4 serve --model DIR [options]\n"
+            "usage: dsv4 serve (--model DIR | --synthetic flash|pro [--layers N] [--experts N] --tokenizer PATH)\n"
+            "                  [options]\n"
+            "  --synthetic P        random weights with the real dimensions of flash or pro (benchmarks)\n"
             "  --host ADDR          address to listen on (default 127.0.0.1: this machine only)\n"
             "  --port N             TCP port (default 8000; 0: any free port, printed)\n"
             "  --api-key KEY | --api-key-file F   require this key (Bearer or x-api-key)\n"
@@ -62,7 +64,7 @@ static char *read_key(const char *path)
 int cmd_serve(int argc, char **argv)
 {
     enum { O_HOST = 1, O_PORT, O_KEY, O_KEYFILE, O_NAME, O_SESS, O_QUEUE, O_CTX, O_CACHE, O_KV, O_CHUNK, O_BODY,
-           O_DEPTH, O_MSGS, O_PTOK, O_MAXTOK, O_STOPS, O_TIMEOUT, O_KEEPALIVE, O_CONNS, O_TOKENIZER, O_THREADS, O_DEVICE, O_HELP };
+           O_DEPTH, O_MSGS, O_PTOK, O_MAXTOK, O_STOPS, O_TIMEOUT, O_KEEPALIVE, O_CONNS, O_TOKENIZER, O_THREADS, O_DEVICE, O_SYNTH, O_LAYERS, O_EXPERTS, O_HELP };
     static const struct option opts[] = {
         {"model", required_argument, 0, 'm'}, {"host", required_argument, 0, O_HOST},
         {"port", required_argument, 0, O_PORT}, {"api-key", required_argument, 0, O_KEY},
@@ -76,7 +78,9 @@ int cmd_serve(int argc, char **argv)
         {"timeout", required_argument, 0, O_TIMEOUT}, {"keepalive-ms", required_argument, 0, O_KEEPALIVE},
         {"max-connections", required_argument, 0, O_CONNS},
         {"tokenizer", required_argument, 0, O_TOKENIZER}, {"threads", required_argument, 0, O_THREADS},
-        {"device", required_argument, 0, O_DEVICE}, {"help", no_argument, 0, O_HELP}, {0, 0, 0, 0}};
+        {"device", required_argument, 0, O_DEVICE}, {"synthetic", required_argument, 0, O_SYNTH},
+        {"layers", required_argument, 0, O_LAYERS}, {"experts", required_argument, 0, O_EXPERTS},
+        {"help", no_argument, 0, O_HELP}, {0, 0, 0, 0}};
     serve_options o = {0};
     o.host = "127.0.0.1";
     o.port = 8000;
@@ -124,13 +128,19 @@ int cmd_serve(int argc, char **argv)
         case O_TOKENIZER: o.tokenizer = optarg; break;
         case O_THREADS: bad = num("threads", optarg, 0, 4096, &v); o.threads = (int)v; break;
         case O_DEVICE: o.device = optarg; break;
+        case O_SYNTH: o.synthetic = optarg; break;
+        case O_LAYERS: bad = num("layers", optarg, 1, 4096, &v); o.synth_layers = (int)v; break;
+        case O_EXPERTS: bad = num("experts", optarg, 1, 1 << 16, &v); o.synth_experts = (int)v; break;
         case O_HELP: usage(stdout); free(key_file_text); return 0;
         default: bad = 1;
         }
     }
-    if (!bad && (optind < argc || !o.model_dir)) {
-        fprintf(stderr, optind < argc ? "dsv4 serve: unexpected argument '%s'\n" : "dsv4 serve: --model is required\n",
-                optind < argc ? argv[optind] : "");
+    if (!bad && optind < argc) {
+        fprintf(stderr, "dsv4 serve: unexpected argument '%s'\n", argv[optind]);
+        bad = 1;
+    }
+    if (!bad && !o.model_dir == !o.synthetic) {
+        fprintf(stderr, "dsv4 serve: give exactly one of --model or --synthetic\n");
         bad = 1;
     }
     if (bad) {

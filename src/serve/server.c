@@ -98,47 +98,79 @@ void serve_wait(job *j, int (*cancelled)(void *), void *user)
 
 /* ---- lifetime ---- */
 
-static int load(server *S)
+/* The model facts the server needs: from config.json for a checkpoint;
+ * for a synthetic model (no config file) from the model, with BOS/EOS the
+ * tokenizer's DeepSeek special tokens. */
+typedef struct {
+    int vocab, max_pos, bos_id, eos_id;
+} model_facts;
+
+static int load_tokenizer(server *S)
 {
     const serve_options *o = &S->o;
-    dsv4_config cfg;
-    if (config_load(o->model_dir, &cfg)) {
-        fprintf(stderr, "dsv4 serve: %s\n", dsv4_last_error());
-        return -1;
-    }
     char path[4096];
-    snprintf(path, sizeof path, "%s/tokenizer.json", o->model_dir);
-    if (!o->tokenizer && access(path, R_OK)) {
-        fprintf(stderr, "dsv4 serve: %s has no tokenizer.json (pass --tokenizer PATH)\n", o->model_dir);
-        return -1;
+    if (!o->tokenizer) {
+        snprintf(path, sizeof path, "%s/tokenizer.json", o->model_dir);
+        if (access(path, R_OK)) {
+            fprintf(stderr, "dsv4 serve: %s has no tokenizer.json (pass --tokenizer PATH)\n", o->model_dir);
+            return -1;
+        }
     }
     if (tok_load(o->tokenizer ? o->tokenizer : o->model_dir, &S->tok)) {
         fprintf(stderr, "dsv4 serve: %s\n", dsv4_last_error());
         return -1;
     }
-    if (tok_n_ids(S->tok) > cfg.vocab) {
-        fprintf(stderr, "dsv4 serve: the tokenizer has %d ids but the model's vocabulary only %d\n",
-                tok_n_ids(S->tok), cfg.vocab);
-        return -1;
-    }
-    if (gen_masked_ids(S->tok, cfg.vocab, &S->masked, &S->n_masked)) {
-        fprintf(stderr, "dsv4 serve: %s\n", dsv4_last_error());
-        return -1;
-    }
-    S->gm = (gen_model){S->tok, cfg.vocab, S->masked, S->n_masked};
-    S->bos_id = cfg.bos_id >= 0 && cfg.bos_id < cfg.vocab ? cfg.bos_id : -1;
-    int32_t eos = tok_token_id(S->tok, CHAT_TOK_EOS);
-    if (eos >= 0) S->eos_ids[S->n_eos++] = eos;
-    if (cfg.eos_id >= 0 && cfg.eos_id < cfg.vocab && cfg.eos_id != eos) S->eos_ids[S->n_eos++] = cfg.eos_id;
-    S->ctx = o->ctx > 0 && o->ctx < cfg.max_pos ? o->ctx : cfg.max_pos;
+    return 0;
+}
+
+static int load(server *S)
+{
+    const serve_options *o = &S->o;
+    model_facts f;
     dsv4_load_options lo = {0};
     lo.n_threads = o->threads;
     lo.device = o->device;
-    if (dsv4_model_load(o->model_dir, &lo, &S->model)) {
+    if (o->synthetic) {
+        if (!o->tokenizer) {
+            fprintf(stderr, "dsv4 serve: --synthetic needs --tokenizer PATH\n");
+            return -1;
+        }
+        if (load_tokenizer(S)) return -1;
+        if (dsv4_model_synthetic(o->synthetic, o->synth_layers, o->synth_experts, &lo, &S->model)) {
+            fprintf(stderr, "dsv4 serve: synthetic model: %s\n", dsv4_last_error());
+            return -1;
+        }
+        f = (model_facts){dsv4_model_vocab(S->model), dsv4_model_max_positions(S->model),
+                          tok_token_id(S->tok, CHAT_TOK_BOS), tok_token_id(S->tok, CHAT_TOK_EOS)};
+    } else {
+        dsv4_config cfg;
+        if (config_load(o->model_dir, &cfg)) {
+            fprintf(stderr, "dsv4 serve: %s\n", dsv4_last_error());
+            return -1;
+        }
+        f = (model_facts){cfg.vocab, cfg.max_pos, cfg.bos_id, cfg.eos_id};
+        if (load_tokenizer(S)) return -1;
+    }
+    if (tok_n_ids(S->tok) > f.vocab) {
+        fprintf(stderr, "dsv4 serve: the tokenizer has %d ids but the model's vocabulary only %d\n",
+                tok_n_ids(S->tok), f.vocab);
+        return -1;
+    }
+    if (gen_masked_ids(S->tok, f.vocab, &S->masked, &S->n_masked)) {
         fprintf(stderr, "dsv4 serve: %s\n", dsv4_last_error());
         return -1;
     }
-    if (dsv4_model_vocab(S->model) != cfg.vocab) {
+    S->gm = (gen_model){S->tok, f.vocab, S->masked, S->n_masked};
+    S->bos_id = f.bos_id >= 0 && f.bos_id < f.vocab ? f.bos_id : -1;
+    int32_t eos = tok_token_id(S->tok, CHAT_TOK_EOS);
+    if (eos >= 0) S->eos_ids[S->n_eos++] = eos;
+    if (f.eos_id >= 0 && f.eos_id < f.vocab && f.eos_id != eos) S->eos_ids[S->n_eos++] = f.eos_id;
+    S->ctx = o->ctx > 0 && o->ctx < f.max_pos ? o->ctx : f.max_pos;
+    if (!S->model && dsv4_model_load(o->model_dir, &lo, &S->model)) {
+        fprintf(stderr, "dsv4 serve: %s\n", dsv4_last_error());
+        return -1;
+    }
+    if (dsv4_model_vocab(S->model) != f.vocab) {
         fprintf(stderr, "dsv4 serve: %s: vocabulary changed while loading\n", o->model_dir);
         return -1;
     }
@@ -150,8 +182,10 @@ int serve_main(const serve_options *opt)
     server *S = calloc(1, sizeof *S);
     if (!S) { fprintf(stderr, "dsv4 serve: out of memory\n"); return 1; }
     S->o = *opt;
-    const char *base = strrchr(opt->model_dir, '/');
-    base = base && base[1] ? base + 1 : opt->model_dir;
+    char synth[64];
+    snprintf(synth, sizeof synth, "synthetic-%s", opt->synthetic ? opt->synthetic : "");
+    const char *slash = opt->model_dir ? strrchr(opt->model_dir, '/') : NULL;
+    const char *base = opt->synthetic ? synth : slash && slash[1] ? slash + 1 : opt->model_dir;
     snprintf(S->model_name, sizeof S->model_name, "%s", opt->model_name ? opt->model_name : base);
     metrics_init(&S->met);
     int rc = 1;

@@ -21,8 +21,10 @@
 #include "text/tokenizer.h"
 
 typedef struct {
-    const char *model_dir;
-    const char *tokenizer;   /* NULL: model_dir/tokenizer.json */
+    const char *model_dir;   /* a checkpoint folder, or NULL with synthetic */
+    const char *synthetic;   /* "flash" | "pro": random weights of the real dimensions */
+    int synth_layers, synth_experts; /* <= 0: the real counts */
+    const char *tokenizer;   /* NULL: model_dir/tokenizer.json (required with synthetic) */
     const char *host;        /* default 127.0.0.1 */
     int port;                /* 0: any free port (printed) */
     const char *api_key;     /* NULL: no key needed */
