@@ -143,8 +143,7 @@ int cmd_serve(int argc, char **argv)
         fprintf(stderr, "dsv4 serve: give exactly one of --model or --synthetic\n");
         bad = 1;
     }
-    if (bad) {
-        usage(stderr);
+    if (bad) { /* the line above says what is wrong; --help lists the options */
         free(key_file_text);
         return 2;
     }
