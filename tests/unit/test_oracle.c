@@ -23,7 +23,9 @@ static int parse_tokens(const char *text, int32_t *out, int cap)
     return n;
 }
 
-static void check_fixture(const char *dir)
+/* Scores the fixture's tokens in cache mode `cache` and compares with the
+ * reference logits in `ref_name`. */
+static void check_reference(const char *dir, const char *ref_name, dsv4_cache_mode cache)
 {
     char path[1024];
     snprintf(path, sizeof path, "%s/meta.json", dir);
@@ -44,12 +46,13 @@ static void check_fixture(const char *dir)
     int n = tt ? parse_tokens(tt, tok, 8192) : 0;
     free(tt);
     size_t ref_len = 0;
-    snprintf(path, sizeof path, "%s/logits.f32", dir);
+    snprintf(path, sizeof path, "%s/%s", dir, ref_name);
     float *ref = (float *)test_read_file(path, &ref_len);
 
     dsv4_model *m = NULL;
     dsv4_load_options opt = {0};
     opt.device = getenv("DSV4_TEST_DEVICE") ? getenv("DSV4_TEST_DEVICE") : "cpu";
+    opt.cache = cache;
     dsv4_status st = dsv4_model_load(dir, &opt, &m);
     CHECKF(st == DSV4_OK, "%s: load: %s", dir, dsv4_last_error());
     if (st || !ref || n == 0) { free(ref); dsv4_model_free(m); return; }
@@ -96,13 +99,28 @@ static void check_fixture(const char *dir)
             for (size_t i = 0; i < (size_t)n * V; i++) dc = fmax(dc, fabs((double)first[i] - got[i]));
             CHECKF(dc <= 1e-5, "%s: chunk %d differs from all-at-once by %g", dir, chunks[ci], dc);
         }
-        printf("  %s chunk %d: max |diff| %.2e over %d x %d logits\n", dir, chunks[ci], maxd, n, V);
+        printf("  %s (%s) chunk %d: max |diff| %.2e over %d x %d logits\n", dir, ref_name, chunks[ci], maxd, n, V);
         dsv4_session_free(s);
     }
     free(got);
     free(first);
     free(ref);
     dsv4_model_free(m);
+}
+
+/* logits.f32: transformers' numerics (exact cache); logits_official.f32,
+ * where a fixture has one: the official cache numerics (hook-based oracle,
+ * tools/oracle/official_cache.py). */
+static void check_fixture(const char *dir)
+{
+    check_reference(dir, "logits.f32", DSV4_CACHE_EXACT);
+    char path[600];
+    snprintf(path, sizeof path, "%s/logits_official.f32", dir);
+    FILE *f = fopen(path, "rb");
+    if (f) {
+        fclose(f);
+        check_reference(dir, "logits_official.f32", DSV4_CACHE_OFFICIAL);
+    }
 }
 
 static void test_oracle_fixtures(void)

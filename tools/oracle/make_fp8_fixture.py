@@ -16,8 +16,10 @@ is the fp32 model whose weights are exactly code * scale (bf16-rounded where sto
 The reference is `model(ids, use_cache=False).logits` in fp32 of DeepseekV4ForCausalLM with those
 weights. The script also loads the written directory with transformers' own FP8 loader
 (FineGrainedFP8Config(dequantize=True)) and records, per tensor, whether its dequantization
-equals ours (meta.json: hf_fp8_loader). Seeds with near-tied top-k decisions are rejected
-(spec §8.5), as in make_fixture.py, whose helpers this script reuses.
+equals ours (meta.json: hf_fp8_loader). A second reference, logits_official.f32, is the same
+forward with the official cache numerics (spec §8.3) added by tools/oracle/official_cache.py.
+Seeds with near-tied top-k decisions in either run are rejected (spec §8.5), as in
+make_fixture.py, whose helpers this script reuses.
 """
 
 import argparse
@@ -34,6 +36,7 @@ from transformers import DeepseekV4ForCausalLM
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import make_fixture as mf  # noqa: E402
+import official_cache  # noqa: E402
 
 E2M1 = torch.tensor([0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0, -0.0, -0.5, -1.0, -1.5, -2.0, -3.0, -4.0, -6.0])
 
@@ -290,9 +293,12 @@ def main(argv=None):
         mf.randomize(model, cfg, gen, False)
         values, scales = quantize_model(model, a)
         ids = torch.randint(0, cfg.vocab_size, (1, a.seq_len), generator=gen)
+        # both cache numerics must be well conditioned: exact (transformers) and official
         rec = mf.GapRecorder(model, cfg, a.min_gap)
         rec.active = True
         logits = mf.full_logits(model, ids)
+        handles = official_cache.install(model)
+        logits_off = mf.full_logits(model, ids)
         rec.active = False
         gaps = rec.summary()
         for h in rec.handles:
@@ -301,10 +307,13 @@ def main(argv=None):
                          "router_min_gap": (gaps["router"] or {}).get("min_gap")})
         if rec.ok():
             break
+        official_cache.uninstall(model, handles)
         print(f"seed {seed}: near-tie top-k; trying the next seed", file=sys.stderr)
     else:
         sys.exit("no well-conditioned seed found")
-    if not torch.isfinite(logits).all():
+    cached_off = (mf.cached_logits(model, ids, [7]) - logits_off).abs().max().item()
+    official_cache.uninstall(model, handles)
+    if not (torch.isfinite(logits).all() and torch.isfinite(logits_off).all()):
         sys.exit("non-finite logits")
     cached = {s: (mf.cached_logits(model, ids, [int(x) for x in s.split(",")]) - logits).abs().max().item()
               for s in ("1", "7")}
@@ -312,9 +321,11 @@ def main(argv=None):
     hf = hf_loader_check(a.out, model, ids)
     print("transformers FP8 loader:", json.dumps(hf)[:1500])
     logits.numpy().astype("<f4").tofile(os.path.join(a.out, "logits.f32"))
+    logits_off.numpy().astype("<f4").tofile(os.path.join(a.out, "logits_official.f32"))
     with open(os.path.join(a.out, "tokens.txt"), "w") as f:
         f.write(",".join(str(int(x)) for x in ids[0].tolist()) + "\n")
     top2 = torch.topk(logits, 2, dim=-1).values
+    top2o = torch.topk(logits_off, 2, dim=-1).values
     meta = {
         "generator": "tools/oracle/make_fp8_fixture.py",
         "argv": sys.argv[1:] if argv is None else argv,
@@ -330,7 +341,13 @@ def main(argv=None):
         "fp8_scale_dtype": a.scale_dtype,
         "hf_fp8_loader": hf,
         "cached_vs_full_max_abs_diff": cached,
+        "official_cache": {"file": "logits_official.f32",
+                           "reference": "the same forward with tools/oracle/official_cache.py installed "
+                                        "(FP8 window KV and compressor entries, FP4 Hadamard indexer)",
+                           "max_abs_diff_vs_exact": (logits_off - logits).abs().max().item(),
+                           "cached_chunk7_vs_full_max_abs_diff": cached_off},
         "top1_margin_min": (top2[:, 0] - top2[:, 1]).min().item(),
+        "top1_margin_min_official": (top2o[:, 0] - top2o[:, 1]).min().item(),
         "topk_gaps": gaps,
         "compressed_entries_at_end": {f"layer{i}": a.seq_len // cfg.compress_rates[k]
                                       for i, k in enumerate(cfg.layer_types) if k != "sliding_attention"},
@@ -340,7 +357,9 @@ def main(argv=None):
         json.dump(meta, f, indent=1)
         f.write("\n")
     size = sum(os.path.getsize(os.path.join(a.out, x)) for x in os.listdir(a.out))
-    print(json.dumps({"out": a.out, "seed_used": seed, "bytes": size, "cached": cached}))
+    print(json.dumps({"out": a.out, "seed_used": seed, "bytes": size, "cached": cached,
+                      "official_vs_exact": meta["official_cache"]["max_abs_diff_vs_exact"],
+                      "official_cached7": cached_off}))
 
 
 if __name__ == "__main__":
