@@ -19,7 +19,8 @@ weights. The script also loads the written directory with transformers' own FP8 
 equals ours (meta.json: hf_fp8_loader). A second reference, logits_official.f32, is the same
 forward with the official cache numerics (spec §8.3) added by tools/oracle/official_cache.py.
 Seeds with near-tied top-k decisions in either run are rejected (spec §8.5), as in
-make_fixture.py, whose helpers this script reuses.
+make_fixture.py, whose helpers this script reuses, and so are seeds whose official-numerics logits
+differ between the oracle's full and cached paths (an FP8/FP4 rounding decision within fp32 noise).
 """
 
 import argparse
@@ -72,6 +73,9 @@ def parse_args(argv=None):
                    help="FP8 scale container: native F8_E8M0 or F32 powers of two (Flash-Base)")
     p.add_argument("--shards", type=int, default=2)
     p.add_argument("--min-gap", type=float, default=1e-4)
+    p.add_argument("--max-official-drift", type=float, default=1e-4,
+                   help="reject a seed whose official-numerics logits differ by more between the oracle's "
+                        "full and cached (chunk 7) paths")
     return p.parse_args(argv)
 
 
@@ -305,13 +309,19 @@ def main(argv=None):
             h.remove()
         attempts.append({"seed": seed, "indexer_min_gap": (gaps["indexer"] or {}).get("min_gap"),
                          "router_min_gap": (gaps["router"] or {}).get("min_gap")})
-        if rec.ok():
+        # An FP8/FP4 rounding decision within fp32 noise of its boundary makes the official numerics
+        # depend on the order of fp32 operations (one e4m3 step of one window element moved logits by
+        # 3e-3 in a rejected seed). The oracle's own cached path sums in another order: require it to
+        # agree with the full forward.
+        cached_off = (mf.cached_logits(model, ids, [7]) - logits_off).abs().max().item() if rec.ok() else None
+        attempts[-1]["official_cached7_vs_full"] = cached_off
+        if rec.ok() and cached_off <= a.max_official_drift:
             break
         official_cache.uninstall(model, handles)
-        print(f"seed {seed}: near-tie top-k; trying the next seed", file=sys.stderr)
+        why = "near-tie top-k" if cached_off is None else f"official numerics drift {cached_off:.2e} between paths"
+        print(f"seed {seed}: {why}; trying the next seed", file=sys.stderr)
     else:
         sys.exit("no well-conditioned seed found")
-    cached_off = (mf.cached_logits(model, ids, [7]) - logits_off).abs().max().item()
     official_cache.uninstall(model, handles)
     if not (torch.isfinite(logits).all() and torch.isfinite(logits_off).all()):
         sys.exit("non-finite logits")
