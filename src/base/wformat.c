@@ -78,13 +78,6 @@ dsv4_mat mat_rows(const dsv4_mat *m, int64_t r0, int64_t n)
     return v;
 }
 
-float mat_get(const dsv4_mat *m, int64_t i)
-{
-    float f;
-    wmat_decode_row(m, i / m->cols, i % m->cols, 1, &f);
-    return f;
-}
-
 float e8m0_to_f32(uint8_t e)
 {
     /* 2^(e−127): e >= 1 is a normal fp32 with that biased exponent; e = 0 is
@@ -207,4 +200,12 @@ void wmat_decode_row(const dsv4_mat *m, int64_t r, int64_t c0, int64_t n, float 
         memset(out, 0, (size_t)n * sizeof *out);
         break;
     }
+}
+
+/* After the decoder: clang wants a multiversioned function defined before its first use. */
+float mat_get(const dsv4_mat *m, int64_t i)
+{
+    float f;
+    wmat_decode_row(m, i / m->cols, i % m->cols, 1, &f);
+    return f;
 }

@@ -37,6 +37,14 @@ static void check_reference(const char *dir, const char *ref_name, dsv4_cache_mo
     /* f32 and exactly dequantized FP8/FP4 weights: the oracle ran on the very values we decode */
     double tol = cJSON_IsString(wd) && (!strcmp(wd->valuestring, "f32") || !strcmp(wd->valuestring, "fp8-fp4"))
                      ? 1e-3 : 2e-3;
+    /* The official numerics round to FP8/FP4: a value within fp32 noise of a
+     * rounding boundary lands on either side depending on the order of fp32
+     * operations, so the oracle itself differs between its full and cached
+     * paths. The generator records that spread; the bound is 1e-3 or twice it. */
+    const cJSON *oc = cJSON_GetObjectItem(j, "official_cache");
+    const cJSON *otol = oc ? cJSON_GetObjectItem(oc, "tolerance") : NULL;
+    if (cache == DSV4_CACHE_OFFICIAL) tol = cJSON_IsNumber(otol) ? otol->valuedouble : 1e-3;
+    double margin = tol * 2 > 1e-2 ? tol * 2 : 1e-2; /* argmax must agree where the top-1 margin exceeds this */
     cJSON_Delete(j);
     free(meta);
 
@@ -82,7 +90,7 @@ static void check_reference(const char *dir, const char *ref_name, dsv4_cache_mo
                 if (g[v] > g[ag]) ag = v;
                 if (r[v] > r1) { r2 = r1; r1 = r[v]; } else if (r[v] > r2) r2 = r[v];
             }
-            if (r1 - r2 > 1e-2f && ar != ag) bad_argmax++;
+            if (r1 - r2 > margin && ar != ag) bad_argmax++;
         }
         CHECKF(maxd <= tol, "%s chunk %d: max |logit - oracle| = %g > %g", dir, chunks[ci], maxd, tol);
         CHECKF(bad_argmax == 0, "%s chunk %d: %d positions with a different argmax", dir, chunks[ci], bad_argmax);

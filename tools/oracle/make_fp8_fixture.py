@@ -361,7 +361,10 @@ def main(argv=None):
                            "reference": "the same forward with tools/oracle/official_cache.py installed "
                                         "(FP8 window KV and compressor entries, FP4 Hadamard indexer)",
                            "max_abs_diff_vs_exact": (logits_off - logits).abs().max().item(),
-                           "cached_chunk7_vs_full_max_abs_diff": cached_off},
+                           "cached_chunk7_vs_full_max_abs_diff": cached_off,
+                           # the oracle's own spread between its paths bounds what an implementation
+                           # with another fp32 order can be held to (tests/unit/test_oracle.c)
+                           "tolerance": max(1e-3, float(f"{2 * cached_off:.1e}"))},
         "top1_margin_min": (top2[:, 0] - top2[:, 1]).min().item(),
         "top1_margin_min_official": (top2o[:, 0] - top2o[:, 1]).min().item(),
         "topk_gaps": gaps,
