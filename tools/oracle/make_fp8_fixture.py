@@ -73,7 +73,7 @@ def parse_args(argv=None):
                    help="FP8 scale container: native F8_E8M0 or F32 powers of two (Flash-Base)")
     p.add_argument("--shards", type=int, default=2)
     p.add_argument("--min-gap", type=float, default=1e-4)
-    p.add_argument("--max-official-drift", type=float, default=1e-4,
+    p.add_argument("--max-official-drift", type=float, default=1e-3,
                    help="reject a seed whose official-numerics logits differ by more between the oracle's "
                         "full and cached (chunk 7) paths")
     return p.parse_args(argv)
