@@ -21,6 +21,10 @@ static void test_e4m3_all_codes(void)
         CHECKF((double)f == e4m3_ref(b) && !!signbit(f) == (b >> 7), "code %#x: %g vs %g", b, f, e4m3_ref(b));
     }
     CHECK(e4m3_to_f32(0x7e) == 448.0f);
+    for (int b = 0; b < 256; b++) {
+        float t = k_e4m3_values[b], f = e4m3_to_f32((uint8_t)b);
+        CHECKF((isnan(t) && isnan(f)) || (t == f && signbit(t) == signbit(f)), "table[%#x] = %g vs %g", b, t, f);
+    }
 }
 
 static void test_e8m0_all_codes(void)
