@@ -2,28 +2,30 @@
 #include "base/wformat.h"
 
 #include <math.h>
+
+#include "base/ggml_quant.h"
 #include <string.h>
 
-/* GGUF block sizes are ggml's (block_q8_0, block_q4_K, ...); their decoding
- * is added with the GGUF loader. */
+/* GGUF block sizes are ggml's (block_q8_0, block_q4_K, ...); they decode
+ * through base/ggml_quant.c. */
 static const wformat_facts k_facts[WF_COUNT] = {
     [WF_F32] = {"F32", 1, 4, 0, 1},
     [WF_BF16] = {"BF16", 1, 2, 0, 1},
     [WF_F16] = {"F16", 1, 2, 0, 1},
     [WF_FP8_E4M3] = {"FP8-E4M3", 1, 1, 1, 1},
     [WF_MXFP4] = {"MXFP4", 2, 1, 1, 1},
-    [WF_Q8_0] = {"Q8_0", 32, 34, 0, 0},
-    [WF_Q4_K] = {"Q4_K", 256, 144, 0, 0},
-    [WF_Q5_K] = {"Q5_K", 256, 176, 0, 0},
-    [WF_Q6_K] = {"Q6_K", 256, 210, 0, 0},
-    [WF_Q3_K] = {"Q3_K", 256, 110, 0, 0},
-    [WF_Q2_K] = {"Q2_K", 256, 84, 0, 0},
-    [WF_IQ4_XS] = {"IQ4_XS", 256, 136, 0, 0},
-    [WF_IQ3_XXS] = {"IQ3_XXS", 256, 98, 0, 0},
-    [WF_IQ3_S] = {"IQ3_S", 256, 110, 0, 0},
-    [WF_IQ2_XXS] = {"IQ2_XXS", 256, 66, 0, 0},
-    [WF_IQ2_S] = {"IQ2_S", 256, 82, 0, 0},
-    [WF_MXFP4_GGUF] = {"MXFP4_GGUF", 32, 17, 0, 0},
+    [WF_Q8_0] = {"Q8_0", 32, 34, 0, 1},
+    [WF_Q4_K] = {"Q4_K", 256, 144, 0, 1},
+    [WF_Q5_K] = {"Q5_K", 256, 176, 0, 1},
+    [WF_Q6_K] = {"Q6_K", 256, 210, 0, 1},
+    [WF_Q3_K] = {"Q3_K", 256, 110, 0, 1},
+    [WF_Q2_K] = {"Q2_K", 256, 84, 0, 1},
+    [WF_IQ4_XS] = {"IQ4_XS", 256, 136, 0, 1},
+    [WF_IQ3_XXS] = {"IQ3_XXS", 256, 98, 0, 1},
+    [WF_IQ3_S] = {"IQ3_S", 256, 110, 0, 1},
+    [WF_IQ2_XXS] = {"IQ2_XXS", 256, 66, 0, 1},
+    [WF_IQ2_S] = {"IQ2_S", 256, 82, 0, 1},
+    [WF_MXFP4_GGUF] = {"MXFP4_GGUF", 32, 17, 0, 1},
 };
 static const wformat_facts k_invalid = {"?", 0, 0, 0, 0};
 
@@ -36,6 +38,42 @@ int64_t wformat_row_bytes(dsv4_wformat fmt, int64_t cols)
 {
     const wformat_facts *f = wformat_info(fmt);
     return f->block_elems ? cols / f->block_elems * f->block_bytes : 0;
+}
+
+/* The ggml type id of each GGUF block format (and of the plain ones). */
+static const uint32_t k_ggml_type[WF_COUNT] = {
+    [WF_F32] = GGML_F32, [WF_BF16] = GGML_BF16, [WF_F16] = GGML_F16,
+    [WF_FP8_E4M3] = UINT32_MAX, [WF_MXFP4] = UINT32_MAX,
+    [WF_Q8_0] = GGML_Q8_0, [WF_Q4_K] = GGML_Q4_K, [WF_Q5_K] = GGML_Q5_K, [WF_Q6_K] = GGML_Q6_K,
+    [WF_Q3_K] = GGML_Q3_K, [WF_Q2_K] = GGML_Q2_K, [WF_IQ4_XS] = GGML_IQ4_XS, [WF_IQ3_XXS] = GGML_IQ3_XXS,
+    [WF_IQ3_S] = GGML_IQ3_S, [WF_IQ2_XXS] = GGML_IQ2_XXS, [WF_IQ2_S] = GGML_IQ2_S, [WF_MXFP4_GGUF] = GGML_MXFP4,
+};
+
+int wformat_of_ggml(uint32_t ggml_type)
+{
+    for (int f = 0; f < WF_COUNT; f++)
+        if (k_ggml_type[f] == ggml_type) return f;
+    return -1;
+}
+
+/* GGUF blocks covering columns [c0, c0+n) of row `row`, decoded by ggml's
+ * arithmetic; whole blocks go straight to out, edge blocks via a buffer. */
+static void decode_ggml_blocks(dsv4_wformat fmt, const char *row, int64_t c0, int64_t n, float *out)
+{
+    const wformat_facts *f = wformat_info(fmt);
+    int64_t be = f->block_elems, b = c0 / be, end = c0 + n;
+    float tmp[256];
+    for (int64_t c = c0; c < end; b++) {
+        const char *blk = row + b * f->block_bytes;
+        int64_t lo = c - b * be, take = be - lo < end - c ? be - lo : end - c;
+        if (lo == 0 && take == be) {
+            ggml_dequant_blocks(k_ggml_type[fmt], blk, 1, out + (c - c0));
+        } else {
+            ggml_dequant_blocks(k_ggml_type[fmt], blk, 1, tmp);
+            memcpy(out + (c - c0), tmp + lo, (size_t)take * sizeof *out);
+        }
+        c += take;
+    }
 }
 
 int wformat_of_dtype(dsv4_dtype dt)
@@ -207,13 +245,18 @@ void wmat_decode_row(const dsv4_mat *m, int64_t r, int64_t c0, int64_t n, float 
         }
         break;
     }
+    case WF_Q8_0: case WF_Q4_K: case WF_Q5_K: case WF_Q6_K: case WF_Q3_K: case WF_Q2_K: case WF_IQ4_XS:
+    case WF_IQ3_XXS: case WF_IQ3_S: case WF_IQ2_XXS: case WF_IQ2_S: case WF_MXFP4_GGUF:
+        decode_ggml_blocks(m->fmt, row, c0, n, out);
+        break;
     default: /* no binder hands the CPU a format without cpu_decode */
         memset(out, 0, (size_t)n * sizeof *out);
         break;
     }
 }
 
-/* After the decoder: clang wants a multiversioned function defined before its first use. */
+/* Below the decoder: clang refuses to make a function multiversioned
+ * (target_clones) after a first use. */
 float mat_get(const dsv4_mat *m, int64_t i)
 {
     float f;

@@ -44,6 +44,9 @@ typedef struct {
 const wformat_facts *wformat_info(dsv4_wformat fmt);
 /* Bytes of one row of cols values (cols a multiple of block_elems). */
 int64_t wformat_row_bytes(dsv4_wformat fmt, int64_t cols);
+/* The format of a ggml tensor type id (GGUF tensor infos); -1 for types
+ * that are not weight formats here. */
+int wformat_of_ggml(uint32_t ggml_type);
 /* The plain format of a float dtype; -1 for any other dtype. */
 int wformat_of_dtype(dsv4_dtype dt);
 

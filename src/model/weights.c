@@ -1,9 +1,18 @@
 /* Binding checkpoint tensors to the model's weight slots: every tensor of
- * the catalog (model/catalog.c: names in each spelling, shapes, formats) is
- * looked up under each of its names, with or without a leading "model.".
- * Routed experts come per expert (ffn.experts.E.w1.weight, any format) or
- * merged (mlp.experts.gate_up_proj [E, 2I, D], mlp.experts.down_proj
- * [E, D, I], plain floats); hash layers carry tid2eid. */
+ * the catalog (model/catalog.c: names, where, shapes, accepted formats) is
+ * looked up under each of its spellings, with or without a leading "model.":
+ *   official DeepSeek  layers.L.attn.kv_norm.weight, embed.weight, hc_head_fn
+ *   transformers       layers.L.self_attn.kv_norm.weight, embed_tokens.weight
+ *   save_pretrained    a hybrid: official per-layer names except that the main
+ *                      kv_norm becomes attn.norm.weight, plus embed_tokens and
+ *                      hc_head.hc_fn kept from transformers.
+ *   GGUF (llama.cpp)   blk.L.attn_kv_a_norm.weight, token_embd.weight: the
+ *                      official names translated by one table (names_gguf.c)
+ * Routed experts come per expert (ffn.experts.E.w1.weight) or merged
+ * (mlp.experts.gate_up_proj [E, 2I, D], mlp.experts.down_proj [E, D, I];
+ * GGUF: ffn_{gate,up}_exps [E, I, D], ffn_down_exps [E, D, I]); hash layers
+ * carry tid2eid. GGUF matrices may be any block format the CPU decodes
+ * (base/wformat.h); shapes are row-major in every container. */
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -13,32 +22,41 @@
 #include "base/error.h"
 #include "model/catalog.h"
 #include "model/model.h"
+#include "model/names_gguf.h"
 
 #define TRY(x) do { dsv4_status st_ = (x); if (st_) return st_; } while (0)
 
 typedef struct {
     dsv4_model *m;
-    unsigned char *used; /* per archive tensor: bound to a slot */
+    tensor_source src;
+    unsigned char *used; /* per source tensor: bound to a slot */
 } binder;
 
-static int tensor_index(const st_archive *a, const st_tensor *t)
-{
-    return (int)(t - st_get(a, 0));
-}
-
-/* Looks up `names` (NULL-terminated alternatives) under prefix `pre`. */
-static const st_tensor *lookup(binder *b, const char *pre, const char *const *names, char *tried, size_t tried_len)
+/* Looks up `names` (NULL-terminated alternatives, official spelling first)
+ * under prefix `pre` ("" or "layers.L."); a GGUF source is searched under
+ * the GGUF spelling of the official name. Returns the tensor's index or -1
+ * with the name tried in `tried`. */
+static int lookup(binder *b, const char *pre, const char *const *names, src_tensor *t, char *tried, size_t tried_len)
 {
     char full[512];
+    if (b->src.gg) {
+        if (!gguf_spelling(pre, names[0], full, sizeof full)) {
+            snprintf(tried, tried_len, "%s%s (no GGUF spelling)", pre, names[0]);
+            return -1;
+        }
+        int i = tsrc_find(&b->src, full, t);
+        if (i < 0) snprintf(tried, tried_len, "%s", full);
+        return i;
+    }
     for (int i = 0; names[i]; i++) {
         for (int mp = 0; mp < 2; mp++) {
             snprintf(full, sizeof full, "%s%s%s", mp ? "model." : "", pre, names[i]);
-            const st_tensor *t = st_find(b->m->st, full);
-            if (t) return t;
+            int k = tsrc_find(&b->src, full, t);
+            if (k >= 0) return k;
         }
     }
     snprintf(tried, tried_len, "%s%s", pre, names[0]);
-    return NULL;
+    return -1;
 }
 
 static int is_float(dsv4_dtype d) { return d == DT_F32 || d == DT_BF16 || d == DT_F16; }
@@ -48,7 +66,7 @@ static int is_float(dsv4_dtype d) { return d == DT_F32 || d == DT_BF16 || d == D
  * both ways), Q_EXPERT MXFP4 or FP8 per expert_dtype. The tensor's own dtype
  * says which one a checkpoint chose. */
 
-static dsv4_status shape_error(const st_tensor *t, int64_t d0, int64_t d1)
+static dsv4_status shape_error(const src_tensor *t, int64_t d0, int64_t d1)
 {
     char got[128] = "", *p = got;
     for (int i = 0; i < t->ndim && p < got + 100; i++)
@@ -60,14 +78,14 @@ static dsv4_status shape_error(const st_tensor *t, int64_t d0, int64_t d1)
                      t->name, got, (long long)d0);
 }
 
-static int has_shape(const st_tensor *t, int64_t d0, int64_t d1)
+static int has_shape(const src_tensor *t, int64_t d0, int64_t d1)
 {
     return t->ndim == (d1 ? 2 : 1) && t->shape[0] == d0 && (!d1 || t->shape[1] == d1);
 }
 
 /* Every scale must be a finite power of two 2^k with k in [−127, max_exp],
  * so that every decoded weight (code · scale) is an exact, finite fp32. */
-static dsv4_status check_scales(const st_tensor *s, int max_exp)
+static dsv4_status check_scales(const src_tensor *s, int max_exp)
 {
     int64_t n = s->shape[0] * s->shape[1], cols = s->shape[1];
     for (int64_t i = 0; i < n; i++) {
@@ -98,19 +116,20 @@ static dsv4_status check_scales(const st_tensor *s, int max_exp)
 /* The scale grid of quantized weight w: "X.scale" (official) or
  * "X.weight_scale_inv" (transformers) next to "X.weight", with exactly
  * [sr, sc] elements of F8_E8M0 (or F32 powers of two, as Flash-Base ships). */
-static dsv4_status bind_scale(binder *b, const st_tensor *w, dsv4_mat *out, int64_t sr, int64_t sc, int max_exp)
+static dsv4_status bind_scale(binder *b, const src_tensor *w, dsv4_mat *out, int64_t sr, int64_t sc, int max_exp)
 {
     size_t n = strlen(w->name);
     if (n < 7 || strcmp(w->name + n - 7, ".weight") != 0)
         return dsv4_fail(DSV4_ERR_FORMAT, "checkpoint: quantized tensor '%s' is not named X.weight", w->name);
     char name[600];
-    const st_tensor *s = NULL;
+    src_tensor ss, *s = &ss;
+    int idx = -1;
     const char *const sfx[] = {".scale", ".weight_scale_inv"};
-    for (int i = 0; i < 2 && !s; i++) {
+    for (int i = 0; i < 2 && idx < 0; i++) {
         snprintf(name, sizeof name, "%.*s%s", (int)(n - 7), w->name, sfx[i]);
-        s = st_find(b->m->st, name);
+        idx = tsrc_find(&b->src, name, s);
     }
-    if (!s)
+    if (idx < 0)
         return dsv4_fail(DSV4_ERR_FORMAT, "checkpoint: tensor '%s' is %s but its scale '%.*s.scale' is missing",
                          w->name, dtype_name(w->dtype), (int)(n - 7), w->name);
     if (s->dtype != DT_F8_E8M0 && s->dtype != DT_F32)
@@ -118,7 +137,7 @@ static dsv4_status bind_scale(binder *b, const st_tensor *w, dsv4_mat *out, int6
                          s->name, dtype_name(s->dtype));
     if (!has_shape(s, sr, sc)) return shape_error(s, sr, sc);
     TRY(check_scales(s, max_exp));
-    b->used[tensor_index(b->m->st, s)] = 1;
+    b->used[idx] = 1;
     out->scale = s->data;
     out->scale_dtype = s->dtype;
     out->scale_rows = sr;
@@ -127,7 +146,7 @@ static dsv4_status bind_scale(binder *b, const st_tensor *w, dsv4_mat *out, int6
 }
 
 /* FP8 e4m3 [d0, d1] with blocks from quantization_config. */
-static dsv4_status bind_fp8(binder *b, const st_tensor *t, dsv4_mat *out, int64_t d0, int64_t d1)
+static dsv4_status bind_fp8(binder *b, const src_tensor *t, dsv4_mat *out, int64_t d0, int64_t d1)
 {
     const dsv4_config *cf = &b->m->cfg;
     if (cf->weight_format != WFMT_FP8)
@@ -142,7 +161,7 @@ static dsv4_status bind_fp8(binder *b, const st_tensor *t, dsv4_mat *out, int64_
 }
 
 /* MXFP4 [d0, d1]: I8/U8 [d0, d1/2] (two E2M1 codes per byte) and E8M0 [d0, d1/32]. */
-static dsv4_status bind_mxfp4(binder *b, const st_tensor *t, dsv4_mat *out, int64_t d0, int64_t d1)
+static dsv4_status bind_mxfp4(binder *b, const src_tensor *t, dsv4_mat *out, int64_t d0, int64_t d1)
 {
     if (d1 % 32)
         return dsv4_fail(DSV4_ERR_FORMAT, "checkpoint: tensor '%s': MXFP4 needs a row length that is a multiple "
@@ -154,6 +173,36 @@ static dsv4_status bind_mxfp4(binder *b, const st_tensor *t, dsv4_mat *out, int6
     return bind_scale(b, t, out, d0, d1 / 32, 125);
 }
 
+/* The view of a bound tensor as [rows][cols] in its format (plain or a GGUF
+ * block format). */
+static dsv4_mat view_of(const src_tensor *t, int64_t rows, int64_t cols)
+{
+    if (is_float(t->dtype)) return wmat_plain(t->dtype, rows, cols, t->data);
+    return (dsv4_mat){.dtype = DT_U8, .rows = rows, .cols = cols, .data = t->data, .fmt = (dsv4_wformat)t->fmt};
+}
+
+/* A GGUF type that is no weight format this build decodes. */
+static dsv4_status unsupported_gguf_type(const src_tensor *t)
+{
+    return dsv4_fail(DSV4_ERR_UNSUPPORTED,
+                     "checkpoint: tensor '%s' is %s: this GGUF type is not supported (F32, F16, BF16, Q8_0, Q2_K..Q6_K, "
+                     "IQ4_XS, IQ3_XXS, IQ3_S, IQ2_XXS, IQ2_S, MXFP4 are)", t->name, t->type);
+}
+
+/* A GGUF tensor: float types anywhere, block formats for matrices (every
+ * slot reads through the row decoder, and GGUF blocks carry their scales). */
+static dsv4_status bind_gguf(binder *b, int idx, const src_tensor *t, dsv4_mat *out, int64_t d0, int64_t d1)
+{
+    if (t->fmt < 0) return unsupported_gguf_type(t);
+    if (!is_float(t->dtype) && !d1)
+        return dsv4_fail(DSV4_ERR_FORMAT, "checkpoint: tensor '%s' is %s, expected F32/F16/BF16 for a vector",
+                         t->name, t->type);
+    if (!has_shape(t, d0, d1)) return shape_error(t, d0, d1);
+    b->used[idx] = 1;
+    *out = view_of(t, d1 ? d0 : 1, d1 ? d1 : d0);
+    return DSV4_OK;
+}
+
 /* Bind one tensor with the exact expected shape (d1 = 0 for 1-D) in a format
  * the slot accepts (q: Q_*). */
 static dsv4_status bind_q(binder *b, dsv4_mat *out, const char *pre, const char *const *names, int64_t d0,
@@ -161,8 +210,10 @@ static dsv4_status bind_q(binder *b, dsv4_mat *out, const char *pre, const char 
 {
     char tried[512];
     const dsv4_config *cf = &b->m->cfg;
-    const st_tensor *t = lookup(b, pre, names, tried, sizeof tried);
-    if (!t) return dsv4_fail(DSV4_ERR_FORMAT, "checkpoint: missing tensor '%s'", tried);
+    src_tensor tt, *t = &tt;
+    int idx = lookup(b, pre, names, t, tried, sizeof tried);
+    if (idx < 0) return dsv4_fail(DSV4_ERR_FORMAT, "checkpoint: missing tensor '%s'", tried);
+    if (b->src.gg) return bind_gguf(b, idx, t, out, d0, d1);
     int quant = t->dtype == DT_F8_E4M3 || t->dtype == DT_I8 || t->dtype == DT_U8;
     if (quant && (q == Q_PLAIN || !d1))
         return dsv4_fail(DSV4_ERR_FORMAT, "checkpoint: tensor '%s' is %s; this tensor must be F32/BF16/F16",
@@ -188,7 +239,7 @@ static dsv4_status bind_q(binder *b, dsv4_mat *out, const char *pre, const char 
                              t->name, dtype_size(t->dtype));
         *out = wmat_plain(t->dtype, d1 ? d0 : 1, d1 ? d1 : d0, t->data);
     }
-    b->used[tensor_index(b->m->st, t)] = 1;
+    b->used[idx] = 1;
     return DSV4_OK;
 }
 
@@ -211,11 +262,12 @@ static dsv4_status bind_tid2eid(binder *b, dsv4_layer_w *lw, const char *pre)
 {
     const dsv4_config *cf = &b->m->cfg;
     char tried[512];
-    const st_tensor *t = lookup(b, pre, NAMES("ffn.gate.tid2eid", "mlp.gate.tid2eid"), tried, sizeof tried);
-    if (!t) return dsv4_fail(DSV4_ERR_FORMAT, "checkpoint: missing tensor '%s' (hash-routed layer)", tried);
+    src_tensor tt, *t = &tt;
+    int idx = lookup(b, pre, NAMES("ffn.gate.tid2eid", "mlp.gate.tid2eid"), t, tried, sizeof tried);
+    if (idx < 0) return dsv4_fail(DSV4_ERR_FORMAT, "checkpoint: missing tensor '%s' (hash-routed layer)", tried);
     if (t->dtype != DT_I64 && t->dtype != DT_I32)
         return dsv4_fail(DSV4_ERR_FORMAT, "checkpoint: tensor '%s' has dtype %s, expected I64 or I32",
-                         t->name, dtype_name(t->dtype));
+                         t->name, t->type);
     if (t->ndim != 2 || t->shape[0] != cf->vocab || t->shape[1] != cf->n_active)
         return dsv4_fail(DSV4_ERR_FORMAT, "checkpoint: tensor '%s' must have shape [%d, %d]", t->name,
                          cf->vocab, cf->n_active);
@@ -234,32 +286,64 @@ static dsv4_status bind_tid2eid(binder *b, dsv4_layer_w *lw, const char *pre)
         }
         tab[i] = (int32_t)v;
     }
-    b->used[tensor_index(b->m->st, t)] = 1;
+    b->used[idx] = 1;
     lw->tid2eid = tab;
     return DSV4_OK;
 }
 
-/* Merged 3-D expert tensors, viewed as 2-D [E·rows, cols]. */
-static const st_tensor *find_merged(binder *b, const char *pre, const char *name, int64_t e, int64_t r, int64_t c,
-                                    dsv4_status *st)
+/* Merged 3-D expert tensors [e][r][c], viewed as 2-D [e·r, c]; returns 0
+ * (with *st OK) when absent. */
+static int find_merged(binder *b, const char *pre, const char *name, int64_t e, int64_t r, int64_t c, dsv4_mat *out,
+                       dsv4_status *st)
 {
     char tried[512];
-    const st_tensor *t = lookup(b, pre, (const char *const[]){name, NULL}, tried, sizeof tried);
+    src_tensor t;
+    int idx = lookup(b, pre, (const char *const[]){name, NULL}, &t, tried, sizeof tried);
     *st = DSV4_OK;
-    if (!t) return NULL;
-    if (!is_float(t->dtype)) {
+    if (idx < 0) return 0;
+    if (b->src.gg && t.fmt < 0) {
+        *st = unsupported_gguf_type(&t);
+        return 0;
+    }
+    if (!b->src.gg && !is_float(t.dtype)) {
         *st = dsv4_fail(DSV4_ERR_UNSUPPORTED, "checkpoint: merged expert tensor '%s' is %s: quantized experts "
                         "are read under their official per-expert names (ffn.experts.E.w1.weight + .scale)",
-                        t->name, dtype_name(t->dtype));
-        return NULL;
+                        t.name, t.type);
+        return 0;
     }
-    if (t->ndim != 3 || t->shape[0] != e || t->shape[1] != r || t->shape[2] != c) {
-        *st = dsv4_fail(DSV4_ERR_FORMAT, "checkpoint: tensor '%s' must have shape [%lld, %lld, %lld]", t->name,
+    if (t.ndim != 3 || t.shape[0] != e || t.shape[1] != r || t.shape[2] != c) {
+        *st = dsv4_fail(DSV4_ERR_FORMAT, "checkpoint: tensor '%s' must have shape [%lld, %lld, %lld]", t.name,
                         (long long)e, (long long)r, (long long)c);
-        return NULL;
+        return 0;
     }
-    b->used[tensor_index(b->m->st, t)] = 1;
-    return t;
+    b->used[idx] = 1;
+    *out = view_of(&t, e * r, c);
+    return 1;
+}
+
+/* GGUF: gate, up and down experts merged per layer. */
+static dsv4_status bind_experts_gguf(binder *b, dsv4_layer_w *lw, const char *pre)
+{
+    const dsv4_config *cf = &b->m->cfg;
+    int E = cf->n_experts, I = cf->moe_inter, D = cf->dim;
+    dsv4_mat g, u, d;
+    static const char *const which[3] = {GGUF_EXPERTS_GATE, GGUF_EXPERTS_UP, GGUF_EXPERTS_DOWN};
+    dsv4_mat *dst[3] = {&g, &u, &d};
+    for (int k = 0; k < 3; k++) {
+        dsv4_status st;
+        if (!find_merged(b, pre, which[k], E, k == 2 ? D : I, k == 2 ? I : D, dst[k], &st)) {
+            if (st) return st;
+            char full[256];
+            gguf_spelling(pre, which[k], full, sizeof full);
+            return dsv4_fail(DSV4_ERR_FORMAT, "checkpoint: missing tensor '%s'", full);
+        }
+    }
+    for (int e = 0; e < E; e++) {
+        lw->w1[e] = mat_rows(&g, (int64_t)e * I, I);
+        lw->w3[e] = mat_rows(&u, (int64_t)e * I, I);
+        lw->w2[e] = mat_rows(&d, (int64_t)e * D, D);
+    }
+    return DSV4_OK;
 }
 
 static dsv4_status bind_experts(binder *b, dsv4_layer_w *lw, const char *pre)
@@ -270,15 +354,14 @@ static dsv4_status bind_experts(binder *b, dsv4_layer_w *lw, const char *pre)
     lw->w2 = calloc((size_t)E, sizeof *lw->w2);
     lw->w3 = calloc((size_t)E, sizeof *lw->w3);
     if (!lw->w1 || !lw->w2 || !lw->w3) return dsv4_fail(DSV4_ERR_NOMEM, "out of memory binding experts");
+    if (b->src.gg) return bind_experts_gguf(b, lw, pre);
     dsv4_status st;
-    const st_tensor *gu = find_merged(b, pre, "mlp.experts.gate_up_proj", E, 2 * I, D, &st);
-    if (st) return st;
-    if (gu) {
-        const st_tensor *dn = find_merged(b, pre, "mlp.experts.down_proj", E, D, I, &st);
-        if (st) return st;
-        if (!dn) return dsv4_fail(DSV4_ERR_FORMAT, "checkpoint: '%smlp.experts.gate_up_proj' without down_proj", pre);
-        dsv4_mat all_gu = wmat_plain(gu->dtype, (int64_t)E * 2 * I, D, gu->data);
-        dsv4_mat all_dn = wmat_plain(dn->dtype, (int64_t)E * D, I, dn->data);
+    dsv4_mat all_gu, all_dn;
+    if (find_merged(b, pre, "mlp.experts.gate_up_proj", E, 2 * I, D, &all_gu, &st)) {
+        if (!find_merged(b, pre, "mlp.experts.down_proj", E, D, I, &all_dn, &st)) {
+            if (st) return st;
+            return dsv4_fail(DSV4_ERR_FORMAT, "checkpoint: '%smlp.experts.gate_up_proj' without down_proj", pre);
+        }
         for (int e = 0; e < E; e++) {
             lw->w1[e] = mat_rows(&all_gu, (int64_t)e * 2 * I, I);
             lw->w3[e] = mat_rows(&all_gu, (int64_t)e * 2 * I + I, I);
@@ -286,6 +369,7 @@ static dsv4_status bind_experts(binder *b, dsv4_layer_w *lw, const char *pre)
         }
         return DSV4_OK;
     }
+    if (st) return st;
     char n1[96], n2[96], n3[96];
     for (int e = 0; e < E; e++) {
         snprintf(n1, sizeof n1, "ffn.experts.%d.w1.weight", e);
@@ -310,9 +394,11 @@ static dsv4_status bind_layer(binder *b, int l)
     return bind_experts(b, &b->m->layers[l], pre);
 }
 
-/* Names we know but do not bind (yet): the MTP draft head. */
-static int is_known_unbound(const char *name)
+/* Names we know but do not bind (yet): the MTP draft head (GGUF: the
+ * blocks after the main layers). */
+static int is_known_unbound(const binder *b, const char *name)
 {
+    if (b->src.gg) return gguf_is_mtp_name(name, b->m->cfg.n_layers);
     if (!strncmp(name, "model.", 6)) name += 6;
     return !strncmp(name, "mtp.", 4);
 }
@@ -320,11 +406,13 @@ static int is_known_unbound(const char *name)
 static dsv4_status collect_unknown(binder *b)
 {
     dsv4_model *m = b->m;
-    int n = st_count(m->st);
+    int n = tsrc_count(&b->src);
     for (int i = 0; i < n; i++) {
         if (b->used[i]) continue;
-        const char *name = st_get(m->st, i)->name;
-        if (is_known_unbound(name)) { m->n_mtp_tensors++; continue; }
+        src_tensor t;
+        tsrc_get(&b->src, i, &t);
+        const char *name = t.name;
+        if (is_known_unbound(b, name)) { m->n_mtp_tensors++; continue; }
         char **grown = realloc(m->unknown, (size_t)(m->n_unknown + 1) * sizeof *grown);
         if (!grown) return dsv4_fail(DSV4_ERR_NOMEM, "out of memory");
         m->unknown = grown;
@@ -337,8 +425,9 @@ static dsv4_status collect_unknown(binder *b)
 dsv4_status weights_bind(dsv4_model *m)
 {
     const dsv4_config *cf = &m->cfg;
-    int n = st_count(m->st);
-    binder b = {m, calloc((size_t)n + 1, 1)};
+    tensor_source src = {m->st, m->gg};
+    int n = tsrc_count(&src);
+    binder b = {m, src, calloc((size_t)n + 1, 1)};
     m->layers = calloc((size_t)cf->n_layers, sizeof *m->layers);
     if (!b.used || !m->layers) { free(b.used); return dsv4_fail(DSV4_ERR_NOMEM, "out of memory"); }
     dsv4_status st = DSV4_OK;
@@ -374,23 +463,50 @@ static dsv4_status adopt(adopter *a, dsv4_mat *w)
     return DSV4_OK;
 }
 
+/* Calls fn on every bound weight view: the top-level ones, then layer by
+ * layer with the routed experts last (absent views included; fn skips them). */
+static dsv4_status each_weight(dsv4_model *m, dsv4_status (*fn)(void *ctx, dsv4_mat *w), void *ctx)
+{
+    const dsv4_config *cf = &m->cfg;
+    for (int i = 0; i < k_catalog_count; i++)
+        if (k_catalog[i].where == CAT_TOP) TRY(fn(ctx, catalog_slot(m, 0, &k_catalog[i])));
+    for (int l = 0; l < cf->n_layers; l++) {
+        dsv4_layer_w *w = &m->layers[l];
+        for (int i = 0; i < k_catalog_count; i++) /* absent slots have data NULL */
+            if (k_catalog[i].where != CAT_TOP) TRY(fn(ctx, catalog_slot(m, l, &k_catalog[i])));
+        for (int e = 0; e < cf->n_experts; e++) {
+            TRY(fn(ctx, &w->w1[e]));
+            TRY(fn(ctx, &w->w2[e]));
+            TRY(fn(ctx, &w->w3[e]));
+        }
+    }
+    return DSV4_OK;
+}
+
+static dsv4_status adopt_one(void *ctx, dsv4_mat *w) { return adopt(ctx, w); }
+
+static dsv4_status count_one(void *ctx, dsv4_mat *w)
+{
+    *(uint64_t *)ctx += wmat_bytes(w);
+    return DSV4_OK;
+}
+
+uint64_t weights_bytes(dsv4_model *m)
+{
+    uint64_t n = 0;
+    each_weight(m, count_one, &n);
+    return n + (uint64_t)m->cfg.vocab * (uint64_t)m->cfg.n_active * sizeof(int32_t) * (uint64_t)model_n_hash(m);
+}
+
 dsv4_status weights_adopt(dsv4_model *m, dsv4_progress_fn progress, void *user)
 {
     dsv4_backend *b = m->be;
     const dsv4_config *cf = &m->cfg;
-    adopter ad = {b, progress, user, 0, st_mapped_bytes(m->st), 0};
-    for (int i = 0; i < k_catalog_count; i++)
-        if (k_catalog[i].where == CAT_TOP) TRY(adopt(&ad, catalog_slot(m, 0, &k_catalog[i])));
+    adopter ad = {b, progress, user, 0, weights_bytes(m), 0};
+    TRY(each_weight(m, adopt_one, &ad));
     for (int l = 0; l < cf->n_layers; l++) {
         dsv4_layer_w *w = &m->layers[l];
-        for (int i = 0; i < k_catalog_count; i++) /* absent slots have data NULL */
-            if (k_catalog[i].where != CAT_TOP) TRY(adopt(&ad, catalog_slot(m, l, &k_catalog[i])));
-        for (int e = 0; e < cf->n_experts; e++) {
-            TRY(adopt(&ad, &w->w1[e]));
-            TRY(adopt(&ad, &w->w2[e]));
-            TRY(adopt(&ad, &w->w3[e]));
-        }
-        if (w->tid2eid) {
+        if (w->tid2eid && !w->tid2eid_on_backend) {
             size_t bytes = (size_t)cf->vocab * (size_t)cf->n_active * sizeof(int32_t);
             int32_t *dev = b->ops->alloc(b, bytes);
             if (!dev) return dsv4_fail(DSV4_ERR_NOMEM, "out of memory for the tid2eid table of layer %d", l);

@@ -152,6 +152,9 @@ typedef struct {
      * milliseconds since enabling) pairs and returns their count. */
     void (*profile_enable)(dsv4_backend *b, int on);
     int (*profile_report)(dsv4_backend *b, const char **names, double *ms, int max);
+    /* Device memory free and in total (backends with their own memory):
+     * loading checks the model fits before it uploads anything. */
+    dsv4_status (*mem_info)(dsv4_backend *b, uint64_t *free_bytes, uint64_t *total_bytes);
 } dsv4_ops;
 
 struct dsv4_backend {
