@@ -1,5 +1,6 @@
-/* dsv4 info: model facts, weight bytes by type, session memory per token,
- * and what fits a GPU of a given size (memplan). */
+/* dsv4 info: model facts, weight bytes by type, session memory per token
+ * (per state layout), and what fits a GPU of a given size (memplan) or a
+ * state budget (--memory-gb). */
 #include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -12,9 +13,53 @@
 
 static void usage(FILE *f)
 {
-    fprintf(f, "usage: dsv4 info --model (DIR | FILE.gguf) [--gpu-gib G] [--context N]\n"
-               "  --gpu-gib G   device memory to plan for, GiB (default 140: one H200)\n"
-               "  --context N   also count sessions of N tokens (default: 4096, 32768, 131072, 1048576)\n");
+    fprintf(f, "usage: dsv4 info (--model (DIR | FILE.gguf) | --config FILE) [--gpu-gib G] [--context N]\n"
+               "                 [--memory-gb G]\n"
+               "  --config FILE  only a config.json's facts and session-state sizes (no weights needed)\n"
+               "  --gpu-gib G    device memory to plan for, GiB (default 140: one H200)\n"
+               "  --context N    also count sessions of N tokens (default: 4096, 32768, 131072, 1048576)\n"
+               "  --memory-gb G  the longest context whose session state fits in G GiB, per state layout\n");
+}
+
+/* Bytes per token and fixed bytes of every state layout (spec §6.2); with a
+ * budget, the longest context whose state fits. */
+static void print_state(const dsv4_config *cf, double budget_gib)
+{
+    static const char *const name[STATE_LAYOUTS] = {
+        "fp32 (what the engine holds)", "bf16 (reference layout)",
+        "official (FP8 KV, FP4 idx keys)", "FlashMLA FP8 + FP8 idx keys"};
+    printf("state layouts:    growing part per token and fixed part\n");
+    for (int k = 0; k < STATE_LAYOUTS; k++) {
+        double pt;
+        uint64_t fixed;
+        config_state_size(cf, k, &pt, &fixed);
+        printf("  %-32s %9.2f B/token  fixed %8.2f MiB", name[k], pt, (double)fixed / (1 << 20));
+        if (budget_gib > 0) {
+            double room = budget_gib * 1073741824.0 - (double)fixed;
+            printf("  longest context in %g GiB: %.0f tokens", budget_gib, room > 0 ? room / pt : 0.0);
+        }
+        printf("\n");
+    }
+}
+
+/* A config.json alone: its facts and state sizes. */
+static int info_config(const char *path, double budget)
+{
+    size_t len;
+    char *text = cli_read_file(path, &len);
+    if (!text) return 1;
+    static dsv4_config cf;
+    dsv4_status st = config_parse(text, len, path, &cf);
+    free(text);
+    if (st) { cli_report("info", NULL); return 1; }
+    static const char *const fmt[] = {"bf16/f32", "fp8 e4m3", "mxfp4"};
+    printf("config:           %s\n", path);
+    printf("vocab:            %d\n", cf.vocab);
+    printf("hidden:           %d, %d layers, window %d, head_dim %d (rope %d), indexer %d x %d\n", cf.dim,
+           cf.n_layers, cf.window, cf.head_dim, cf.rope_dim, cf.idx_heads, cf.idx_head_dim);
+    printf("weight formats:   dense %s, routed experts %s\n", fmt[cf.weight_format], fmt[cf.expert_format]);
+    print_state(&cf, budget);
+    return 0;
 }
 
 /* Bytes of the checkpoint's tensors per storage type (every tensor of the
@@ -41,10 +86,11 @@ static void print_types(const dsv4_model *m)
 int cmd_info(int argc, char **argv)
 {
     static const struct option opts[] = {{"model", required_argument, 0, 'm'}, {"gpu-gib", required_argument, 0, 'g'},
-                                         {"context", required_argument, 0, 'c'}, {"help", no_argument, 0, 'h'},
+                                         {"context", required_argument, 0, 'c'}, {"config", required_argument, 0, 'C'},
+                                         {"memory-gb", required_argument, 0, 'M'}, {"help", no_argument, 0, 'h'},
                                          {0, 0, 0, 0}};
-    const char *model = NULL;
-    double gpu_gib = 140.0;
+    const char *model = NULL, *config = NULL;
+    double gpu_gib = 140.0, budget = 0;
     long long ctx_arg = 0;
     int c;
     char *end;
@@ -60,11 +106,20 @@ int cmd_info(int argc, char **argv)
         } else if (c == 'c') {
             ctx_arg = strtoll(optarg, &end, 10);
             if (*end || ctx_arg < 1) { fprintf(stderr, "dsv4 info: --context: '%s' is not a positive integer\n", optarg); return 2; }
+        } else if (c == 'C') {
+            config = optarg;
+        } else if (c == 'M') {
+            budget = strtod(optarg, &end);
+            if (*end || !(budget > 0 && budget < 1e9)) {
+                fprintf(stderr, "dsv4 info: --memory-gb: '%s' is not a positive number of GiB\n", optarg);
+                return 2;
+            }
         } else if (c == 'h') { usage(stdout); return 0; }
         else { usage(stderr); return 2; }
     }
-    if (!model) { usage(stderr); return 2; }
-    dsv4_model *m = cli_load_model("info", model, 1, "cpu");
+    if (!!model == !!config) { usage(stderr); return 2; }
+    if (config) return info_config(config, budget);
+    dsv4_model *m = cli_load_model("info", model, 1, "cpu", NULL);
     if (!m) return 1;
     const dsv4_config *cf = &m->cfg;
     int n_swa = 0, n_csa = 0, n_hca = 0;
@@ -92,6 +147,8 @@ int cmd_info(int argc, char **argv)
     print_types(m);
     printf("session fixed:    %llu bytes (window rings + compressor buffers)\n", (unsigned long long)mi.fixed_bytes);
     printf("session per token:%.2f bytes (compressed KV + indexer keys, fp32)\n", mi.bytes_per_token);
+    printf("cache numerics:   %s by default\n", dsv4_model_cache_mode(m) == DSV4_CACHE_OFFICIAL ? "official" : "exact");
+    print_state(cf, budget);
     memplan p = {wb, mi.fixed_bytes, mi.bytes_per_token, (uint64_t)(gpu_gib * G), MODEL_DEVICE_RESERVE, cf->max_pos};
     printf("gpu plan:         %.2f GiB device, %.2f GiB weights, %.2f GiB reserved: ", gpu_gib, (double)wb / G,
            (double)p.reserve / G);

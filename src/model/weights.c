@@ -1,7 +1,6 @@
-/* Binding checkpoint tensors to the model's weight slots.
- *
- * Three spellings exist in the wild and each tensor is looked up under all of
- * them, with or without a leading "model.":
+/* Binding checkpoint tensors to the model's weight slots: every tensor of
+ * the catalog (model/catalog.c: names, where, shapes, accepted formats) is
+ * looked up under each of its spellings, with or without a leading "model.":
  *   official DeepSeek  layers.L.attn.kv_norm.weight, embed.weight, hc_head_fn
  *   transformers       layers.L.self_attn.kv_norm.weight, embed_tokens.weight
  *   save_pretrained    a hybrid: official per-layer names except that the main
@@ -11,9 +10,9 @@
  *                      official names translated by one table (names_gguf.c)
  * Routed experts come per expert (ffn.experts.E.w1.weight) or merged
  * (mlp.experts.gate_up_proj [E, 2I, D], mlp.experts.down_proj [E, D, I];
- * GGUF: ffn_{gate,up}_exps [E, I, D], ffn_down_exps [E, D, I]).
- * GGUF matrices may be any block format the CPU decodes (base/wformat.h);
- * shapes are row-major in every container. */
+ * GGUF: ffn_{gate,up}_exps [E, I, D], ffn_down_exps [E, D, I]); hash layers
+ * carry tid2eid. GGUF matrices may be any block format the CPU decodes
+ * (base/wformat.h); shapes are row-major in every container. */
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -21,6 +20,7 @@
 #include <string.h>
 
 #include "base/error.h"
+#include "model/catalog.h"
 #include "model/model.h"
 #include "model/names_gguf.h"
 
@@ -61,11 +61,10 @@ static int lookup(binder *b, const char *pre, const char *const *names, src_tens
 
 static int is_float(dsv4_dtype d) { return d == DT_F32 || d == DT_BF16 || d == DT_F16; }
 
-/* What a slot accepts besides plain floats: Q_DENSE a matmul weight (FP8
- * with its block grid when config.json has a quantization_config; wo_a
- * occurs both ways), Q_EXPERT a routed expert (expert_dtype: MXFP4 or FP8).
- * The tensor's own dtype says which one a checkpoint chose. */
-enum { Q_PLAIN = 0, Q_DENSE = 1, Q_EXPERT = 2 };
+/* A slot's Q_* (catalog.h) says which formats it accepts: Q_DENSE FP8 with
+ * its block grid when config.json has a quantization_config (wo_a occurs
+ * both ways), Q_EXPERT MXFP4 or FP8 per expert_dtype. The tensor's own dtype
+ * says which one a checkpoint chose. */
 
 static dsv4_status shape_error(const src_tensor *t, int64_t d0, int64_t d1)
 {
@@ -244,37 +243,17 @@ static dsv4_status bind_q(binder *b, dsv4_mat *out, const char *pre, const char 
     return DSV4_OK;
 }
 
-static dsv4_status bind(binder *b, dsv4_mat *out, const char *pre, const char *const *names, int64_t d0, int64_t d1)
-{
-    return bind_q(b, out, pre, names, d0, d1, Q_PLAIN);
-}
-
-/* A matmul weight (may be FP8). */
-static dsv4_status bind_w(binder *b, dsv4_mat *out, const char *pre, const char *const *names, int64_t d0,
-                          int64_t d1)
-{
-    return bind_q(b, out, pre, names, d0, d1, Q_DENSE);
-}
-
 #define NAMES(...) ((const char *const[]){__VA_ARGS__, NULL})
 
-static dsv4_status bind_comp(binder *b, dsv4_comp_w *c, const char *pre, int indexer, int width,
-                             int ratio, int overlap)
+/* Catalog entry t of layer l (CAT_TOP: l ignored) into its slot. */
+static dsv4_status bind_entry(binder *b, int l, const cat_tensor *t)
 {
-    const dsv4_config *cf = &b->m->cfg;
-    int cw = width * (overlap ? 2 : 1);
-    if (indexer) {
-        TRY(bind_w(b, &c->wkv, pre, NAMES("attn.indexer.compressor.wkv.weight", "self_attn.compressor.indexer.kv_proj.weight"), cw, cf->dim));
-        TRY(bind_w(b, &c->wgate, pre, NAMES("attn.indexer.compressor.wgate.weight", "self_attn.compressor.indexer.gate_proj.weight"), cw, cf->dim));
-        TRY(bind(b, &c->ape, pre, NAMES("attn.indexer.compressor.ape", "self_attn.compressor.indexer.position_bias"), ratio, cw));
-        TRY(bind(b, &c->norm, pre, NAMES("attn.indexer.compressor.norm.weight", "self_attn.compressor.indexer.kv_norm.weight"), width, 0));
-    } else {
-        TRY(bind_w(b, &c->wkv, pre, NAMES("attn.compressor.wkv.weight", "self_attn.compressor.kv_proj.weight"), cw, cf->dim));
-        TRY(bind_w(b, &c->wgate, pre, NAMES("attn.compressor.wgate.weight", "self_attn.compressor.gate_proj.weight"), cw, cf->dim));
-        TRY(bind(b, &c->ape, pre, NAMES("attn.compressor.ape", "self_attn.compressor.position_bias"), ratio, cw));
-        TRY(bind(b, &c->norm, pre, NAMES("attn.compressor.norm.weight", "self_attn.compressor.kv_norm.weight"), width, 0));
-    }
-    return DSV4_OK;
+    const dsv4_config *c = &b->m->cfg;
+    char pre[64] = "";
+    if (t->where != CAT_TOP) snprintf(pre, sizeof pre, "layers.%d.", l);
+    const char *names[4] = {t->name[0], t->name[1], t->name[2], NULL};
+    return bind_q(b, catalog_slot(b->m, l, t), pre, names, catalog_dim(c, l, t->d0), catalog_dim(c, l, t->d1),
+                  t->quant);
 }
 
 /* tid2eid: integer [vocab, n_active]; converted once to int32 after checking
@@ -406,50 +385,13 @@ static dsv4_status bind_experts(binder *b, dsv4_layer_w *lw, const char *pre)
 static dsv4_status bind_layer(binder *b, int l)
 {
     const dsv4_config *cf = &b->m->cfg;
-    dsv4_layer_w *lw = &b->m->layers[l];
     char pre[64];
     snprintf(pre, sizeof pre, "layers.%d.", l);
-    int D = cf->dim, H = cf->n_heads, hd = cf->head_dim, hc = cf->hc_mult, mix = (2 + hc) * hc;
-    TRY(bind(b, &lw->attn_norm, pre, NAMES("attn_norm.weight", "input_layernorm.weight"), D, 0));
-    TRY(bind(b, &lw->ffn_norm, pre, NAMES("ffn_norm.weight", "post_attention_layernorm.weight"), D, 0));
-    TRY(bind(b, &lw->hc_attn_fn, pre, NAMES("hc_attn_fn", "attn_hc.fn"), mix, (int64_t)hc * D));
-    TRY(bind(b, &lw->hc_attn_base, pre, NAMES("hc_attn_base", "attn_hc.base"), mix, 0));
-    TRY(bind(b, &lw->hc_attn_scale, pre, NAMES("hc_attn_scale", "attn_hc.scale"), 3, 0));
-    TRY(bind(b, &lw->hc_ffn_fn, pre, NAMES("hc_ffn_fn", "ffn_hc.fn"), mix, (int64_t)hc * D));
-    TRY(bind(b, &lw->hc_ffn_base, pre, NAMES("hc_ffn_base", "ffn_hc.base"), mix, 0));
-    TRY(bind(b, &lw->hc_ffn_scale, pre, NAMES("hc_ffn_scale", "ffn_hc.scale"), 3, 0));
-    TRY(bind_w(b, &lw->wq_a, pre, NAMES("attn.wq_a.weight", "self_attn.q_a_proj.weight"), cf->q_lora, D));
-    TRY(bind(b, &lw->q_norm, pre, NAMES("attn.q_norm.weight", "self_attn.q_a_norm.weight"), cf->q_lora, 0));
-    TRY(bind_w(b, &lw->wq_b, pre, NAMES("attn.wq_b.weight", "self_attn.q_b_proj.weight"), (int64_t)H * hd, cf->q_lora));
-    TRY(bind_w(b, &lw->wkv, pre, NAMES("attn.wkv.weight", "self_attn.kv_proj.weight"), hd, D));
-    TRY(bind(b, &lw->kv_norm, pre, NAMES("attn.kv_norm.weight", "attn.norm.weight", "self_attn.kv_norm.weight"), hd, 0));
-    TRY(bind_w(b, &lw->wo_a, pre, NAMES("attn.wo_a.weight", "self_attn.o_a_proj.weight"),
-             (int64_t)cf->o_groups * cf->o_lora, (int64_t)H * hd / cf->o_groups));
-    TRY(bind_w(b, &lw->wo_b, pre, NAMES("attn.wo_b.weight", "self_attn.o_b_proj.weight"), D,
-             (int64_t)cf->o_groups * cf->o_lora));
-    TRY(bind(b, &lw->sinks, pre, NAMES("attn.attn_sink", "self_attn.sinks"), H, 0));
-    int kind = cf->attn_kind[l];
-    if (kind != ATTN_SWA)
-        TRY(bind_comp(b, &lw->comp, pre, 0, hd, config_ratio(cf, l), kind == ATTN_CSA));
-    if (kind == ATTN_CSA) {
-        TRY(bind_comp(b, &lw->idx_comp, pre, 1, cf->idx_head_dim, config_ratio(cf, l), 1));
-        TRY(bind_w(b, &lw->idx_wq_b, pre, NAMES("attn.indexer.wq_b.weight", "self_attn.compressor.indexer.q_b_proj.weight"),
-                 (int64_t)cf->idx_heads * cf->idx_head_dim, cf->q_lora));
-        TRY(bind_w(b, &lw->idx_wproj, pre,
-                 NAMES("attn.indexer.weights_proj.weight", "self_attn.compressor.indexer.scorer.weights_proj.weight"),
-                 cf->idx_heads, D));
-    }
-    TRY(bind_w(b, &lw->gate, pre, NAMES("ffn.gate.weight", "mlp.gate.weight"), cf->n_experts, D));
-    if (cf->hash_layer[l])
-        TRY(bind_tid2eid(b, lw, pre));
-    else
-        TRY(bind(b, &lw->gate_bias, pre, NAMES("ffn.gate.bias", "mlp.gate.e_score_correction_bias"), cf->n_experts, 0));
-    TRY(bind_experts(b, lw, pre));
-    int I = cf->moe_inter; /* transformers sizes the shared expert like one routed expert */
-    TRY(bind_w(b, &lw->sh_w1, pre, NAMES("ffn.shared_experts.w1.weight", "mlp.shared_experts.gate_proj.weight"), I, D));
-    TRY(bind_w(b, &lw->sh_w2, pre, NAMES("ffn.shared_experts.w2.weight", "mlp.shared_experts.down_proj.weight"), D, I));
-    TRY(bind_w(b, &lw->sh_w3, pre, NAMES("ffn.shared_experts.w3.weight", "mlp.shared_experts.up_proj.weight"), I, D));
-    return DSV4_OK;
+    for (int i = 0; i < k_catalog_count; i++)
+        if (k_catalog[i].where != CAT_TOP && catalog_present(cf, l, &k_catalog[i]))
+            TRY(bind_entry(b, l, &k_catalog[i]));
+    if (cf->hash_layer[l]) TRY(bind_tid2eid(b, &b->m->layers[l], pre));
+    return bind_experts(b, &b->m->layers[l], pre);
 }
 
 /* Names we know but do not bind (yet): the MTP draft head (GGUF: the
@@ -488,17 +430,10 @@ dsv4_status weights_bind(dsv4_model *m)
     binder b = {m, src, calloc((size_t)n + 1, 1)};
     m->layers = calloc((size_t)cf->n_layers, sizeof *m->layers);
     if (!b.used || !m->layers) { free(b.used); return dsv4_fail(DSV4_ERR_NOMEM, "out of memory"); }
-    dsv4_status st;
-    int hc = cf->hc_mult;
-    if ((st = bind(&b, &m->embed, "", NAMES("embed.weight", "embed_tokens.weight"), cf->vocab, cf->dim)) ||
-        (st = bind_w(&b, &m->head, "", NAMES("head.weight", "lm_head.weight"), cf->vocab, cf->dim)) ||
-        (st = bind(&b, &m->norm, "", NAMES("norm.weight"), cf->dim, 0)) ||
-        (st = bind(&b, &m->hc_head_fn, "", NAMES("hc_head_fn", "hc_head.hc_fn"), hc, (int64_t)hc * cf->dim)) ||
-        (st = bind(&b, &m->hc_head_base, "", NAMES("hc_head_base", "hc_head.hc_base"), hc, 0)) ||
-        (st = bind(&b, &m->hc_head_scale, "", NAMES("hc_head_scale", "hc_head.hc_scale"), 1, 0))) {
-        free(b.used);
-        return st;
-    }
+    dsv4_status st = DSV4_OK;
+    for (int i = 0; i < k_catalog_count && !st; i++)
+        if (k_catalog[i].where == CAT_TOP) st = bind_entry(&b, 0, &k_catalog[i]);
+    if (st) { free(b.used); return st; }
     for (int l = 0; l < cf->n_layers; l++)
         if ((st = bind_layer(&b, l))) { free(b.used); return st; }
     st = collect_unknown(&b);
@@ -533,17 +468,12 @@ static dsv4_status adopt(adopter *a, dsv4_mat *w)
 static dsv4_status each_weight(dsv4_model *m, dsv4_status (*fn)(void *ctx, dsv4_mat *w), void *ctx)
 {
     const dsv4_config *cf = &m->cfg;
-    dsv4_mat *top[] = {&m->embed, &m->head, &m->norm, &m->hc_head_fn, &m->hc_head_base, &m->hc_head_scale};
-    for (size_t i = 0; i < sizeof top / sizeof top[0]; i++) TRY(fn(ctx, top[i]));
+    for (int i = 0; i < k_catalog_count; i++)
+        if (k_catalog[i].where == CAT_TOP) TRY(fn(ctx, catalog_slot(m, 0, &k_catalog[i])));
     for (int l = 0; l < cf->n_layers; l++) {
         dsv4_layer_w *w = &m->layers[l];
-        dsv4_mat *mats[] = {&w->attn_norm, &w->ffn_norm, &w->hc_attn_fn, &w->hc_attn_base, &w->hc_attn_scale,
-                            &w->hc_ffn_fn, &w->hc_ffn_base, &w->hc_ffn_scale, &w->wq_a, &w->q_norm, &w->wq_b,
-                            &w->wkv, &w->kv_norm, &w->wo_a, &w->wo_b, &w->sinks, &w->comp.wkv, &w->comp.wgate,
-                            &w->comp.ape, &w->comp.norm, &w->idx_comp.wkv, &w->idx_comp.wgate, &w->idx_comp.ape,
-                            &w->idx_comp.norm, &w->idx_wq_b, &w->idx_wproj, &w->gate, &w->gate_bias, &w->sh_w1,
-                            &w->sh_w2, &w->sh_w3};
-        for (size_t i = 0; i < sizeof mats / sizeof mats[0]; i++) TRY(fn(ctx, mats[i]));
+        for (int i = 0; i < k_catalog_count; i++) /* absent slots have data NULL */
+            if (k_catalog[i].where != CAT_TOP) TRY(fn(ctx, catalog_slot(m, l, &k_catalog[i])));
         for (int e = 0; e < cf->n_experts; e++) {
             TRY(fn(ctx, &w->w1[e]));
             TRY(fn(ctx, &w->w2[e]));

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "model/config.h"
+#include "model/model.h"
 #include "test.h"
 
 static const char *k_path = "test/config.json";
@@ -396,6 +397,23 @@ static void test_load(void)
     rmdir(dir);
 }
 
+/* Spec §6.2's table for Flash (21 CSA, 20 HCA): 6880 B/token in bf16,
+ * 3850.25 B/token FlashMLA-style (584-byte FP8 entries + 132-byte FP8
+ * indexer keys); the official FP4 indexer keys are 64 + 4 bytes; fp32 is
+ * twice bf16. Window rings: 43·128·512·2 bytes in bf16. */
+static void test_flash_state_sizes(void)
+{
+    static dsv4_config c;
+    CHECK(parse_file("tests/data/config_flash_official.json", &c) == DSV4_OK);
+    double pt[STATE_LAYOUTS];
+    uint64_t fx[STATE_LAYOUTS];
+    for (int k = 0; k < STATE_LAYOUTS; k++) config_state_size(&c, k, &pt[k], &fx[k]);
+    CHECK(pt[STATE_BF16] == 6880.0 && pt[STATE_FP32] == 13760.0);
+    CHECK(pt[STATE_FLASHMLA] == 3850.25);
+    CHECK(pt[STATE_OFFICIAL] == 21 * (584 + 68) / 4.0 + 20 * 584 / 128.0);
+    CHECK(fx[STATE_FP32] - fx[STATE_BF16] == 43ull * 128 * 512 * 2);
+}
+
 int main(void)
 {
     RUN(test_flash_both_spellings);
@@ -406,5 +424,6 @@ int main(void)
     RUN(test_bad_values);
     RUN(test_bad_json);
     RUN(test_load);
+    RUN(test_flash_state_sizes);
     TEST_MAIN_END();
 }
