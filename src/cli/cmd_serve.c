@@ -12,7 +12,7 @@
 static void usage(FILE *f)
 {
     fprintf(f,
-            "usage: dsv4 serve (--model DIR | --synthetic flash|pro [--layers N] [--experts N] --tokenizer PATH)\n"
+            "usage: dsv4 serve (--model DIR | --synthetic flash|pro [--layers N] [--experts N] [--weights fp8-fp4|bf16] --tokenizer PATH)\n"
             "                  [options]\n"
             "  --synthetic P        random weights with the real dimensions of flash or pro (benchmarks)\n"
             "  --host ADDR          address to listen on (default 127.0.0.1: this machine only)\n"
@@ -64,7 +64,7 @@ static char *read_key(const char *path)
 int cmd_serve(int argc, char **argv)
 {
     enum { O_HOST = 1, O_PORT, O_KEY, O_KEYFILE, O_NAME, O_SESS, O_QUEUE, O_CTX, O_CACHE, O_KV, O_CHUNK, O_BODY,
-           O_DEPTH, O_MSGS, O_PTOK, O_MAXTOK, O_STOPS, O_TIMEOUT, O_KEEPALIVE, O_CONNS, O_TOKENIZER, O_THREADS, O_DEVICE, O_SYNTH, O_LAYERS, O_EXPERTS, O_HELP };
+           O_DEPTH, O_MSGS, O_PTOK, O_MAXTOK, O_STOPS, O_TIMEOUT, O_KEEPALIVE, O_CONNS, O_TOKENIZER, O_THREADS, O_DEVICE, O_SYNTH, O_LAYERS, O_EXPERTS, O_WEIGHTS, O_HELP };
     static const struct option opts[] = {
         {"model", required_argument, 0, 'm'}, {"host", required_argument, 0, O_HOST},
         {"port", required_argument, 0, O_PORT}, {"api-key", required_argument, 0, O_KEY},
@@ -80,6 +80,7 @@ int cmd_serve(int argc, char **argv)
         {"tokenizer", required_argument, 0, O_TOKENIZER}, {"threads", required_argument, 0, O_THREADS},
         {"device", required_argument, 0, O_DEVICE}, {"synthetic", required_argument, 0, O_SYNTH},
         {"layers", required_argument, 0, O_LAYERS}, {"experts", required_argument, 0, O_EXPERTS},
+        {"weights", required_argument, 0, O_WEIGHTS},
         {"help", no_argument, 0, O_HELP}, {0, 0, 0, 0}};
     serve_options o = {0};
     o.host = "127.0.0.1";
@@ -131,6 +132,7 @@ int cmd_serve(int argc, char **argv)
         case O_SYNTH: o.synthetic = optarg; break;
         case O_LAYERS: bad = num("layers", optarg, 1, 4096, &v); o.synth_layers = (int)v; break;
         case O_EXPERTS: bad = num("experts", optarg, 1, 1 << 16, &v); o.synth_experts = (int)v; break;
+        case O_WEIGHTS: o.synth_weights = optarg; break;
         case O_HELP: usage(stdout); free(key_file_text); return 0;
         default: bad = 1;
         }

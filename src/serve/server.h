@@ -24,6 +24,7 @@ typedef struct {
     const char *model_dir;   /* a checkpoint folder, or NULL with synthetic */
     const char *synthetic;   /* "flash" | "pro": random weights of the real dimensions */
     int synth_layers, synth_experts; /* <= 0: the real counts */
+    const char *synth_weights; /* "fp8-fp4" (NULL: the same) or "bf16", as for dsv4 bench */
     const char *tokenizer;   /* NULL: model_dir/tokenizer.json (required with synthetic) */
     const char *host;        /* default 127.0.0.1 */
     int port;                /* 0: any free port (printed) */
