@@ -1,4 +1,4 @@
-/* The CUDA backend object: device, stream, cuBLAS, the ops table, the sticky
+/* The CUDA backend object: device, stream, the ops table, the sticky
  * error (CUDA errors and kernel-detected faults), the profiler, and the
  * record/replay of small steps as CUDA graphs (see cuda_internal.cuh). */
 #include <stdio.h>
@@ -413,7 +413,6 @@ static void cu_destroy(dsv4_backend *b)
         if (c->arg_dev) cudaFree(c->arg_dev);
         if (c->stage) cudaFreeHost(c->stage);
         if (c->err_host) cudaFreeHost(c->err_host);
-        if (c->blas) cublasDestroy(c->blas);
         if (c->stream) cudaStreamDestroy(c->stream);
         free(c->rec); free(c->dl); free(c->deferred); free(c->ev);
         free(c);
@@ -463,10 +462,5 @@ extern "C" dsv4_backend *cuda_backend_new(int device, int64_t max_row)
     c->err_host[0] = 0;
     c->err_host[1] = -1;
     c->err_host[2] = -1;
-    if (cublasCreate(&c->blas) != CUBLAS_STATUS_SUCCESS || cublasSetStream(c->blas, c->stream) != CUBLAS_STATUS_SUCCESS) {
-        dsv4_fail(DSV4_ERR_DEVICE, "cuBLAS initialisation failed on GPU %d", device);
-        cu_destroy(b);
-        return NULL;
-    }
     return b;
 }
