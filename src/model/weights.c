@@ -76,10 +76,7 @@ static dsv4_status bind(binder *b, dsv4_mat *out, const char *pre, const char *c
         return dsv4_fail(DSV4_ERR_FORMAT, "checkpoint: tensor '%s' data is not aligned to its %d-byte elements",
                          t->name, dtype_size(t->dtype));
     b->used[tensor_index(b->m->st, t)] = 1;
-    out->dtype = t->dtype;
-    out->rows = d1 ? d0 : 1;
-    out->cols = d1 ? d1 : d0;
-    out->data = t->data;
+    *out = wmat_plain(t->dtype, d1 ? d0 : 1, d1 ? d1 : d0, t->data);
     return DSV4_OK;
 }
 
@@ -176,8 +173,8 @@ static dsv4_status bind_experts(binder *b, dsv4_layer_w *lw, const char *pre)
         const st_tensor *dn = find_merged(b, pre, "mlp.experts.down_proj", E, D, I, &st);
         if (st) return st;
         if (!dn) return dsv4_fail(DSV4_ERR_FORMAT, "checkpoint: '%smlp.experts.gate_up_proj' without down_proj", pre);
-        dsv4_mat all_gu = {gu->dtype, (int64_t)E * 2 * I, D, gu->data};
-        dsv4_mat all_dn = {dn->dtype, (int64_t)E * D, I, dn->data};
+        dsv4_mat all_gu = wmat_plain(gu->dtype, (int64_t)E * 2 * I, D, gu->data);
+        dsv4_mat all_dn = wmat_plain(dn->dtype, (int64_t)E * D, I, dn->data);
         for (int e = 0; e < E; e++) {
             lw->w1[e] = mat_rows(&all_gu, (int64_t)e * 2 * I, I);
             lw->w3[e] = mat_rows(&all_gu, (int64_t)e * 2 * I + I, I);
@@ -309,7 +306,7 @@ static dsv4_status adopt(adopter *a, dsv4_mat *w)
 {
     if (!w->data) return DSV4_OK;
     TRY(a->b->ops->adopt_weight(a->b, w));
-    a->done += (uint64_t)w->rows * (uint64_t)w->cols * (uint64_t)dtype_size(w->dtype);
+    a->done += wmat_bytes(w);
     if (a->fn && a->done - a->last >= a->total / 100) {
         a->fn(a->user, a->done < a->total ? a->done : a->total, a->total);
         a->last = a->done;
