@@ -28,7 +28,7 @@ extern "C" {
 
 #define CU_GRAPH_MAX_ROWS 8  /* steps of up to this many rows run as CUDA graphs */
 #define CU_GRAPH_CACHE 8
-#define CU_REC_ARGS 640  /* the largest op argument struct (the MoE's) fits */
+#define CU_REC_ARGS 768  /* the largest op argument struct (the MoE's, 7 weight views) fits */
 
 /* Device-side fault codes written to the mapped error word. */
 enum { CU_FAULT_TOKEN = 1, CU_FAULT_EXPERT = 2, CU_FAULT_SELECT = 3 };

@@ -238,12 +238,27 @@ __device__ __forceinline__ void swiglu_store(const moe_args &a, int p, int64_t r
     a.H[(int64_t)p * a.I + r] = g / (1.0f + expf(-g)) * u;
 }
 
+/* cu_dots for group e's weight (e < 0: the shared expert) with the routed
+ * experts' format family FR and the shared expert's FS known at compile
+ * time (-1: dispatch at run time), so the common cases keep a plain dot
+ * product's registers. */
+template <int FR, int FS, int NW, int NB>
+__device__ __forceinline__ void group_dots(int e, const dsv4_mat &W, const int64_t *r, const char *const *w,
+                                           int64_t n, const float *const *xs, int nb, int vec, float (*acc)[NB])
+{
+    int f = e < 0 ? FS : FR;
+    if (f == CU_W_BF16) cu_dots_fam<CU_W_BF16, NW, NB>(W, r, w, n, xs, nb, vec, acc);
+    else if (f == CU_W_FP8) cu_dots_fam<CU_W_FP8, NW, NB>(W, r, w, n, xs, nb, vec, acc);
+    else if (f == CU_W_FP4) cu_dots_fam<CU_W_FP4, NW, NB>(W, r, w, n, xs, nb, vec, acc);
+    else cu_dots<NW, NB>(W, r, w, n, xs, nb, vec, acc);
+}
+
 /* Block (row block, group): each warp takes one row of w1 and w3 of the
  * group's expert and applies it to the group's tokens, NB at a time (a lone
  * token through cu_lane_dot: the same products in the same order). NB = 1
  * for one-token steps keeps the registers, and so the occupancy, of a plain
  * GEMV. */
-template <int NB>
+template <int FR, int FS, int NB>
 __global__ void __launch_bounds__(256) expert_up_kernel(moe_args a)
 {
     cu_pdl();
@@ -258,9 +273,9 @@ __global__ void __launch_bounds__(256) expert_up_kernel(moe_args a)
     int vec = cu_dots_vec(w1, r1, a.x, a.D) && cu_dots_vec(w3, r3, a.x, a.D);
     if (NB == 1) { /* one-token step: the group is pair g0 of token 0 */
         float acc[1][1];
-        cu_dots<1, 1>(w1, rr, &r1, a.D, &a.x, 1, vec, acc);
+        group_dots<FR, FS, 1, 1>(G.e, w1, rr, &r1, a.D, &a.x, 1, vec, acc);
         float gv = cu_warp_sum(acc[0][0]);
-        cu_dots<1, 1>(w3, rr, &r3, a.D, &a.x, 1, vec, acc);
+        group_dots<FR, FS, 1, 1>(G.e, w3, rr, &r3, a.D, &a.x, 1, vec, acc);
         swiglu_store(a, g0, r, gv, cu_warp_sum(acc[0][0]));
     } else {
         for (int i0 = g0; i0 < g1; i0 += NB) {
@@ -269,9 +284,9 @@ __global__ void __launch_bounds__(256) expert_up_kernel(moe_args a)
                 int p = group_pair(a, i0);
                 const float *x = a.x + (int64_t)pair_token(a, p) * a.D;
                 float acc[1][1];
-                cu_dots<1, 1>(w1, rr, &r1, a.D, &x, 1, vec, acc);
+                group_dots<FR, FS, 1, 1>(G.e, w1, rr, &r1, a.D, &x, 1, vec, acc);
                 float gv = cu_warp_sum(acc[0][0]);
-                cu_dots<1, 1>(w3, rr, &r3, a.D, &x, 1, vec, acc);
+                group_dots<FR, FS, 1, 1>(G.e, w3, rr, &r3, a.D, &x, 1, vec, acc);
                 swiglu_store(a, p, r, gv, cu_warp_sum(acc[0][0]));
                 continue;
             }
@@ -280,7 +295,7 @@ __global__ void __launch_bounds__(256) expert_up_kernel(moe_args a)
                 xs[j] = a.x + (int64_t)pair_token(a, group_pair(a, i0 + (j < nb ? j : 0))) * a.D;
             const char *w[2] = {r1, r3};
             float acc[2][NB];
-            cu_dots<2, NB>(w1, rr, w, a.D, xs, nb, vec, acc);
+            group_dots<FR, FS, 2, NB>(G.e, w1, rr, w, a.D, xs, nb, vec, acc);
             for (int j = 0; j < NB; j++) {
                 if (j >= nb) break;
                 swiglu_store(a, group_pair(a, i0 + j), r, cu_warp_sum(acc[0][j]), cu_warp_sum(acc[1][j]));
@@ -290,7 +305,7 @@ __global__ void __launch_bounds__(256) expert_up_kernel(moe_args a)
 }
 
 /* Y[p][d] = w2[d]·H[p] for the group's pairs, one w2 row per warp. */
-template <int NB>
+template <int FR, int FS, int NB>
 __global__ void __launch_bounds__(256) expert_down_kernel(moe_args a)
 {
     cu_pdl();
@@ -305,7 +320,7 @@ __global__ void __launch_bounds__(256) expert_down_kernel(moe_args a)
     if (NB == 1) { /* one-token step: pair g0 */
         const float *h = a.H + (int64_t)g0 * a.I;
         float acc[1][1];
-        cu_dots<1, 1>(w2, rr, &r2, a.I, &h, 1, vec, acc);
+        group_dots<FR, FS, 1, 1>(G.e, w2, rr, &r2, a.I, &h, 1, vec, acc);
         float y = cu_warp_sum(acc[0][0]);
         if ((threadIdx.x & 31) == 0) a.Y[(int64_t)g0 * a.D + d] = y;
     } else {
@@ -314,8 +329,8 @@ __global__ void __launch_bounds__(256) expert_down_kernel(moe_args a)
             const float *hs[NB];
             for (int j = 0; j < NB; j++) hs[j] = a.H + (int64_t)group_pair(a, i0 + (j < nb ? j : 0)) * a.I;
             float acc[1][NB];
-            if (nb == 1) cu_dots<1, 1>(w2, rr, &r2, a.I, hs, 1, vec, (float (*)[1])acc);
-            else cu_dots<1, NB>(w2, rr, &r2, a.I, hs, nb, vec, acc);
+            if (nb == 1) group_dots<FR, FS, 1, 1>(G.e, w2, rr, &r2, a.I, hs, 1, vec, (float (*)[1])acc);
+            else group_dots<FR, FS, 1, NB>(G.e, w2, rr, &r2, a.I, hs, nb, vec, acc);
             for (int j = 0; j < nb; j++) {
                 float y = cu_warp_sum(acc[0][j]);
                 if ((threadIdx.x & 31) == 0) a.Y[(int64_t)group_pair(a, i0 + j) * a.D + d] = y;
@@ -340,6 +355,22 @@ __global__ void combine_kernel(moe_args a)
     a.out[i] = acc;
 }
 
+/* The expert kernels for the experts' formats: one-token steps (not
+ * grouped) with a single-token instance that keeps a plain dot product's
+ * registers; otherwise 4 tokens per pass of a weight row (larger groups
+ * take it again, from L2). */
+template <int FR, int FS>
+static void launch_experts(cu_impl *c, const moe_args *a, dim3 up, dim3 down)
+{
+    if (a->T == 1) {
+        cu_launch(c, "moe up", expert_up_kernel<FR, FS, 1>, up, dim3(256), 0, *a);
+        cu_launch(c, "moe down", expert_down_kernel<FR, FS, 1>, down, dim3(256), 0, *a);
+    } else {
+        cu_launch(c, "moe up", expert_up_kernel<FR, FS, 4>, up, dim3(256), 0, *a);
+        cu_launch(c, "moe down", expert_down_kernel<FR, FS, 4>, down, dim3(256), 0, *a);
+    }
+}
+
 void cu_exec_moe(cu_impl *c, const void *args, const int64_t *dpos)
 {
     const moe_args *a = (const moe_args *)args;
@@ -358,13 +389,11 @@ void cu_exec_moe(cu_impl *c, const void *args, const int64_t *dpos)
         cu_launch(c, "moe group", group_kernel, dim3(1), dim3(256), (size_t)a->E * 2 * sizeof(int), *a);
     unsigned groups = (unsigned)a->gmax;
     dim3 up(cu_blocks(a->I, 8), groups), down(cu_blocks(a->D, 8), groups);
-    if (a->T == 1) {
-        cu_launch(c, "moe up", expert_up_kernel<1>, up, dim3(256), 0, *a);
-        cu_launch(c, "moe down", expert_down_kernel<1>, down, dim3(256), 0, *a);
-    } else { /* 4 tokens per pass of a weight row; larger groups take it again (from L2) */
-        cu_launch(c, "moe up", expert_up_kernel<4>, up, dim3(256), 0, *a);
-        cu_launch(c, "moe down", expert_down_kernel<4>, down, dim3(256), 0, *a);
-    }
+    int fr = cu_wfam(a->e13), fs = cu_wfam(a->sh1);
+    if (fr == CU_W_BF16 && fs == CU_W_BF16) launch_experts<CU_W_BF16, CU_W_BF16>(c, a, up, down);
+    else if (fr == CU_W_FP4 && fs == CU_W_FP8) launch_experts<CU_W_FP4, CU_W_FP8>(c, a, up, down);
+    else if (fr == CU_W_FP8 && fs == CU_W_FP8) launch_experts<CU_W_FP8, CU_W_FP8>(c, a, up, down);
+    else launch_experts<-1, -1>(c, a, up, down);
     cu_launch(c, "moe combine", combine_kernel, dim3(cu_blocks((int64_t)a->T * a->D, 256)), dim3(256), 0, *a);
 }
 

@@ -92,6 +92,7 @@ __device__ __forceinline__ uint4 cu_ld16(const char *p, int64_t avail)
 {
     if (avail >= 16) return __ldg((const uint4 *)p);
     uint32_t w[4] = {0, 0, 0, 0};
+#pragma unroll
     for (int i = 0; i < 16; i++)
         if (i < avail) w[i >> 2] |= (uint32_t)__ldg((const unsigned char *)p + i) << (8 * (i & 3));
     return make_uint4(w[0], w[1], w[2], w[3]);
