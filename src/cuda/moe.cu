@@ -390,6 +390,7 @@ void cu_exec_moe(cu_impl *c, const void *args, const int64_t *dpos)
     unsigned groups = (unsigned)a->gmax;
     dim3 up(cu_blocks(a->I, 8), groups), down(cu_blocks(a->D, 8), groups);
     int fr = cu_wfam(a->e13), fs = cu_wfam(a->sh1);
+    if (cu_wfam(a->e2) != fr || cu_wfam(a->sh2) != fs) fr = fs = -1; /* mixed within an expert: run-time dispatch */
     if (fr == CU_W_BF16 && fs == CU_W_BF16) launch_experts<CU_W_BF16, CU_W_BF16>(c, a, up, down);
     else if (fr == CU_W_FP4 && fs == CU_W_FP8) launch_experts<CU_W_FP4, CU_W_FP8>(c, a, up, down);
     else if (fr == CU_W_FP8 && fs == CU_W_FP8) launch_experts<CU_W_FP8, CU_W_FP8>(c, a, up, down);
