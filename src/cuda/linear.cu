@@ -162,6 +162,47 @@ static void run_gemv(cu_impl *c, const cu_matmul_args *a)
 
 /* -------------------------------------------------------- tensor cores */
 
+/* One chunk of a warp's tiles: the loads u (scales sc) of its MT row
+ * tiles against its NT token tiles, per k-step the hi, mid, lo products. */
+template <int FAM, int MT, int NT>
+__device__ __forceinline__ void tc_chunk(float (*acc)[NT][4], const uint4 (*u)[2], const float (*sc)[2], int64_t col,
+                                         const float *const *xr, int64_t n, int xvec)
+{
+    constexpr int STEPS = (FAM == CU_W_BF16 ? 8 : FAM == CU_W_FP8 ? 16 : 32) / 4;
+#pragma unroll
+    for (int s = 0; s < STEPS; s++) {
+        uint32_t a[MT][4];
+#pragma unroll
+        for (int m = 0; m < MT; m++) {
+            uint32_t p0[2], p1[2];
+            cu_frag<FAM>(u[m][0], sc[m][0], s, p0);
+            cu_frag<FAM>(u[m][1], sc[m][1], s, p1);
+            a[m][0] = p0[0]; a[m][1] = p1[0]; a[m][2] = p0[1]; a[m][3] = p1[1];
+        }
+        int64_t xc = col + 4 * s;
+#pragma unroll
+        for (int j = 0; j < NT; j++) {
+            float4 v;
+            if (xvec && xc + 4 <= n) v = *(const float4 *)(xr[j] + xc);
+            else {
+                v.x = xc < n ? xr[j][xc] : 0.0f;
+                v.y = xc + 1 < n ? xr[j][xc + 1] : 0.0f;
+                v.z = xc + 2 < n ? xr[j][xc + 2] : 0.0f;
+                v.w = xc + 3 < n ? xr[j][xc + 3] : 0.0f;
+            }
+            uint32_t h0, m0, l0, h1, m1, l1;
+            cu_split3(v.x, v.y, &h0, &m0, &l0);
+            cu_split3(v.z, v.w, &h1, &m1, &l1);
+#pragma unroll
+            for (int m = 0; m < MT; m++) {
+                cu_mma(acc[m][j], a[m], h0, h1);
+                cu_mma(acc[m][j], a[m], m0, m1);
+                cu_mma(acc[m][j], a[m], l0, l1);
+            }
+        }
+    }
+}
+
 /* Block: 8 warps. A warp computes MT tiles of 16 weight rows against NT
  * tiles of 8 token rows (tokens blockIdx.y·8·NT ...). The K chunks (4 loads
  * of a row per chunk: one per thread of a quad) are dealt to ks slices,
@@ -169,14 +210,15 @@ static void run_gemv(cu_impl *c, const cu_matmul_args *a)
  * order (per chunk, per k-step: hi, mid, lo products); the row's result is
  * ((slice 0 + slice 1) + slice 2) + ... .
  * SEQ = 0: the ks warps of a row tile run one slice each (decode);
- * SEQ = 1: each warp runs every slice in turn (prefill). */
-template <int FAM, int MT, int NT, int SEQ>
+ * SEQ = 1: each warp runs every slice in turn (prefill).
+ * U: chunks whose loads are in flight while one is computed. */
+template <int FAM, int MT, int NT, int SEQ, int U>
 __global__ void __launch_bounds__(256) tc_kernel(const float *x, int64_t ldx, int T, dsv4_mat W, float *y,
                                                  int64_t ldy, int ks, int64_t grp_rows, int xvec)
 {
     cu_pdl();
     extern __shared__ float part[]; /* SEQ = 0, ks > 1: [8 warps][MT][NT][4][32] */
-    constexpr int EPL = FAM == CU_W_BF16 ? 8 : FAM == CU_W_FP8 ? 16 : 32, STEPS = EPL / 4, CC = 4 * EPL;
+    constexpr int EPL = FAM == CU_W_BF16 ? 8 : FAM == CU_W_FP8 ? 16 : 32, CC = 4 * EPL;
     int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, q = lane & 3;
     int wpt = SEQ ? 1 : ks; /* warps per row tile */
     int sp0 = warp % wpt;
@@ -186,15 +228,15 @@ __global__ void __launch_bounds__(256) tc_kernel(const float *x, int64_t ldx, in
     if (!active) row0 = 0; /* a dummy tile, so every warp reaches the barrier */
     int64_t n = W.cols, rb = cu_row_bytes(W), nch = (n + CC - 1) / CC;
     const float *xb = x + (grp_rows ? row0 / grp_rows * n : 0); /* matmul_grouped: the row block's columns */
-    const char *wr[MT][2];
-    int64_t rr[MT][2];
+    const char *wr[MT][2], *sr[MT][2];
 #pragma unroll
     for (int m = 0; m < MT; m++)
 #pragma unroll
         for (int h = 0; h < 2; h++) {
             int64_t r = row0 + m * 16 + g + 8 * h;
-            rr[m][h] = r < W.rows ? r : W.rows - 1;
-            wr[m][h] = (const char *)W.data + rr[m][h] * rb;
+            r = r < W.rows ? r : W.rows - 1;
+            wr[m][h] = (const char *)W.data + r * rb + q * 16;
+            sr[m][h] = FAM == CU_W_BF16 ? NULL : cu_scale_row(W, r);
         }
     int64_t tb = (int64_t)blockIdx.y * 8 * NT;
     const float *xr[NT];
@@ -212,60 +254,34 @@ __global__ void __launch_bounds__(256) tc_kernel(const float *x, int64_t ldx, in
             for (int j = 0; j < NT; j++)
 #pragma unroll
                 for (int i = 0; i < 4; i++) acc[m][j][i] = 0.0f;
-        uint4 un[MT][2];
-        float sn[MT][2];
-        /* loads of chunk c into (u, s); the next chunk's loads are issued
-         * before the current one is used */
-#define TC_LOAD(c, u, s)                                                                                 \
+        uint4 ub[U][MT][2];
+        float sb[U][MT][2];
+        /* chunk c's loads of this thread into slot i */
+#define TC_LOAD(c, i)                                                                                    \
         do {                                                                                             \
-            int64_t off_ = ((c) * 4 + q) * 16, col_ = ((c) * 4 + q) * EPL;                               \
+            int64_t off_ = (c) * 64, col_ = ((c) * 4 + q) * EPL;                                        \
             _Pragma("unroll") for (int m = 0; m < MT; m++)                                              \
             _Pragma("unroll") for (int h = 0; h < 2; h++) {                                             \
-                u[m][h] = cu_ld16(wr[m][h] + off_, rb - off_);                                          \
-                s[m][h] = FAM == CU_W_BF16 || col_ >= n ? 0.0f : cu_wscale(W, rr[m][h], col_);          \
+                ub[i][m][h] = cu_ld16(wr[m][h] + off_, rb - off_ - q * 16);                             \
+                sb[i][m][h] = FAM == CU_W_BF16 || col_ >= n ? 0.0f : cu_scale_at(W, sr[m][h], col_);    \
             }                                                                                            \
         } while (0)
-        if (sp < nch) TC_LOAD((int64_t)sp, un, sn);
-        for (int64_t c = sp; c < nch; c += ks) {
-            uint4 u[MT][2];
-            float sc[MT][2];
 #pragma unroll
-            for (int m = 0; m < MT; m++)
+        for (int i = 0; i < U; i++)
+            if (sp + (int64_t)i * ks < nch) TC_LOAD(sp + (int64_t)i * ks, i);
+        for (int64_t base = sp; base < nch; base += (int64_t)U * ks) {
 #pragma unroll
-                for (int h = 0; h < 2; h++) { u[m][h] = un[m][h]; sc[m][h] = sn[m][h]; }
-            if (c + ks < nch) TC_LOAD(c + ks, un, sn);
-            int64_t col = (c * 4 + q) * EPL;
+            for (int i = 0; i < U; i++) {
+                int64_t c = base + (int64_t)i * ks;
+                if (c >= nch) break;
+                uint4 u[MT][2];
+                float sc[MT][2];
 #pragma unroll
-            for (int s = 0; s < STEPS; s++) {
-                uint32_t a[MT][4];
+                for (int m = 0; m < MT; m++)
 #pragma unroll
-                for (int m = 0; m < MT; m++) {
-                    uint32_t p0[2], p1[2];
-                    cu_frag<FAM>(u[m][0], sc[m][0], s, p0);
-                    cu_frag<FAM>(u[m][1], sc[m][1], s, p1);
-                    a[m][0] = p0[0]; a[m][1] = p1[0]; a[m][2] = p0[1]; a[m][3] = p1[1];
-                }
-                int64_t xc = col + 4 * s;
-#pragma unroll
-                for (int j = 0; j < NT; j++) {
-                    float4 v;
-                    if (xvec && xc + 4 <= n) v = *(const float4 *)(xr[j] + xc);
-                    else {
-                        v.x = xc < n ? xr[j][xc] : 0.0f;
-                        v.y = xc + 1 < n ? xr[j][xc + 1] : 0.0f;
-                        v.z = xc + 2 < n ? xr[j][xc + 2] : 0.0f;
-                        v.w = xc + 3 < n ? xr[j][xc + 3] : 0.0f;
-                    }
-                    uint32_t h0, m0, l0, h1, m1, l1;
-                    cu_split3(v.x, v.y, &h0, &m0, &l0);
-                    cu_split3(v.z, v.w, &h1, &m1, &l1);
-#pragma unroll
-                    for (int m = 0; m < MT; m++) {
-                        cu_mma(acc[m][j], a[m], h0, h1);
-                        cu_mma(acc[m][j], a[m], m0, m1);
-                        cu_mma(acc[m][j], a[m], l0, l1);
-                    }
-                }
+                    for (int h = 0; h < 2; h++) { u[m][h] = ub[i][m][h]; sc[m][h] = sb[i][m][h]; }
+                if (c + (int64_t)U * ks < nch) TC_LOAD(c + (int64_t)U * ks, i);
+                tc_chunk<FAM, MT, NT>(acc, u, sc, (c * 4 + q) * EPL, xr, n, xvec);
             }
         }
 #undef TC_LOAD
@@ -322,14 +338,14 @@ static int tc_splits(int64_t rows, int64_t nch)
     return ks;
 }
 
-template <int FAM, int MT, int NT, int SEQ>
+template <int FAM, int MT, int NT, int SEQ, int U>
 static void tc_launch(cu_impl *c, const cu_matmul_args *a, int ks, int xvec)
 {
     const dsv4_mat *W = &a->W;
     int wpt = SEQ ? 1 : ks;
     size_t shm = !SEQ && ks > 1 ? (size_t)8 * MT * NT * 4 * 32 * sizeof(float) : 0;
     dim3 grid(cu_blocks(W->rows, 8 / wpt * 16 * MT), cu_blocks(a->T, 8 * NT));
-    cu_launch(c, "tc_kernel", tc_kernel<FAM, MT, NT, SEQ>, grid, dim3(256), shm, a->x, a->ldx, a->T, *W, a->y, a->ldy,
+    cu_launch(c, "tc_kernel", tc_kernel<FAM, MT, NT, SEQ, U>, grid, dim3(256), shm, a->x, a->ldx, a->T, *W, a->y, a->ldy,
               ks, a->grp_rows, xvec);
 }
 
@@ -341,10 +357,10 @@ static void run_tc(cu_impl *c, const cu_matmul_args *a)
     constexpr int CC = 4 * (FAM == CU_W_BF16 ? 8 : FAM == CU_W_FP8 ? 16 : 32);
     int ks = tc_splits(a->W.rows, (a->W.cols + CC - 1) / CC);
     int xvec = (uintptr_t)a->x % 16 == 0 && a->ldx % 4 == 0 && a->W.cols % 4 == 0;
-    if (a->T <= 8) tc_launch<FAM, 1, 1, 0>(c, a, ks, xvec);
-    else if (a->T <= 64) tc_launch<FAM, 1, 4, 0>(c, a, ks, xvec);
-    else if (a->grp_rows % 32 == 0) tc_launch<FAM, 2, 4, 1>(c, a, ks, xvec);
-    else tc_launch<FAM, 1, 4, 1>(c, a, ks, xvec);
+    if (a->T <= 8) tc_launch<FAM, 1, 1, 0, 4>(c, a, ks, xvec);
+    else if (a->T <= 64) tc_launch<FAM, 1, 4, 0, 2>(c, a, ks, xvec);
+    else if (a->grp_rows % 32 == 0) tc_launch<FAM, 2, 4, 1, 2>(c, a, ks, xvec);
+    else tc_launch<FAM, 1, 4, 1, 2>(c, a, ks, xvec);
 }
 
 void cu_exec_matmul(cu_impl *c, const void *args, const int64_t *dpos)

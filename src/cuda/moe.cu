@@ -243,14 +243,14 @@ __device__ __forceinline__ void swiglu_store(const moe_args &a, int p, int64_t r
  * time (-1: dispatch at run time), so the common cases keep a plain dot
  * product's registers. */
 template <int FR, int FS, int NW, int NB>
-__device__ __forceinline__ void group_dots(int e, const dsv4_mat &W, const int64_t *r, const char *const *w,
-                                           int64_t n, const float *const *xs, int nb, int vec, float (*acc)[NB])
+__device__ __forceinline__ void group_dots(int e, const dsv4_mat *W, const int64_t *r, int64_t n,
+                                           const float *const *xs, int nb, int vec, float (*acc)[NB])
 {
     int f = e < 0 ? FS : FR;
-    if (f == CU_W_BF16) cu_dots_fam<CU_W_BF16, NW, NB>(W, r, w, n, xs, nb, vec, acc);
-    else if (f == CU_W_FP8) cu_dots_fam<CU_W_FP8, NW, NB>(W, r, w, n, xs, nb, vec, acc);
-    else if (f == CU_W_FP4) cu_dots_fam<CU_W_FP4, NW, NB>(W, r, w, n, xs, nb, vec, acc);
-    else cu_dots<NW, NB>(W, r, w, n, xs, nb, vec, acc);
+    if (f == CU_W_BF16) cu_dots_fam<CU_W_BF16, NW, NB>(W, r, n, xs, nb, vec, acc);
+    else if (f == CU_W_FP8) cu_dots_fam<CU_W_FP8, NW, NB>(W, r, n, xs, nb, vec, acc);
+    else if (f == CU_W_FP4) cu_dots_fam<CU_W_FP4, NW, NB>(W, r, n, xs, nb, vec, acc);
+    else cu_dots<NW, NB>(W, r, n, xs, nb, vec, acc);
 }
 
 /* Block (row block, group): each warp takes one row of w1 and w3 of the
@@ -273,9 +273,9 @@ __global__ void __launch_bounds__(256) expert_up_kernel(moe_args a)
     int vec = cu_dots_vec(w1, r1, a.x, a.D) && cu_dots_vec(w3, r3, a.x, a.D);
     if (NB == 1) { /* one-token step: the group is pair g0 of token 0 */
         float acc[1][1];
-        group_dots<FR, FS, 1, 1>(G.e, w1, rr, &r1, a.D, &a.x, 1, vec, acc);
+        group_dots<FR, FS, 1, 1>(G.e, &w1, rr, a.D, &a.x, 1, vec, acc);
         float gv = cu_warp_sum(acc[0][0]);
-        group_dots<FR, FS, 1, 1>(G.e, w3, rr, &r3, a.D, &a.x, 1, vec, acc);
+        group_dots<FR, FS, 1, 1>(G.e, &w3, rr, a.D, &a.x, 1, vec, acc);
         swiglu_store(a, g0, r, gv, cu_warp_sum(acc[0][0]));
     } else {
         for (int i0 = g0; i0 < g1; i0 += NB) {
@@ -284,18 +284,18 @@ __global__ void __launch_bounds__(256) expert_up_kernel(moe_args a)
                 int p = group_pair(a, i0);
                 const float *x = a.x + (int64_t)pair_token(a, p) * a.D;
                 float acc[1][1];
-                group_dots<FR, FS, 1, 1>(G.e, w1, rr, &r1, a.D, &x, 1, vec, acc);
+                group_dots<FR, FS, 1, 1>(G.e, &w1, rr, a.D, &x, 1, vec, acc);
                 float gv = cu_warp_sum(acc[0][0]);
-                group_dots<FR, FS, 1, 1>(G.e, w3, rr, &r3, a.D, &x, 1, vec, acc);
+                group_dots<FR, FS, 1, 1>(G.e, &w3, rr, a.D, &x, 1, vec, acc);
                 swiglu_store(a, p, r, gv, cu_warp_sum(acc[0][0]));
                 continue;
             }
             const float *xs[NB];
             for (int j = 0; j < NB; j++)
                 xs[j] = a.x + (int64_t)pair_token(a, group_pair(a, i0 + (j < nb ? j : 0))) * a.D;
-            const char *w[2] = {r1, r3};
+            const dsv4_mat w13[2] = {w1, w3};
             float acc[2][NB];
-            group_dots<FR, FS, 2, NB>(G.e, w1, rr, w, a.D, xs, nb, vec, acc);
+            group_dots<FR, FS, 2, NB>(G.e, w13, rr, a.D, xs, nb, vec, acc);
             for (int j = 0; j < NB; j++) {
                 if (j >= nb) break;
                 swiglu_store(a, group_pair(a, i0 + j), r, cu_warp_sum(acc[0][j]), cu_warp_sum(acc[1][j]));
@@ -320,7 +320,7 @@ __global__ void __launch_bounds__(256) expert_down_kernel(moe_args a)
     if (NB == 1) { /* one-token step: pair g0 */
         const float *h = a.H + (int64_t)g0 * a.I;
         float acc[1][1];
-        group_dots<FR, FS, 1, 1>(G.e, w2, rr, &r2, a.I, &h, 1, vec, acc);
+        group_dots<FR, FS, 1, 1>(G.e, &w2, rr, a.I, &h, 1, vec, acc);
         float y = cu_warp_sum(acc[0][0]);
         if ((threadIdx.x & 31) == 0) a.Y[(int64_t)g0 * a.D + d] = y;
     } else {
@@ -329,8 +329,8 @@ __global__ void __launch_bounds__(256) expert_down_kernel(moe_args a)
             const float *hs[NB];
             for (int j = 0; j < NB; j++) hs[j] = a.H + (int64_t)group_pair(a, i0 + (j < nb ? j : 0)) * a.I;
             float acc[1][NB];
-            if (nb == 1) group_dots<FR, FS, 1, 1>(G.e, w2, rr, &r2, a.I, hs, 1, vec, (float (*)[1])acc);
-            else group_dots<FR, FS, 1, NB>(G.e, w2, rr, &r2, a.I, hs, nb, vec, acc);
+            if (nb == 1) group_dots<FR, FS, 1, 1>(G.e, &w2, rr, a.I, hs, 1, vec, (float (*)[1])acc);
+            else group_dots<FR, FS, 1, NB>(G.e, &w2, rr, a.I, hs, nb, vec, acc);
             for (int j = 0; j < nb; j++) {
                 float y = cu_warp_sum(acc[0][j]);
                 if ((threadIdx.x & 31) == 0) a.Y[(int64_t)group_pair(a, i0 + j) * a.D + d] = y;

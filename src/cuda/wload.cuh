@@ -61,12 +61,22 @@ __host__ static inline int cu_w_loads_ok(const dsv4_mat &W)
 /* 2^(e−127) for an E8M0 byte (e = 0: the subnormal 2^−127). */
 __device__ __forceinline__ float cu_e8m0(uint32_t e) { return __uint_as_float(e ? e << 23 : 0x00400000u); }
 
-/* The scale of W's block holding (row r, column c). */
-__device__ __forceinline__ float cu_wscale(const dsv4_mat &W, int64_t r, int64_t c)
+/* The scale grid row of W's row r (computed once per row: the kernels'
+ * inner loops then only index it by column block). */
+__device__ __forceinline__ const char *cu_scale_row(const dsv4_mat &W, int64_t r)
 {
-    int64_t i = r / W.blk_r * W.scale_cols + c / W.blk_c;
-    if (W.scale_dtype == DT_F32) return __ldg((const float *)W.scale + i);
-    return cu_e8m0(__ldg((const uint8_t *)W.scale + i));
+    int64_t sr = (uint64_t)r / (uint32_t)W.blk_r;
+    return (const char *)W.scale + sr * W.scale_cols * (W.scale_dtype == DT_F32 ? 4 : 1);
+}
+
+/* The scale of column c in scale row srow (blk_c a power of two in every
+ * checkpoint: a shift; otherwise a 32-bit division). */
+__device__ __forceinline__ float cu_scale_at(const dsv4_mat &W, const char *srow, int64_t c)
+{
+    uint32_t bc = (uint32_t)W.blk_c;
+    uint32_t j = (bc & (bc - 1)) == 0 ? (uint32_t)c >> (__ffs(bc) - 1) : (uint32_t)c / bc;
+    if (W.scale_dtype == DT_F32) return __ldg((const float *)srow + j);
+    return cu_e8m0(__ldg((const uint8_t *)srow + j));
 }
 
 /* Two e4m3 codes (low byte first) as floats, exactly (hardware conversion
@@ -98,10 +108,10 @@ __device__ __forceinline__ uint4 cu_ld16(const char *p, int64_t avail)
     return make_uint4(w[0], w[1], w[2], w[3]);
 }
 
-/* The EPL values of one load u of row r of W at column c (the load's
- * first column), scale applied. */
+/* The EPL values of one load u of a row of W at column c (the load's
+ * first column), scale applied (srow: the row's scales, cu_scale_row). */
 template <int FAM>
-__device__ __forceinline__ void cu_decode_load(const dsv4_mat &W, int64_t r, int64_t c, uint4 u, float *f)
+__device__ __forceinline__ void cu_decode_load(const dsv4_mat &W, const char *srow, int64_t c, uint4 u, float *f)
 {
     uint32_t q[4] = {u.x, u.y, u.z, u.w};
     if (FAM == CU_W_BF16 || FAM == CU_W_F16) {
@@ -110,14 +120,14 @@ __device__ __forceinline__ void cu_decode_load(const dsv4_mat &W, int64_t r, int
 #pragma unroll
         for (int j = 0; j < 4; j++) f[j] = __uint_as_float(q[j]);
     } else if (FAM == CU_W_FP8) {
-        float s = cu_wscale(W, r, c);
+        float s = cu_scale_at(W, srow, c);
 #pragma unroll
         for (int j = 0; j < 4; j++) {
             float2 a = cu_e4m3x2(q[j]), b = cu_e4m3x2(q[j] >> 16);
             f[4 * j] = a.x * s; f[4 * j + 1] = a.y * s; f[4 * j + 2] = b.x * s; f[4 * j + 3] = b.y * s;
         }
     } else {
-        float s = cu_wscale(W, r, c);
+        float s = cu_scale_at(W, srow, c);
 #pragma unroll
         for (int j = 0; j < 32; j++) f[j] = cu_e2m1(q[j >> 3] >> (4 * (j & 7))) * s;
     }
@@ -128,23 +138,30 @@ __device__ __forceinline__ float cu_wget(const dsv4_mat &W, int64_t r, int64_t c
 {
     int fam = cu_wfam(W);
     const unsigned char *row = (const unsigned char *)W.data + r * cu_row_bytes(W);
-    if (fam == CU_W_FP8) return cu_e4m3x2(__ldg(row + c)).x * cu_wscale(W, r, c);
-    if (fam == CU_W_FP4) return cu_e2m1(__ldg(row + c / 2) >> (4 * (c & 1))) * cu_wscale(W, r, c);
+    if (fam == CU_W_FP8) return cu_e4m3x2(__ldg(row + c)).x * cu_scale_at(W, cu_scale_row(W, r), c);
+    if (fam == CU_W_FP4) return cu_e2m1(__ldg(row + c / 2) >> (4 * (c & 1))) * cu_scale_at(W, cu_scale_row(W, r), c);
     return cu_ld(W.dtype, row, c);
 }
 
-/* One lane's shares of the fp32 dot products of NW rows of W (rows r[i],
- * data at w[i]) with nb <= NB vectors xs[j] of n values: acc[i][j]; the
+/* One lane's shares of the fp32 dot products of NW weight rows (row r[i]
+ * of W[i]; the W[i] share a format and shape) with nb <= NB vectors xs[j]
+ * of n values: acc[i][j]; the
  * caller sums the lanes with cu_warp_sum. vec: 16-byte loads (rows aligned,
  * n a multiple of the load's values, x aligned), lane-strided; otherwise
  * element by element. The order depends only on n, the format and vec,
  * never on nb or the other vectors (batch invariance). */
 template <int FAM, int NW, int NB>
-__device__ __forceinline__ void cu_dots_fam(const dsv4_mat &W, const int64_t *r, const char *const *w, int64_t n,
-                                            const float *const *xs, int nb, int vec, float (*acc)[NB])
+__device__ __forceinline__ void cu_dots_fam(const dsv4_mat *W, const int64_t *r, int64_t n, const float *const *xs,
+                                            int nb, int vec, float (*acc)[NB])
 {
     constexpr int EPL = FAM == CU_W_FP8 ? 16 : FAM == CU_W_FP4 ? 32 : FAM == CU_W_F32 ? 4 : 8;
     int lane = threadIdx.x & 31;
+    const char *w[NW], *sr[NW];
+#pragma unroll
+    for (int i = 0; i < NW; i++) {
+        w[i] = (const char *)W[i].data + r[i] * cu_row_bytes(W[i]);
+        sr[i] = FAM == CU_W_FP8 || FAM == CU_W_FP4 ? cu_scale_row(W[i], r[i]) : NULL;
+    }
 #pragma unroll
     for (int i = 0; i < NW; i++)
 #pragma unroll
@@ -154,7 +171,7 @@ __device__ __forceinline__ void cu_dots_fam(const dsv4_mat &W, const int64_t *r,
         for (int64_t c = lane; c < n / EPL; c += 32) {
             float f[NW][EPL];
 #pragma unroll
-            for (int i = 0; i < NW; i++) cu_decode_load<FAM>(W, r[i], c * EPL, __ldg((const uint4 *)w[i] + c), f[i]);
+            for (int i = 0; i < NW; i++) cu_decode_load<FAM>(W[i], sr[i], c * EPL, __ldg((const uint4 *)w[i] + c), f[i]);
 #pragma unroll
             for (int j = 0; j < NB; j++) {
                 if (j >= nb) break;
@@ -176,7 +193,7 @@ __device__ __forceinline__ void cu_dots_fam(const dsv4_mat &W, const int64_t *r,
         for (int64_t c = lane; c < n; c += 32) {
             float wv[NW];
 #pragma unroll
-            for (int i = 0; i < NW; i++) wv[i] = cu_wget(W, r[i], c);
+            for (int i = 0; i < NW; i++) wv[i] = cu_wget(W[i], r[i], c);
 #pragma unroll
             for (int j = 0; j < NB; j++) {
                 if (j >= nb) break;
@@ -196,17 +213,17 @@ __device__ __forceinline__ int cu_dots_vec(const dsv4_mat &W, const char *w, con
            ldx % 4 == 0;
 }
 
-/* cu_dots_fam for W's format (all NW rows share W's format and shape). */
+/* cu_dots_fam for the format of W[0]. */
 template <int NW, int NB>
-__device__ __forceinline__ void cu_dots(const dsv4_mat &W, const int64_t *r, const char *const *w, int64_t n,
-                                        const float *const *xs, int nb, int vec, float (*acc)[NB])
+__device__ __forceinline__ void cu_dots(const dsv4_mat *W, const int64_t *r, int64_t n, const float *const *xs, int nb,
+                                        int vec, float (*acc)[NB])
 {
-    switch (cu_wfam(W)) {
-    case CU_W_BF16: cu_dots_fam<CU_W_BF16, NW, NB>(W, r, w, n, xs, nb, vec, acc); break;
-    case CU_W_F16: cu_dots_fam<CU_W_F16, NW, NB>(W, r, w, n, xs, nb, vec, acc); break;
-    case CU_W_FP8: cu_dots_fam<CU_W_FP8, NW, NB>(W, r, w, n, xs, nb, vec, acc); break;
-    case CU_W_FP4: cu_dots_fam<CU_W_FP4, NW, NB>(W, r, w, n, xs, nb, vec, acc); break;
-    default: cu_dots_fam<CU_W_F32, NW, NB>(W, r, w, n, xs, nb, vec, acc); break;
+    switch (cu_wfam(W[0])) {
+    case CU_W_BF16: cu_dots_fam<CU_W_BF16, NW, NB>(W, r, n, xs, nb, vec, acc); break;
+    case CU_W_F16: cu_dots_fam<CU_W_F16, NW, NB>(W, r, n, xs, nb, vec, acc); break;
+    case CU_W_FP8: cu_dots_fam<CU_W_FP8, NW, NB>(W, r, n, xs, nb, vec, acc); break;
+    case CU_W_FP4: cu_dots_fam<CU_W_FP4, NW, NB>(W, r, n, xs, nb, vec, acc); break;
+    default: cu_dots_fam<CU_W_F32, NW, NB>(W, r, n, xs, nb, vec, acc); break;
     }
 }
 
