@@ -457,8 +457,6 @@ extern "C" dsv4_backend *cuda_backend_new(int device, int64_t max_row)
     c->graphs_on = !(g && !strcmp(g, "0"));
     const char *pdl = getenv("DSV4_CUDA_PDL");
     c->pdl = !(pdl && !strcmp(pdl, "0"));
-    const char *tune = getenv("DSV4_TC_TUNE"); /* TUNING: "d,p" */
-    if (tune) sscanf(tune, "%d,%d", &c->tc_tune[0], &c->tc_tune[1]);
     c->arg_cap = 1 << 20;
     const char *what = "device setup";
     if ((e = cudaSetDevice(device)) != cudaSuccess ||

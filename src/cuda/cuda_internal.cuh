@@ -101,7 +101,6 @@ struct cu_impl {
     /* graphs */
     int graphs_on, recording;
     int pdl;                       /* launch with programmatic dependent launch */
-    int tc_tune[2];                /* TUNING: tensor-core matmul instances (decode, prefill) */
     cu_record *rec;
     int n_rec, cap_rec;
     unsigned char *arg_host, *arg_dev; /* pinned host / device argument blocks */

@@ -162,37 +162,11 @@ static void run_gemv(cu_impl *c, const cu_matmul_args *a)
 
 /* -------------------------------------------------------- tensor cores */
 
-/* This thread's activations of one chunk (column col of the load), for
- * each token tile and k-step; columns past n read as zero. */
-template <int FAM, int NT>
-__device__ __forceinline__ void tc_load_x(float4 (*xv)[(FAM == CU_W_BF16 ? 8 : FAM == CU_W_FP8 ? 16 : 32) / 4],
-                                          const float *const *xr, int64_t col, int64_t n, int xvec)
-{
-    constexpr int STEPS = (FAM == CU_W_BF16 ? 8 : FAM == CU_W_FP8 ? 16 : 32) / 4;
-#pragma unroll
-    for (int j = 0; j < NT; j++)
-#pragma unroll
-        for (int s = 0; s < STEPS; s++) {
-            int64_t xc = col + 4 * s;
-            float4 v;
-            if (xvec && xc + 4 <= n) v = *(const float4 *)(xr[j] + xc);
-            else {
-                v.x = xc < n ? xr[j][xc] : 0.0f;
-                v.y = xc + 1 < n ? xr[j][xc + 1] : 0.0f;
-                v.z = xc + 2 < n ? xr[j][xc + 2] : 0.0f;
-                v.w = xc + 3 < n ? xr[j][xc + 3] : 0.0f;
-            }
-            xv[j][s] = v;
-        }
-}
-
 /* One chunk of a warp's tiles: the loads u (scales sc) of its MT row
- * tiles against its NT token tiles, per k-step the hi, mid, lo products.
- * Activations from xv when loaded ahead (xv != NULL), else per k-step. */
+ * tiles against its NT token tiles, per k-step the hi, mid, lo products. */
 template <int FAM, int MT, int NT>
-__device__ __forceinline__ void tc_chunk(float (*acc)[NT][4], const uint4 (*u)[2], const float (*sc)[2],
-                                         const float4 (*xv)[(FAM == CU_W_BF16 ? 8 : FAM == CU_W_FP8 ? 16 : 32) / 4],
-                                         const float *const *xr, int64_t col, int64_t n, int xvec)
+__device__ __forceinline__ void tc_chunk(float (*acc)[NT][4], const uint4 (*u)[2], const float (*sc)[2], int64_t col,
+                                         const float *const *xr, int64_t n, int xvec)
 {
     constexpr int STEPS = (FAM == CU_W_BF16 ? 8 : FAM == CU_W_FP8 ? 16 : 32) / 4;
 #pragma unroll
@@ -205,19 +179,16 @@ __device__ __forceinline__ void tc_chunk(float (*acc)[NT][4], const uint4 (*u)[2
             cu_frag<FAM>(u[m][1], sc[m][1], s, p1);
             a[m][0] = p0[0]; a[m][1] = p1[0]; a[m][2] = p0[1]; a[m][3] = p1[1];
         }
+        int64_t xc = col + 4 * s;
 #pragma unroll
         for (int j = 0; j < NT; j++) {
             float4 v;
-            if (xv) v = xv[j][s];
+            if (xvec && xc + 4 <= n) v = *(const float4 *)(xr[j] + xc);
             else {
-                int64_t xc = col + 4 * s;
-                if (xvec && xc + 4 <= n) v = *(const float4 *)(xr[j] + xc);
-                else {
-                    v.x = xc < n ? xr[j][xc] : 0.0f;
-                    v.y = xc + 1 < n ? xr[j][xc + 1] : 0.0f;
-                    v.z = xc + 2 < n ? xr[j][xc + 2] : 0.0f;
-                    v.w = xc + 3 < n ? xr[j][xc + 3] : 0.0f;
-                }
+                v.x = xc < n ? xr[j][xc] : 0.0f;
+                v.y = xc + 1 < n ? xr[j][xc + 1] : 0.0f;
+                v.z = xc + 2 < n ? xr[j][xc + 2] : 0.0f;
+                v.w = xc + 3 < n ? xr[j][xc + 3] : 0.0f;
             }
             uint32_t h0, m0, l0, h1, m1, l1;
             cu_split3(v.x, v.y, &h0, &m0, &l0);
@@ -241,23 +212,14 @@ __device__ __forceinline__ void tc_chunk(float (*acc)[NT][4], const uint4 (*u)[2
  * SEQ = 0: the ks warps of a row tile run one slice each (decode);
  * SEQ = 1: each warp runs every slice in turn (prefill).
  * U: chunks whose loads are in flight while one is computed. */
-template <int FAM, int MT, int NT, int SEQ, int U, int XPF, int MINB, int XS>
-__global__ void __launch_bounds__(256, MINB) tc_kernel(const float *x, int64_t ldx, int T, dsv4_mat W, float *y,
+template <int FAM, int MT, int NT, int SEQ, int U>
+__global__ void __launch_bounds__(256) tc_kernel(const float *x, int64_t ldx, int T, dsv4_mat W, float *y,
                                                  int64_t ldy, int ks, int64_t grp_rows, int xvec)
 {
     cu_pdl();
-    extern __shared__ float part[]; /* SEQ = 0, ks > 1: [8 warps][MT][NT][4][32]; XS: then x [T][cols] */
+    extern __shared__ float part[]; /* SEQ = 0, ks > 1: [8 warps][MT][NT][4][32] */
     constexpr int EPL = FAM == CU_W_BF16 ? 8 : FAM == CU_W_FP8 ? 16 : 32, CC = 4 * EPL;
     int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, q = lane & 3;
-    if (XS) { /* the step's activations staged in shared memory (plain matmul, T <= 8) */
-        float *xs = part + (!SEQ && ks > 1 ? 8 * MT * NT * 4 * 32 : 0);
-        for (int t = 0; t < T; t++)
-            for (int64_t c = threadIdx.x; c < W.cols; c += blockDim.x) xs[t * W.cols + c] = x[t * ldx + c];
-        __syncthreads();
-        x = xs;
-        ldx = W.cols;
-        xvec = W.cols % 4 == 0;
-    }
     int wpt = SEQ ? 1 : ks; /* warps per row tile */
     int sp0 = warp % wpt;
     int64_t row0 = ((int64_t)blockIdx.x * (8 / wpt) + warp / wpt) * (16 * MT);
@@ -307,11 +269,6 @@ __global__ void __launch_bounds__(256, MINB) tc_kernel(const float *x, int64_t l
 #pragma unroll
         for (int i = 0; i < U; i++)
             if (sp + (int64_t)i * ks < nch) TC_LOAD(sp + (int64_t)i * ks, i);
-        /* activations: one token tile (decode) has the next chunk's in flight
-         * too; several are loaded per k-step (registers) */
-        constexpr int STEPS = EPL / 4;
-        float4 xn[NT][STEPS];
-        if (XPF && sp < nch) tc_load_x<FAM, NT>(xn, xr, ((int64_t)sp * 4 + q) * EPL, n, xvec);
         for (int64_t base = sp; base < nch; base += (int64_t)U * ks) {
 #pragma unroll
             for (int i = 0; i < U; i++) {
@@ -319,20 +276,12 @@ __global__ void __launch_bounds__(256, MINB) tc_kernel(const float *x, int64_t l
                 if (c >= nch) break;
                 uint4 u[MT][2];
                 float sc[MT][2];
-                float4 xv[NT][STEPS];
 #pragma unroll
                 for (int m = 0; m < MT; m++)
 #pragma unroll
                     for (int h = 0; h < 2; h++) { u[m][h] = ub[i][m][h]; sc[m][h] = sb[i][m][h]; }
-                if (XPF) {
-#pragma unroll
-                    for (int j = 0; j < NT; j++)
-#pragma unroll
-                        for (int s = 0; s < STEPS; s++) xv[j][s] = xn[j][s];
-                    if (c + ks < nch) tc_load_x<FAM, NT>(xn, xr, ((c + ks) * 4 + q) * EPL, n, xvec);
-                }
                 if (c + (int64_t)U * ks < nch) TC_LOAD(c + (int64_t)U * ks, i);
-                tc_chunk<FAM, MT, NT>(acc, u, sc, XPF ? xv : NULL, xr, (c * 4 + q) * EPL, n, xvec);
+                tc_chunk<FAM, MT, NT>(acc, u, sc, (c * 4 + q) * EPL, xr, n, xvec);
             }
         }
 #undef TC_LOAD
@@ -389,24 +338,15 @@ static int tc_splits(int64_t rows, int64_t nch)
     return ks;
 }
 
-template <int FAM, int MT, int NT, int SEQ, int U, int XPF = 0, int MINB = 1, int XS = 0>
+template <int FAM, int MT, int NT, int SEQ, int U>
 static void tc_launch(cu_impl *c, const cu_matmul_args *a, int ks, int xvec)
 {
     const dsv4_mat *W = &a->W;
     int wpt = SEQ ? 1 : ks;
     size_t shm = !SEQ && ks > 1 ? (size_t)8 * MT * NT * 4 * 32 * sizeof(float) : 0;
-    if (XS) {
-        shm += (size_t)a->T * W->cols * sizeof(float);
-        static int raised; /* once per process: the attribute belongs to the kernel, not the device */
-        if (!raised && shm > 48 * 1024) {
-            cudaFuncSetAttribute(tc_kernel<FAM, MT, NT, SEQ, U, XPF, MINB, XS>,
-                                 cudaFuncAttributeMaxDynamicSharedMemorySize, 96 * 1024);
-            raised = 1;
-        }
-    }
     dim3 grid(cu_blocks(W->rows, 8 / wpt * 16 * MT), cu_blocks(a->T, 8 * NT));
-    cu_launch(c, "tc_kernel", tc_kernel<FAM, MT, NT, SEQ, U, XPF, MINB, XS>, grid, dim3(256), shm, a->x, a->ldx, a->T,
-              *W, a->y, a->ldy, ks, a->grp_rows, xvec);
+    cu_launch(c, "tc_kernel", tc_kernel<FAM, MT, NT, SEQ, U>, grid, dim3(256), shm, a->x, a->ldx, a->T, *W, a->y, a->ldy,
+              ks, a->grp_rows, xvec);
 }
 
 /* The instance only sets how many rows and tokens a warp holds; every
@@ -417,31 +357,10 @@ static void run_tc(cu_impl *c, const cu_matmul_args *a)
     constexpr int CC = 4 * (FAM == CU_W_BF16 ? 8 : FAM == CU_W_FP8 ? 16 : 32);
     int ks = tc_splits(a->W.rows, (a->W.cols + CC - 1) / CC);
     int xvec = (uintptr_t)a->x % 16 == 0 && a->ldx % 4 == 0 && a->W.cols % 4 == 0;
-    if (a->T <= 8) {
-        switch (c->tc_tune[0]) { /* TUNING (DSV4_TC_TUNE): decode instance */
-        case 1: tc_launch<FAM, 1, 1, 0, 1, 0>(c, a, ks, xvec); break;
-        case 2: tc_launch<FAM, 1, 1, 0, 1, 1>(c, a, ks, xvec); break;
-        case 3: tc_launch<FAM, 1, 1, 0, 2, 1, 2>(c, a, ks, xvec); break;
-        case 4: tc_launch<FAM, 1, 1, 0, 1, 1, 3>(c, a, ks, xvec); break;
-        case 5:
-        case 6:
-            if (!a->grp_rows && (size_t)a->T * a->W.cols * 4 + 16384 <= 96 * 1024) {
-                if (c->tc_tune[0] == 5) tc_launch<FAM, 1, 1, 0, 2, 0, 1, 1>(c, a, ks, xvec);
-                else tc_launch<FAM, 1, 1, 0, 1, 0, 1, 1>(c, a, ks, xvec);
-            } else
-                tc_launch<FAM, 1, 1, 0, 2, 1>(c, a, ks, xvec);
-            break;
-        default: tc_launch<FAM, 1, 1, 0, 2, 1>(c, a, ks, xvec); break;
-        }
-    } else if (a->T <= 64) tc_launch<FAM, 1, 4, 0, 2>(c, a, ks, xvec);
-    else {
-        switch (c->tc_tune[1]) { /* TUNING (DSV4_TC_TUNE): prefill instance */
-        case 1: tc_launch<FAM, 1, 4, 0, 2>(c, a, ks, xvec); break;
-        case 2: tc_launch<FAM, 1, 4, 1, 2>(c, a, ks, xvec); break;
-        case 3: if (a->grp_rows % 32 == 0) tc_launch<FAM, 2, 2, 1, 2>(c, a, ks, xvec); else tc_launch<FAM, 1, 4, 1, 2>(c, a, ks, xvec); break;
-        default: if (a->grp_rows % 32 == 0) tc_launch<FAM, 2, 4, 1, 2>(c, a, ks, xvec); else tc_launch<FAM, 1, 4, 1, 2>(c, a, ks, xvec); break;
-        }
-    }
+    if (a->T <= 8) tc_launch<FAM, 1, 1, 0, 4>(c, a, ks, xvec);
+    else if (a->T <= 64) tc_launch<FAM, 1, 4, 0, 2>(c, a, ks, xvec);
+    else if (a->grp_rows % 32 == 0) tc_launch<FAM, 2, 4, 1, 2>(c, a, ks, xvec);
+    else tc_launch<FAM, 1, 4, 1, 2>(c, a, ks, xvec);
 }
 
 void cu_exec_matmul(cu_impl *c, const void *args, const int64_t *dpos)

@@ -154,10 +154,7 @@ template <int FAM, int NW, int NB>
 __device__ __forceinline__ void cu_dots_fam(const dsv4_mat *W, const int64_t *r, int64_t n, const float *const *xs,
                                             int nb, int vec, float (*acc)[NB])
 {
-    /* 8 values per lane and load (F32: 4): 16 bytes of BF16/F16, 8 of FP8,
-     * 4 of MXFP4, so a warp's load is 128-512 contiguous bytes and the x
-     * slices stay 32 bytes per lane whatever the format */
-    constexpr int EPL = FAM == CU_W_F32 ? 4 : 8;
+    constexpr int EPL = FAM == CU_W_FP8 ? 16 : FAM == CU_W_FP4 ? 32 : FAM == CU_W_F32 ? 4 : 8;
     int lane = threadIdx.x & 31;
     const char *w[NW], *sr[NW];
 #pragma unroll
@@ -170,26 +167,11 @@ __device__ __forceinline__ void cu_dots_fam(const dsv4_mat *W, const int64_t *r,
 #pragma unroll
         for (int j = 0; j < NB; j++) acc[i][j] = 0.0f;
     if (vec) {
-#pragma unroll(NB == 1 ? 4 : 2) /* loads in flight (measured: 4 for several tokens costs occupancy) */
+#pragma unroll 2
         for (int64_t c = lane; c < n / EPL; c += 32) {
             float f[NW][EPL];
 #pragma unroll
-            for (int i = 0; i < NW; i++) {
-                if (FAM == CU_W_FP8) {
-                    uint2 u = __ldg((const uint2 *)w[i] + c);
-                    float sc = cu_scale_at(W[i], sr[i], c * 8);
-                    float2 p0 = cu_e4m3x2(u.x), p1 = cu_e4m3x2(u.x >> 16), p2 = cu_e4m3x2(u.y), p3 = cu_e4m3x2(u.y >> 16);
-                    f[i][0] = p0.x * sc; f[i][1] = p0.y * sc; f[i][2] = p1.x * sc; f[i][3] = p1.y * sc;
-                    f[i][4] = p2.x * sc; f[i][5] = p2.y * sc; f[i][6] = p3.x * sc; f[i][7] = p3.y * sc;
-                } else if (FAM == CU_W_FP4) {
-                    uint32_t u = __ldg((const uint32_t *)w[i] + c);
-                    float sc = cu_scale_at(W[i], sr[i], c * 8);
-#pragma unroll
-                    for (int k = 0; k < 8; k++) f[i][k] = cu_e2m1(u >> (4 * k)) * sc;
-                } else {
-                    cu_decode_load<FAM>(W[i], sr[i], c * EPL, __ldg((const uint4 *)w[i] + c), f[i]);
-                }
-            }
+            for (int i = 0; i < NW; i++) cu_decode_load<FAM>(W[i], sr[i], c * EPL, __ldg((const uint4 *)w[i] + c), f[i]);
 #pragma unroll
             for (int j = 0; j < NB; j++) {
                 if (j >= nb) break;
