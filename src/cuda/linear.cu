@@ -3,7 +3,7 @@
  * The arithmetic of a row is fixed by the weight's shape and format alone,
  * never by T, so a token's result does not depend on the other rows of the
  * step or on how a prompt is chunked (batch invariance, bit for bit):
- *   - BF16, FP8 and MXFP4 weights with 16-byte-aligned rows: tensor cores
+ *   - FP8 and MXFP4 weights with 16-byte-aligned rows: tensor cores
  *     (tc_kernel). The weight is dequantized in registers to bf16 (exact);
  *     x is split exactly into three bf16 terms; mma.m16n8k16 accumulates in
  *     fp32. A row's sum runs over the K chunks in one fixed order, split
@@ -11,8 +11,11 @@
  *     order. Decode (few rows) runs the slices on parallel warps and adds
  *     them through shared memory; prefill runs them one after the other in
  *     each warp: the same additions in the same order.
- *   - everything else (F32, F16 weights, unaligned shapes): an fp32 GEMV,
- *     one warp per weight row, applied to up to 8 token rows per block. */
+ *   - everything else (F32, BF16, F16 weights, unaligned shapes): an fp32
+ *     GEMV, one warp per weight row, applied to up to 8 token rows per block
+ *     (more rows: more blocks, the same per-row sums). BF16 stays here: the
+ *     tensor-core instance read BF16 at 1.8-2.5 TB/s at decode against the
+ *     GEMV's 2.8-4.1 (H200, tests/cuda/NOTES.md), and decode speed comes first. */
 #include <string.h>
 
 #include "cuda/wload.cuh"
@@ -168,7 +171,7 @@ template <int FAM, int MT, int NT>
 __device__ __forceinline__ void tc_chunk(float (*acc)[NT][4], const uint4 (*u)[2], const float (*sc)[2], int64_t col,
                                          const float *const *xr, int64_t n, int xvec)
 {
-    constexpr int STEPS = (FAM == CU_W_BF16 ? 8 : FAM == CU_W_FP8 ? 16 : 32) / 4;
+    constexpr int STEPS = (FAM == CU_W_FP8 ? 16 : 32) / 4;
 #pragma unroll
     for (int s = 0; s < STEPS; s++) {
         uint32_t a[MT][4];
@@ -218,7 +221,7 @@ __global__ void __launch_bounds__(256) tc_kernel(const float *x, int64_t ldx, in
 {
     cu_pdl();
     extern __shared__ float part[]; /* SEQ = 0, ks > 1: [8 warps][MT][NT][4][32] */
-    constexpr int EPL = FAM == CU_W_BF16 ? 8 : FAM == CU_W_FP8 ? 16 : 32, CC = 4 * EPL;
+    constexpr int EPL = FAM == CU_W_FP8 ? 16 : 32, CC = 4 * EPL;
     int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, q = lane & 3;
     int wpt = SEQ ? 1 : ks; /* warps per row tile */
     int sp0 = warp % wpt;
@@ -236,7 +239,7 @@ __global__ void __launch_bounds__(256) tc_kernel(const float *x, int64_t ldx, in
             int64_t r = row0 + m * 16 + g + 8 * h;
             r = r < W.rows ? r : W.rows - 1;
             wr[m][h] = (const char *)W.data + r * rb + q * 16;
-            sr[m][h] = FAM == CU_W_BF16 ? NULL : cu_scale_row(W, r);
+            sr[m][h] = cu_scale_row(W, r);
         }
     int64_t tb = (int64_t)blockIdx.y * 8 * NT;
     const float *xr[NT];
@@ -263,7 +266,7 @@ __global__ void __launch_bounds__(256) tc_kernel(const float *x, int64_t ldx, in
             _Pragma("unroll") for (int m = 0; m < MT; m++)                                              \
             _Pragma("unroll") for (int h = 0; h < 2; h++) {                                             \
                 ub[i][m][h] = cu_ld16(wr[m][h] + off_, rb - off_ - q * 16);                             \
-                sb[i][m][h] = FAM == CU_W_BF16 || col_ >= n ? 0.0f : cu_scale_at(W, sr[m][h], col_);    \
+                sb[i][m][h] = col_ >= n ? 0.0f : cu_scale_at(W, sr[m][h], col_);                        \
             }                                                                                            \
         } while (0)
 #pragma unroll
@@ -325,7 +328,7 @@ __global__ void __launch_bounds__(256) tc_kernel(const float *x, int64_t ldx, in
 static int tc_ok(const dsv4_mat *W, int64_t grp_rows)
 {
     int fam = cu_wfam(*W);
-    if (fam != CU_W_BF16 && fam != CU_W_FP8 && fam != CU_W_FP4) return 0;
+    if (fam != CU_W_FP8 && fam != CU_W_FP4) return 0;
     return cu_w_loads_ok(*W) && grp_rows % 16 == 0;
 }
 
@@ -354,7 +357,7 @@ static void tc_launch(cu_impl *c, const cu_matmul_args *a, int ks, int xvec)
 template <int FAM>
 static void run_tc(cu_impl *c, const cu_matmul_args *a)
 {
-    constexpr int CC = 4 * (FAM == CU_W_BF16 ? 8 : FAM == CU_W_FP8 ? 16 : 32);
+    constexpr int CC = 4 * (FAM == CU_W_FP8 ? 16 : 32);
     int ks = tc_splits(a->W.rows, (a->W.cols + CC - 1) / CC);
     int xvec = (uintptr_t)a->x % 16 == 0 && a->ldx % 4 == 0 && a->W.cols % 4 == 0;
     if (a->T <= 8) tc_launch<FAM, 1, 1, 0, 4>(c, a, ks, xvec);
@@ -373,7 +376,6 @@ void cu_exec_matmul(cu_impl *c, const void *args, const int64_t *dpos)
         return;
     }
     switch (cu_wfam(a->W)) {
-    case CU_W_BF16: run_tc<CU_W_BF16>(c, a); break;
     case CU_W_FP8: run_tc<CU_W_FP8>(c, a); break;
     default: run_tc<CU_W_FP4>(c, a); break;
     }

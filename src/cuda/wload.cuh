@@ -7,7 +7,8 @@
  * inside one scale block (FP8 blocks are 128 columns, MXFP4 blocks 32), so
  * one scale serves the whole load. Two consumers:
  *   - cu_decode_load: EPL fp32 values (the fp32 dot products of the MoE);
- *   - cu_frag_*: bf16 pairs for the tensor-core matmul (tc_* in linear.cu).
+ *   - cu_frag: bf16 pairs for the tensor-core matmul of FP8/MXFP4 weights
+ *     (tc_kernel in linear.cu).
  * Exactness: an e4m3 or E2M1 code times its power-of-two scale is an fp32
  * and a bf16 exactly (the loader admits only scales for which no product
  * overflows), so both consumers see the mathematically dequantized weight,
@@ -243,15 +244,12 @@ __device__ __forceinline__ uint32_t cu_bf16x2(float lo, float hi)
 }
 
 /* Values 4s, 4s+1 (p[0]) and 4s+2, 4s+3 (p[1]) of load u as bf16 pairs,
- * scale s applied (exact: see above). BF16 needs no conversion. */
+ * scale s applied (exact: see above). */
 template <int FAM>
 __device__ __forceinline__ void cu_frag(uint4 u, float sc, int s, uint32_t *p)
 {
     uint32_t q[4] = {u.x, u.y, u.z, u.w};
-    if (FAM == CU_W_BF16) {
-        p[0] = q[2 * s];
-        p[1] = q[2 * s + 1];
-    } else if (FAM == CU_W_FP8) {
+    if (FAM == CU_W_FP8) {
         float2 a = cu_e4m3x2(q[s]), b = cu_e4m3x2(q[s] >> 16);
         p[0] = cu_bf16x2(a.x * sc, a.y * sc);
         p[1] = cu_bf16x2(b.x * sc, b.y * sc);
