@@ -42,7 +42,8 @@ int cmd_info(int argc, char **argv)
     printf("moe:              %d experts (top-%d, %d hash layers), inter %d, shared %d\n", cf->n_experts,
            cf->n_active, n_hash, cf->moe_inter, cf->n_shared);
     printf("hyper-connections:%d streams, %d Sinkhorn iterations\n", cf->hc_mult, cf->hc_iters);
-    printf("weights:          %.2f MiB mapped\n", (double)mi.weight_bytes / (1 << 20));
+    printf("weights:          %.2f MiB mapped, %.2f MiB resident on the device\n", (double)mi.weight_bytes / (1 << 20),
+           (double)mi.device_weight_bytes / (1 << 20));
     printf("session fixed:    %llu bytes (window rings + compressor buffers)\n", (unsigned long long)mi.fixed_bytes);
     printf("session per token:%.2f bytes (compressed KV + indexer keys, fp32)\n", mi.bytes_per_token);
     printf("mtp tensors:      %d (kept for speculative decoding)\n", m->n_mtp_tensors);

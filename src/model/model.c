@@ -121,4 +121,5 @@ void dsv4_model_memory(const dsv4_model *m, dsv4_memory_info *out)
     out->fixed_bytes = fixed;
     out->bytes_per_token = per_tok;
     out->weight_bytes = st_mapped_bytes(m->st);
+    out->device_weight_bytes = m->be ? m->be->weight_bytes : 0;
 }
