@@ -32,8 +32,8 @@ LIB_OBJ := $(LIB_SRC:%.c=$(BUILD)/%.o) $(CU_OBJ)
 CLI_OBJ := $(CLI_SRC:%.c=$(BUILD)/%.o)
 TEST_SRC := $(wildcard tests/unit/test_*.c)
 TEST_BIN := $(TEST_SRC:tests/unit/%.c=$(BUILD)/tests/%)
-# Tests of loaders and parsers: CI runs these under ASan+UBSan.
-PARSER_TESTS := $(filter %/test_safetensors %/test_config %/test_tokenizer %/test_chat %/test_dsml,$(TEST_BIN))
+# Tests of loaders, parsers and weight-format decoders: CI runs these under ASan+UBSan.
+PARSER_TESTS := $(filter %/test_safetensors %/test_config %/test_tokenizer %/test_chat %/test_dsml %/test_wformat,$(TEST_BIN))
 
 .PHONY: all test test-parsers sanitized run clean deps
 

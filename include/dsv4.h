@@ -36,22 +36,34 @@ typedef struct dsv4_session dsv4_session;
 /* Progress callback for loading: done/total bytes. May be NULL. */
 typedef void (*dsv4_progress_fn)(void *user, uint64_t done, uint64_t total);
 
+/* Numerics of the session state (spec §8.3). EXACT: fp32 as transformers
+ * computes it. OFFICIAL: as DeepSeek's reference (and training) does it:
+ * window KV and main-compressor entries through FP8 e4m3 (rope dims bf16),
+ * indexer queries and keys Hadamard-rotated through FP4. AUTO: OFFICIAL for
+ * FP8/FP4 checkpoints, EXACT otherwise. */
+typedef enum { DSV4_CACHE_AUTO = 0, DSV4_CACHE_EXACT, DSV4_CACHE_OFFICIAL } dsv4_cache_mode;
+
 typedef struct {
     int n_threads;               /* CPU worker threads; 0 = number of cores */
     const char *device;          /* "cpu", "cuda", or NULL = cuda if usable, else cpu */
     dsv4_progress_fn progress;   /* optional */
     void *progress_user;
+    dsv4_cache_mode cache;       /* default AUTO */
 } dsv4_load_options;
 
 /* Load a Hugging Face checkpoint directory (config.json + safetensors). */
 dsv4_status dsv4_model_load(const char *dir, const dsv4_load_options *opt,
                             dsv4_model **out);
-/* A model with the real dimensions of "flash" or "pro", random BF16
- * weights built in memory, `layers` layers and `experts` routed experts
- * (<= 0: the real counts). For benchmarks. */
-dsv4_status dsv4_model_synthetic(const char *preset, int layers, int experts,
+/* A model with the real dimensions of "flash" or "pro", random weights
+ * built in memory, `layers` layers and `experts` routed experts (<= 0: the
+ * real counts). weights: "fp8-fp4" (NULL: the same), the released
+ * checkpoints' formats (FP8 dense, MXFP4 routed experts), or "bf16". For
+ * benchmarks. */
+dsv4_status dsv4_model_synthetic(const char *preset, int layers, int experts, const char *weights,
                                  const dsv4_load_options *opt, dsv4_model **out);
 void dsv4_model_free(dsv4_model *m);
+/* The cache mode in force (EXACT or OFFICIAL, never AUTO). */
+dsv4_cache_mode dsv4_model_cache_mode(const dsv4_model *m);
 
 /* Model facts for callers (sizes of buffers they pass in). */
 int dsv4_model_vocab(const dsv4_model *m);

@@ -78,13 +78,6 @@ dsv4_mat mat_rows(const dsv4_mat *m, int64_t r0, int64_t n)
     return v;
 }
 
-float mat_get(const dsv4_mat *m, int64_t i)
-{
-    float f;
-    wmat_decode_row(m, i / m->cols, i % m->cols, 1, &f);
-    return f;
-}
-
 float e8m0_to_f32(uint8_t e)
 {
     /* 2^(e−127): e >= 1 is a normal fp32 with that biased exponent; e = 0 is
@@ -115,6 +108,40 @@ float e4m3_to_f32(uint8_t b)
 
 const float k_e2m1_values[16] = {0.0f,  0.5f,  1.0f,  1.5f,  2.0f,  3.0f,  4.0f,  6.0f,
                                  -0.0f, -0.5f, -1.0f, -1.5f, -2.0f, -3.0f, -4.0f, -6.0f};
+
+uint8_t f32_to_e4m3(float f)
+{
+    uint8_t s = signbit(f) ? 0x80 : 0;
+    float a = fabsf(f);
+    if (!(a < 464.0f)) return s | 0x7e; /* 448 and beyond (464 would round up to 512) */
+    if (a < 0x1p-6f) { /* subnormal grid m·2^-9: rint rounds half to even */
+        int m = (int)rintf(a * 0x1p9f);
+        return s | (uint8_t)m; /* m = 8 is the smallest normal, code 0x08 */
+    }
+    int e;
+    float m = frexpf(a, &e);                /* a = m·2^e, m in [0.5, 1) */
+    int q = (int)rintf(m * 16.0f);          /* 8..16: 1.mmm with 3 fraction bits */
+    if (q == 16) { q = 8; e++; }
+    return s | (uint8_t)(((e - 1 + 7) << 3) | (q - 8));
+}
+
+int f32_to_e2m1(float f)
+{
+    /* magnitudes 0, .5, 1, 1.5, 2, 3, 4, 6; ties go to the even code
+     * (0.25→0, 0.75→1, 1.25→1, 1.75→2, 2.5→2, 3.5→4, 5→4) */
+    static const float mid[7] = {0.25f, 0.75f, 1.25f, 1.75f, 2.5f, 3.5f, 5.0f};
+    float a = fabsf(f);
+    int c = 0;
+    while (c < 7 && (a > mid[c] || (a == mid[c] && (c & 1)))) c++;
+    return (signbit(f) ? 8 : 0) | c;
+}
+
+float pow2_ceil(float v)
+{
+    int e;
+    float m = frexpf(v, &e); /* v = m·2^e */
+    return ldexpf(1.0f, m == 0.5f ? e - 1 : e);
+}
 
 static float scale_at(const dsv4_mat *m, int64_t i)
 {
@@ -173,4 +200,12 @@ void wmat_decode_row(const dsv4_mat *m, int64_t r, int64_t c0, int64_t n, float 
         memset(out, 0, (size_t)n * sizeof *out);
         break;
     }
+}
+
+/* After the decoder: clang wants a multiversioned function defined before its first use. */
+float mat_get(const dsv4_mat *m, int64_t i)
+{
+    float f;
+    wmat_decode_row(m, i / m->cols, i % m->cols, 1, &f);
+    return f;
 }

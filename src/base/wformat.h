@@ -84,5 +84,11 @@ void wmat_decode_row(const dsv4_mat *m, int64_t r, int64_t c0, int64_t n, float 
 float e8m0_to_f32(uint8_t e);
 float e4m3_to_f32(uint8_t b);
 extern const float k_e2m1_values[16];
+/* Round-to-nearest-even into the formats (values beyond the largest finite
+ * one saturate to it; callers scale so that they do not occur). */
+uint8_t f32_to_e4m3(float f);
+int f32_to_e2m1(float f); /* the code 0..15 */
+/* 2^ceil(log2(v)) for a positive finite v, exactly (no floating log). */
+float pow2_ceil(float v);
 
 #endif

@@ -18,11 +18,24 @@ static void progress(void *user, uint64_t done, uint64_t total)
     if (done >= total) fputc('\n', stderr);
 }
 
-dsv4_model *cli_load_model(const char *cmd, const char *dir, int threads, const char *device)
+int cli_cache_arg(const char *cmd, const char *name, dsv4_cache_mode *out)
+{
+    if (!name || !strcmp(name, "auto")) *out = DSV4_CACHE_AUTO;
+    else if (!strcmp(name, "exact")) *out = DSV4_CACHE_EXACT;
+    else if (!strcmp(name, "official")) *out = DSV4_CACHE_OFFICIAL;
+    else {
+        fprintf(stderr, "dsv4 %s: --cache must be exact, official or auto, not '%s'\n", cmd, name);
+        return -1;
+    }
+    return 0;
+}
+
+dsv4_model *cli_load_model(const char *cmd, const char *dir, int threads, const char *device, const char *cache)
 {
     dsv4_load_options opt = {0};
     opt.n_threads = threads;
     opt.device = device;
+    if (cli_cache_arg(cmd, cache, &opt.cache)) return NULL;
     if (isatty(2)) opt.progress = progress;
     dsv4_model *m = NULL;
     if (dsv4_model_load(dir, &opt, &m)) {

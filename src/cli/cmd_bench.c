@@ -17,12 +17,16 @@
 static void usage(FILE *f)
 {
     fprintf(f,
-            "usage: dsv4 bench (--model DIR | --synthetic flash|pro [--layers N] [--experts N])\n"
+            "usage: dsv4 bench (--model DIR | --synthetic flash|pro [--layers N] [--experts N]\n"
+            "                                              [--weights fp8-fp4|bf16])\n"
             "                  [--device cpu|cuda|auto] [--threads N] [--contexts 0,4096,32768,131072]\n"
+            "                  [--cache exact|official|auto]\n"
             "                  [--decode N] [--prefill N] [--hf-compare] [--lanes 1,2,4,8]\n"
             "Decode tokens/s at each context (state filled with random values, no prefill),\n"
             "prefill tokens/s for an N-token prompt, bytes read per decode token, achieved\n"
             "GB/s against the bandwidth limit, and the split of decode time by op family.\n"
+            "--weights: the synthetic weights' formats; fp8-fp4 (default) is the released\n"
+            "checkpoints' mix (FP8 dense, MXFP4 routed experts), so bytes per token are real.\n"
             "--hf-compare (with --synthetic): also times transformers' eager bf16 model at\n"
             "the same shapes (tools/bench/hf_decode.py, python from $DSV4_PYTHON or python3)\n"
             "and prints our decode speed at the first context as a ratio to it.\n"
@@ -179,9 +183,11 @@ int cmd_bench(int argc, char **argv)
         {"device", required_argument, 0, 'd'}, {"threads", required_argument, 0, 'j'},
         {"contexts", required_argument, 0, 'c'}, {"decode", required_argument, 0, 'n'},
         {"prefill", required_argument, 0, 'p'}, {"hf-compare", no_argument, 0, 'H'},
-        {"lanes", required_argument, 0, 'l'},
+        {"lanes", required_argument, 0, 'l'}, {"weights", required_argument, 0, 'W'},
+        {"cache", required_argument, 0, 'C'},
         {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
     const char *model = NULL, *synth = NULL, *device = NULL, *ctxs = "0,4096,32768,131072", *lanes_arg = NULL;
+    const char *weights = NULL, *cache = NULL;
     int layers = 0, experts = 0, threads = 0, n_dec = 16, n_pre = 4096, hf = 0, c;
     optind = 1;
     while ((c = getopt_long(argc, argv, "m:s:L:E:d:j:c:n:p:h", opts, NULL)) != -1) {
@@ -197,27 +203,45 @@ int cmd_bench(int argc, char **argv)
         case 'p': n_pre = atoi(optarg); break;
         case 'H': hf = 1; break;
         case 'l': lanes_arg = optarg; break;
+        case 'W': weights = optarg; break;
+        case 'C': cache = optarg; break;
         case 'h': usage(stdout); return 0;
         default: usage(stderr); return 2;
         }
     }
     int64_t ctx[16];
     int n_ctx = parse_list(ctxs, ctx, 16);
-    if (!!model == !!synth || n_ctx <= 0 || n_dec < 1 || n_pre < 0 || (hf && !synth)) { usage(stderr); return 2; }
+    if (!!model == !!synth || n_ctx <= 0 || n_dec < 1 || n_pre < 0 || (hf && !synth) || (weights && !synth)) {
+        usage(stderr);
+        return 2;
+    }
     dsv4_model *m = NULL;
     double t0 = now();
     if (synth) {
         dsv4_load_options opt = {0};
         opt.n_threads = threads;
         opt.device = device;
-        if (dsv4_model_synthetic(synth, layers, experts, &opt, &m)) { cli_report("bench", "synthetic model"); return 1; }
-    } else if (!(m = cli_load_model("bench", model, threads, device))) {
+        if (cli_cache_arg("bench", cache, &opt.cache)) return 2;
+        if (dsv4_model_synthetic(synth, layers, experts, weights, &opt, &m)) {
+            cli_report("bench", "synthetic model");
+            return 1;
+        }
+    } else if (!(m = cli_load_model("bench", model, threads, device, cache))) {
         return 1;
     }
     const dsv4_config *cf = &m->cfg;
     int is_cpu = !strcmp(m->be->name, "cpu");
-    printf("# dsv4 bench: %s on %s, %d layers, %d routed experts, vocab %d (load %.1f s)\n",
-           synth ? synth : model, m->be->name, cf->n_layers, cf->n_experts, cf->vocab, now() - t0);
+    static const char *const wf[] = {"bf16", "fp8", "fp4"};
+    printf("# dsv4 bench: %s on %s, %d layers, %d routed experts, vocab %d, weights %s dense / %s experts, "
+           "%s cache (load %.1f s)\n", synth ? synth : model, m->be->name, cf->n_layers, cf->n_experts, cf->vocab,
+           wf[cf->weight_format], wf[cf->expert_format],
+           dsv4_model_cache_mode(m) == DSV4_CACHE_OFFICIAL ? "official" : "exact", now() - t0);
+    if (!is_cpu) {
+        dsv4_memory_info mi;
+        dsv4_model_memory(m, &mi);
+        printf("# weights resident on the device: %.1f MB (checkpoint bytes and scale grids, nothing dequantized)\n",
+               mi.device_weight_bytes / 1e6);
+    }
     double limit = is_cpu ? host_read_gbs(threads) : HBM_PEAK_GBS;
     printf("# bandwidth limit: %.1f GB/s (%s)\n", limit,
            is_cpu ? "host memory read, all threads, measured now" : "HBM datasheet peak");

@@ -14,6 +14,7 @@ static void usage(FILE *f)
             "usage: dsv4 generate --model DIR (--tokens 1,2,3 | --tokens-file F | --batch F) [-n N]\n"
             "                     [--serial] [--step-deadline-ms MS] [--threads N]\n"
             "       [--device cpu|cuda|auto]   (default auto: cuda when a GPU is usable)\n"
+            CLI_CACHE_USAGE
             "Prefills the prompt, then decodes N tokens greedily (default 16) and prints\n"
             "the generated ids, comma-separated, on one line.\n"
             "--batch F: one prompt per line (token ids); all prompts decode together, one\n"
@@ -159,13 +160,13 @@ int cmd_generate(int argc, char **argv)
         {"tokens-file", required_argument, 0, 'f'}, {"batch", required_argument, 0, 'b'},
         {"serial", no_argument, 0, 'S'}, {"step-deadline-ms", required_argument, 0, 'D'},
         {"threads", required_argument, 0, 'j'}, {"device", required_argument, 0, 'd'},
-        {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
-    const char *model = NULL, *tokens = NULL, *file = NULL, *batch = NULL, *device = NULL;
+        {"cache", required_argument, 0, 'c'}, {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
+    const char *model = NULL, *tokens = NULL, *file = NULL, *batch = NULL, *device = NULL, *cache = NULL;
     int n_gen = 16, threads = 0, serial = 0, c;
     double deadline = 0;
     if (text_mode(argc, argv)) return cmd_generate_text(argc, argv);
     optind = 1;
-    while ((c = getopt_long(argc, argv, "m:t:f:n:b:SD:j:d:h", opts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, "m:t:f:n:b:SD:j:d:c:h", opts, NULL)) != -1) {
         switch (c) {
         case 'm': model = optarg; break;
         case 't': tokens = optarg; break;
@@ -176,6 +177,7 @@ int cmd_generate(int argc, char **argv)
         case 'n': n_gen = atoi(optarg); if (n_gen < 0) { fprintf(stderr, "dsv4 generate: -n must be >= 0\n"); return 2; } break;
         case 'j': threads = atoi(optarg); break;
         case 'd': device = optarg; break;
+        case 'c': cache = optarg; break;
         case 'h': usage(stdout); return 0;
         default: usage(stderr); return 2;
         }
@@ -184,7 +186,7 @@ int cmd_generate(int argc, char **argv)
     if (batch && (tokens || file)) { fprintf(stderr, "dsv4 generate: --batch replaces --tokens/--tokens-file\n"); return 2; }
     int *ids = NULL, n = 0;
     if (!batch && cli_token_arg("generate", tokens, file, &ids, &n)) return 2;
-    dsv4_model *m = cli_load_model("generate", model, threads, device);
+    dsv4_model *m = cli_load_model("generate", model, threads, device, cache);
     if (!m) { free(ids); return 1; }
     int rc = batch ? generate_batch(m, batch, n_gen, serial, deadline) : generate_one(m, ids, n, n_gen);
     dsv4_model_free(m);

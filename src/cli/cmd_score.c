@@ -11,6 +11,7 @@ static void usage(FILE *f)
             "usage: dsv4 score --model DIR (--tokens 1,2,3 | --tokens-file F) [--chunk K]\n"
             "                  --logits-out FILE [--threads N]\n"
             "       [--device cpu|cuda|auto]   (default auto: cuda when a GPU is usable)\n"
+            CLI_CACHE_USAGE
             "Writes raw little-endian float32 logits, one row of vocab values per input\n"
             "position. --chunk K feeds K tokens per step (1 = pure decode); default: all\n"
             "at once. Token files hold integers separated by commas and/or whitespace.\n");
@@ -22,13 +23,13 @@ int cmd_score(int argc, char **argv)
         {"model", required_argument, 0, 'm'}, {"tokens", required_argument, 0, 't'},
         {"tokens-file", required_argument, 0, 'f'}, {"chunk", required_argument, 0, 'k'},
         {"logits-out", required_argument, 0, 'o'}, {"threads", required_argument, 0, 'j'},
-        {"device", required_argument, 0, 'd'},
+        {"device", required_argument, 0, 'd'}, {"cache", required_argument, 0, 'c'},
         {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
     const char *model = NULL, *tokens = NULL, *file = NULL, *out = NULL;
     int chunk = 0, threads = 0, c;
-    const char *device = NULL;
+    const char *device = NULL, *cache = NULL;
     optind = 1;
-    while ((c = getopt_long(argc, argv, "m:t:f:k:o:j:d:h", opts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, "m:t:f:k:o:j:d:c:h", opts, NULL)) != -1) {
         switch (c) {
         case 'm': model = optarg; break;
         case 't': tokens = optarg; break;
@@ -37,6 +38,7 @@ int cmd_score(int argc, char **argv)
         case 'o': out = optarg; break;
         case 'j': threads = atoi(optarg); break;
         case 'd': device = optarg; break;
+        case 'c': cache = optarg; break;
         case 'h': usage(stdout); return 0;
         default: usage(stderr); return 2;
         }
@@ -44,7 +46,7 @@ int cmd_score(int argc, char **argv)
     if (!model || !out) { usage(stderr); return 2; }
     int *ids = NULL, n = 0;
     if (cli_token_arg("score", tokens, file, &ids, &n)) return 2;
-    dsv4_model *m = cli_load_model("score", model, threads, device);
+    dsv4_model *m = cli_load_model("score", model, threads, device, cache);
     if (!m) { free(ids); return 1; }
     int V = dsv4_model_vocab(m), rc = 1;
     float *logits = malloc((size_t)n * (size_t)V * sizeof *logits);

@@ -27,8 +27,14 @@ char *cli_read_file(const char *path, size_t *len);
 /* Print "dsv4 CMD: msg" for the library's last error. */
 void cli_report(const char *cmd, const char *what);
 /* Load a checkpoint (progress bar on a terminal, warnings for unknown
- * tensors); NULL after printing the error. */
-dsv4_model *cli_load_model(const char *cmd, const char *dir, int threads, const char *device);
+ * tensors); NULL after printing the error. cache: --cache exact|official|auto
+ * (NULL: auto). */
+dsv4_model *cli_load_model(const char *cmd, const char *dir, int threads, const char *device, const char *cache);
+/* --cache NAME -> mode; -1 after printing the error. */
+int cli_cache_arg(const char *cmd, const char *name, dsv4_cache_mode *out);
+/* The usage line every model-running command shares. */
+#define CLI_CACHE_USAGE "       [--cache exact|official|auto]  session-state numerics (default auto: official for FP8/FP4\n" \
+                        "                                      checkpoints, else exact fp32 as transformers)\n"
 /* Token ids from --tokens TEXT or --tokens-file PATH (exactly one). */
 int cli_token_arg(const char *cmd, const char *tokens, const char *file, int **ids, int *n);
 

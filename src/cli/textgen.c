@@ -95,6 +95,7 @@ int textgen_option(const char *cmd, textgen_args *a, int c, const char *arg)
     case TG_TOKENIZER: a->tokenizer = arg; return 1;
     case TG_THREADS: if (integer(cmd, "threads", arg, 0, 4096, &i)) return -1; a->threads = (int)i; return 1;
     case TG_DEVICE: a->device = arg; return 1;
+    case TG_CACHE: a->cache = arg; return 1;
     default: return 0;
     }
 }
@@ -115,7 +116,7 @@ void textgen_usage(FILE *f)
             "  --logprobs N         for each token, a JSON line on stderr: {\"index\",\"token\",\"text\",\n"
             "                       \"logprob\",\"top\":[{\"token\",\"text\",\"logprob\"} x N]} (raw-logit\n"
             "                       log-probabilities, before penalties/temperature)\n"
-            "  --threads N --device cpu|cuda|auto\n");
+            "  --threads N --device cpu|cuda|auto --cache exact|official|auto\n");
 }
 
 /* Checks each "<｜...｜>" in a --stop string names a token; returns that
@@ -231,7 +232,7 @@ int textgen_open(textgen *g, const char *cmd, const char *dir, const textgen_arg
 
 int textgen_load_model(textgen *g, const char *dir, const textgen_args *a)
 {
-    g->model = cli_load_model(g->cmd, dir, a->threads, a->device);
+    g->model = cli_load_model(g->cmd, dir, a->threads, a->device, a->cache);
     if (g->model && dsv4_model_vocab(g->model) != g->vocab) { /* config.json changed under us */
         fprintf(stderr, "dsv4 %s: %s: vocabulary changed while loading\n", g->cmd, dir);
         dsv4_model_free(g->model);

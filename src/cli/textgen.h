@@ -16,7 +16,7 @@
 enum {
     TG_OPT_BASE = 1000,
     TG_TEMP = TG_OPT_BASE, TG_TOPK, TG_TOPP, TG_MINP, TG_REP, TG_PRES, TG_FREQ, TG_SEED,
-    TG_STOP, TG_STOP_ID, TG_IGNORE_EOS, TG_LOGPROBS, TG_TOKENIZER, TG_THREADS, TG_DEVICE,
+    TG_STOP, TG_STOP_ID, TG_IGNORE_EOS, TG_LOGPROBS, TG_TOKENIZER, TG_THREADS, TG_DEVICE, TG_CACHE,
 };
 #define TEXTGEN_LONG_OPTIONS                                                                      \
     {"temperature", required_argument, 0, TG_TEMP}, {"top-k", required_argument, 0, TG_TOPK},     \
@@ -27,7 +27,7 @@ enum {
     {"stop", required_argument, 0, TG_STOP}, {"stop-id", required_argument, 0, TG_STOP_ID},       \
     {"ignore-eos", no_argument, 0, TG_IGNORE_EOS}, {"logprobs", required_argument, 0, TG_LOGPROBS}, \
     {"tokenizer", required_argument, 0, TG_TOKENIZER}, {"threads", required_argument, 0, TG_THREADS}, \
-    {"device", required_argument, 0, TG_DEVICE}
+    {"device", required_argument, 0, TG_DEVICE}, {"cache", required_argument, 0, TG_CACHE}
 
 /* What the shared options set. */
 typedef struct {
@@ -42,6 +42,7 @@ typedef struct {
     const char *tokenizer;
     int threads;
     const char *device;
+    const char *cache;  /* --cache exact|official|auto */
 } textgen_args;
 
 void textgen_args_init(textgen_args *a);

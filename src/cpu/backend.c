@@ -30,6 +30,9 @@ void cpu_attention(dsv4_backend *b, const float *q, int T, int64_t pos0, int H, 
 void cpu_moe(dsv4_backend *b, const float *x, const int32_t *tok, int T, int D, const dsv4_moe_params *p,
              float *out);
 
+void cpu_kv_fp8_round(dsv4_backend *b, float *x, int T, int width, int n_fp8);
+void cpu_idx_fp4_round(dsv4_backend *b, float *x, int rows, int width);
+
 void *cpu_alloc(dsv4_backend *b, size_t bytes);
 void cpu_free(dsv4_backend *b, void *p);
 void cpu_copy(dsv4_backend *b, void *dst, const void *src, size_t bytes);
@@ -62,6 +65,8 @@ static const dsv4_ops k_cpu_ops = {
     .attention = cpu_attention,
     .moe = cpu_moe,
     .matmul_grouped = cpu_matmul_grouped,
+    .kv_fp8_round = cpu_kv_fp8_round,
+    .idx_fp4_round = cpu_idx_fp4_round,
 };
 
 static void cpu_backend_free(dsv4_backend *b)

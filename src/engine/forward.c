@@ -75,6 +75,10 @@ static void attend_lane(dsv4_model *m, int l, const fwd_lane *ln, scratch *sc)
         op->matmul(b, xn, D, T, &w->comp.wkv, sc->u, cw);
         op->matmul(b, xn, D, T, &w->comp.wgate, sc->g, cw);
         op->compress(b, sc->u, sc->g, T, pos0, &cp, &ls->comp);
+        if (m->cache_official) { /* the entries this chunk emitted */
+            int64_t e0 = pos0 / ratio, e1 = (pos0 + T) / ratio;
+            if (e1 > e0) op->kv_fp8_round(b, ls->comp.entries + e0 * hd, (int)(e1 - e0), hd, hd - rd);
+        }
     }
     if (kind == ATTN_CSA) {
         int ih = c->idx_heads, ihd = c->idx_head_dim;
@@ -84,6 +88,11 @@ static void attend_lane(dsv4_model *m, int l, const fwd_lane *ln, scratch *sc)
         op->compress(b, sc->u, sc->g, T, pos0, &ip, &ls->idx);
         op->matmul(b, qr, c->q_lora, T, &w->idx_wq_b, sc->qi, (int64_t)ih * ihd);
         op->rope(b, sc->qi, T, ih, ihd, rd, pos0, 1, freq, 0);
+        if (m->cache_official) { /* keys emitted by this chunk, then the queries */
+            int64_t e0 = pos0 / ratio, e1 = (pos0 + T) / ratio;
+            if (e1 > e0) op->idx_fp4_round(b, ls->idx.entries + e0 * ihd, (int)(e1 - e0), ihd);
+            op->idx_fp4_round(b, sc->qi, T * ih, ihd);
+        }
         op->matmul(b, xn, D, T, &w->idx_wproj, sc->wi, ih);
         /* head weights carry 1/sqrt(heads); scores carry 1/sqrt(head_dim) */
         op->indexer(b, sc->qi, sc->wi, T, pos0, ih, ihd, ls->idx.entries, ratio, c->idx_topk,
@@ -122,6 +131,9 @@ static void attention_block(dsv4_model *m, int l, const fwd_lane *lanes, int n_l
         op->rope(b, sc->q + (int64_t)ln->row0 * H * hd, ln->T, H, hd, rd, ln->s->pos, 1, freq, 0);
         op->rope(b, sc->kv + (int64_t)ln->row0 * hd, ln->T, 1, hd, rd, ln->s->pos, 1, freq, 0);
     }
+    /* official numerics: the window KV as the FP8 cache holds it, for this
+     * step's attention and for the ring alike */
+    if (m->cache_official) op->kv_fp8_round(b, sc->kv, rows, hd, hd - rd);
     for (int i = 0; i < n_lanes; i++) attend_lane(m, l, &lanes[i], sc);
     /* undo the keys' rotation at the query position, then the grouped
      * low-rank output projection (block-diagonal wo_a, then wo_b) */

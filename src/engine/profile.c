@@ -11,10 +11,11 @@
 #include "engine/profile.h"
 
 enum { P_MATMUL, P_RMSNORM, P_ROPE, P_EMBED, P_HC_PRE, P_HC_POST, P_HC_HEAD, P_RING, P_COMPRESS, P_INDEXER,
-       P_ATTENTION, P_MOE, P_COUNT };
+       P_ATTENTION, P_MOE, P_CACHE_QUANT, P_COUNT };
 static const char *const k_names[P_COUNT] = {"matmul (projections, head)", "rmsnorm", "rope", "embed",
                                              "hc_pre (mHC mix + Sinkhorn)", "hc_post", "hc_head", "ring_store",
-                                             "compressor", "indexer", "attention", "moe (router + experts)"};
+                                             "compressor", "indexer", "attention", "moe (router + experts)",
+                                             "cache quantization (official)"};
 
 typedef struct {
     dsv4_backend *inner;
@@ -83,6 +84,12 @@ static void p_matmul_grouped(dsv4_backend *b, const float *x, int64_t ldx, int T
                              float *y, int64_t ldy)
 { TIMED(b, P_MATMUL, INNER(b)->ops->matmul_grouped(INNER(b), x, ldx, T, W, groups, y, ldy)); }
 
+static void p_kv_fp8_round(dsv4_backend *b, float *x, int T, int width, int n_fp8)
+{ TIMED(b, P_CACHE_QUANT, INNER(b)->ops->kv_fp8_round(INNER(b), x, T, width, n_fp8)); }
+
+static void p_idx_fp4_round(dsv4_backend *b, float *x, int rows, int width)
+{ TIMED(b, P_CACHE_QUANT, INNER(b)->ops->idx_fp4_round(INNER(b), x, rows, width)); }
+
 static void *p_alloc(dsv4_backend *b, size_t n) { return INNER(b)->ops->alloc(INNER(b), n); }
 static void p_free(dsv4_backend *b, void *p) { INNER(b)->ops->free(INNER(b), p); }
 static void p_upload(dsv4_backend *b, void *d, const void *s, size_t n) { INNER(b)->ops->upload(INNER(b), d, s, n); }
@@ -106,6 +113,9 @@ dsv4_backend *profile_wrap(dsv4_backend *inner)
         .hc_post = p_hc_post, .hc_head = p_hc_head, .ring_store = p_ring, .compress = p_compress,
         .indexer = p_indexer, .attention = p_attention, .moe = p_moe,
         .matmul_grouped = p_matmul_grouped,
+        /* optional ops stay absent where the wrapped backend lacks them */
+        .kv_fp8_round = inner->ops->kv_fp8_round ? p_kv_fp8_round : NULL,
+        .idx_fp4_round = inner->ops->idx_fp4_round ? p_idx_fp4_round : NULL,
     };
     b->name = inner->name;
     b->ops = &pi->ops;

@@ -17,16 +17,24 @@ static int64_t max_row_width(const dsv4_config *c)
 }
 
 /* Everything after the config and the tensor archive are in place. */
-static dsv4_status model_finish(dsv4_model *m, const dsv4_load_options *opt, const char *what)
+static dsv4_status model_finish(dsv4_model *m, const dsv4_load_options *opt)
 {
     const dsv4_config *c = &m->cfg;
     dsv4_status st;
-    if (c->weight_format != WFMT_PLAIN || c->expert_format != WFMT_PLAIN)
-        return dsv4_fail(DSV4_ERR_UNSUPPORTED, "%s: quantization_config (FP8/FP4 weights) is not supported "
-                         "yet; use a BF16/F32 checkpoint", what);
     if ((st = weights_bind(m))) return st;
     if (!(m->be = backend_create(opt ? opt->device : NULL, opt ? opt->n_threads : 0, max_row_width(c))))
         return DSV4_ERR_DEVICE;
+    dsv4_cache_mode cm = opt ? opt->cache : DSV4_CACHE_AUTO;
+    if (cm != DSV4_CACHE_AUTO && cm != DSV4_CACHE_EXACT && cm != DSV4_CACHE_OFFICIAL)
+        return dsv4_fail(DSV4_ERR_ARG, "unknown cache mode %d", (int)cm);
+    m->cache_official = cm == DSV4_CACHE_OFFICIAL ||
+                        (cm == DSV4_CACHE_AUTO && (c->weight_format != WFMT_PLAIN || c->expert_format != WFMT_PLAIN));
+    if (m->cache_official && (c->idx_head_dim & (c->idx_head_dim - 1)))
+        return dsv4_fail(DSV4_ERR_UNSUPPORTED, "the official cache numerics need index_head_dim a power of two "
+                         "(Hadamard rotation), not %d; use --cache exact", c->idx_head_dim);
+    if (m->cache_official && (!m->be->ops->kv_fp8_round || !m->be->ops->idx_fp4_round))
+        return dsv4_fail(DSV4_ERR_UNSUPPORTED, "the %s backend does not implement the official cache numerics "
+                         "(FP8 KV, FP4 indexer); use the exact cache (--cache exact)", m->be->name);
     if ((st = weights_adopt(m, opt ? opt->progress : NULL, opt ? opt->progress_user : NULL))) return st;
     size_t fbytes = (size_t)c->rope_dim / 2 * sizeof(float);
     float *host = malloc(2 * fbytes);
@@ -51,24 +59,22 @@ dsv4_status dsv4_model_load(const char *dir, const dsv4_load_options *opt, dsv4_
     if (!m) return dsv4_fail(DSV4_ERR_NOMEM, "out of memory");
     dsv4_status st = config_load(dir, &m->cfg);
     if (!st) st = st_open_dir(dir, &m->st);
-    char what[600];
-    snprintf(what, sizeof what, "%s/config.json", dir);
-    if (!st) st = model_finish(m, opt, what);
+    if (!st) st = model_finish(m, opt);
     if (st) { dsv4_model_free(m); return st; }
     *out = m;
     return DSV4_OK;
 }
 
-dsv4_status dsv4_model_synthetic(const char *preset, int layers, int experts, const dsv4_load_options *opt,
-                                 dsv4_model **out)
+dsv4_status dsv4_model_synthetic(const char *preset, int layers, int experts, const char *weights,
+                                 const dsv4_load_options *opt, dsv4_model **out)
 {
     *out = NULL;
     dsv4_model *m = calloc(1, sizeof *m);
     if (!m) return dsv4_fail(DSV4_ERR_NOMEM, "out of memory");
     size_t len = 0;
-    dsv4_status st = model_synthetic_image(preset, layers, experts, &m->cfg, &m->owned_image, &len);
+    dsv4_status st = model_synthetic_image(preset, layers, experts, weights, &m->cfg, &m->owned_image, &len);
     if (!st) st = st_open_memory(m->owned_image, len, "synthetic checkpoint", &m->st);
-    if (!st) st = model_finish(m, opt, "synthetic checkpoint");
+    if (!st) st = model_finish(m, opt);
     if (st) { dsv4_model_free(m); return st; }
     *out = m;
     return DSV4_OK;
@@ -89,6 +95,10 @@ void dsv4_model_free(dsv4_model *m)
 }
 
 int dsv4_model_vocab(const dsv4_model *m) { return m->cfg.vocab; }
+dsv4_cache_mode dsv4_model_cache_mode(const dsv4_model *m)
+{
+    return m->cache_official ? DSV4_CACHE_OFFICIAL : DSV4_CACHE_EXACT;
+}
 int dsv4_model_n_layers(const dsv4_model *m) { return m->cfg.n_layers; }
 const dsv4_config *dsv4_model_config(const dsv4_model *m) { return &m->cfg; }
 
@@ -100,24 +110,9 @@ const char *dsv4_model_unknown_name(const dsv4_model *m, int i)
 
 void dsv4_model_memory(const dsv4_model *m, dsv4_memory_info *out)
 {
-    const dsv4_config *c = &m->cfg;
-    uint64_t fixed = 0;
-    double per_tok = 0;
-    const double f = sizeof(float);
-    for (int l = 0; l < c->n_layers; l++) {
-        int kind = c->attn_kind[l], r = config_ratio(c, l);
-        fixed += (uint64_t)c->window * (uint64_t)c->head_dim * sizeof(float);
-        if (kind == ATTN_SWA) continue;
-        int ov = kind == ATTN_CSA;
-        /* open rows (u and g) and, with overlap, the previous series-A rows */
-        fixed += (uint64_t)r * (uint64_t)c->head_dim * (ov ? 2u : 1u) * 2u * sizeof(float);
-        if (ov) fixed += (uint64_t)r * (uint64_t)c->head_dim * 2u * sizeof(float);
-        per_tok += c->head_dim * f / r;
-        if (ov) {
-            fixed += (uint64_t)r * (uint64_t)c->idx_head_dim * 6u * sizeof(float);
-            per_tok += c->idx_head_dim * f / r;
-        }
-    }
+    double per_tok;
+    uint64_t fixed;
+    config_state_size(&m->cfg, STATE_FP32, &per_tok, &fixed);
     out->fixed_bytes = fixed;
     out->bytes_per_token = per_tok;
     out->weight_bytes = st_mapped_bytes(m->st);

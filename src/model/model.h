@@ -39,13 +39,15 @@ struct dsv4_model {
     int n_unknown;
     int n_mtp_tensors;    /* kept for speculative decoding later */
     void *owned_image;    /* synthetic checkpoints: the in-memory safetensors image */
+    int cache_official;   /* 1: DSV4_CACHE_OFFICIAL numerics in the forward pass */
 };
 
-/* Random BF16 checkpoint image with the preset's real dimensions ("flash",
+/* Random checkpoint image with the preset's real dimensions ("flash",
  * "pro"), `layers` layers and `experts` routed experts (<= 0: the real
- * count); fills cfg and returns a malloc'd safetensors image. */
-dsv4_status model_synthetic_image(const char *preset, int layers, int experts, dsv4_config *cfg, void **image,
-                                  size_t *image_len);
+ * count), weights "fp8-fp4" (the released mix; NULL: the same) or "bf16";
+ * fills cfg and returns a malloc'd safetensors image. */
+dsv4_status model_synthetic_image(const char *preset, int layers, int experts, const char *weights, dsv4_config *cfg,
+                                  void **image, size_t *image_len);
 
 /* Bind every expected tensor of the config: presence, dtype and exact shape.
  * Fills m->embed ... m->layers; records unknown tensor names. */
@@ -60,6 +62,11 @@ void weights_free(dsv4_model *m);
  * state (window, indexer keys, selected/all compressed entries). */
 void model_decode_traffic(const dsv4_model *m, int64_t ctx, double distinct_experts, uint64_t *weights,
                           uint64_t *state);
+
+/* Session-state bytes of a config per storage layout (state_size.c): the
+ * growing part per token (averaged over the ratios) and the fixed part. */
+enum { STATE_FP32, STATE_BF16, STATE_OFFICIAL, STATE_FLASHMLA, STATE_LAYOUTS };
+void config_state_size(const dsv4_config *c, int layout, double *per_token, uint64_t *fixed);
 
 /* RoPE inverse frequencies as transformers computes them (fp32). */
 void rope_inv_freq(const dsv4_rope_params *p, int rope_dim, float *out);

@@ -1,7 +1,11 @@
 /* Synthetic checkpoints with the real V4-Flash / V4-Pro dimensions and random
- * BF16 weights, built in memory as a safetensors image and loaded through the
+ * weights, built in memory as a safetensors image and loaded through the
  * normal path (config parser, binder, backend). For benchmarks at real shapes
- * with a reduced number of layers and experts. */
+ * with a reduced number of layers and experts. Weight formats: "bf16" (every
+ * matrix BF16) or "fp8-fp4", the released checkpoints' mix (spec §7): FP8
+ * e4m3 dense projections and shared experts with 128x128 E8M0 scales, MXFP4
+ * routed experts, BF16 embedding/head/router/compressor/indexer projections,
+ * so a decode step reads the real model's bytes. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -13,10 +17,11 @@
 
 typedef struct {
     char name[96];
-    dsv4_dtype dt;
-    int64_t d0, d1;    /* d1 = 0: 1-D */
-    float scale;       /* uniform(-scale, scale) around `center` */
+    dsv4_dtype dt;     /* F32/BF16 values; F8_E4M3 codes; I8 packed E2M1 codes; F8_E8M0 scales */
+    int64_t d0, d1;    /* stored shape; d1 = 0: 1-D */
+    float scale;       /* values uniform(-scale, scale) around `center` */
     float center;
+    int exp;           /* quantized formats and their scales: every block's scale is 2^exp */
     uint64_t off;      /* in the data area */
 } syn_tensor;
 
@@ -44,14 +49,43 @@ static int add(syn_list *l, const char *name, dsv4_dtype dt, int64_t d0, int64_t
     return 0;
 }
 
-/* A weight matrix [out, in] with variance ~1/in. */
-static int mat(syn_list *l, const char *name, int64_t out, int64_t in)
+enum { SYN_BF16, SYN_FP8, SYN_FP4 };
+
+/* The exponent of the power of two s with v/s within (lim/2, lim]. */
+static int exp_for(float v, float lim)
 {
-    return add(l, name, DT_BF16, out, in, sqrtf(3.0f / (float)in), 0);
+    int e;
+    float m = frexpf(v / lim, &e);
+    return m == 0.5f ? e - 1 : e;
+}
+
+/* A weight matrix [out, in] with variance ~1/in, stored as `fmt`: FP8 codes
+ * plus a [ceil(out/128), ceil(in/128)] scale grid, or MXFP4 (codes drawn
+ * uniformly) plus [out, in/32] scales; one scale value throughout. */
+static int qmat(syn_list *l, const char *name, int64_t out, int64_t in, int fmt)
+{
+    float sc = sqrtf(3.0f / (float)in);
+    if (fmt == SYN_BF16) return add(l, name, DT_BF16, out, in, sc, 0);
+    char sn[96];
+    size_t n = strlen(name);
+    snprintf(sn, sizeof sn, "%.*s.scale", (int)(n - 7), name); /* X.weight -> X.scale */
+    int r;
+    if (fmt == SYN_FP8) {
+        int e = exp_for(sc, 448.0f);
+        r = add(l, name, DT_F8_E4M3, out, in, sc, 0) || add(l, sn, DT_F8_E8M0, (out + 127) / 128, (in + 127) / 128, 0, 0);
+        l->t[l->n - 2].exp = l->t[l->n - 1].exp = e;
+    } else {
+        int e = exp_for(sc, 6.0f);
+        r = add(l, name, DT_I8, out, in / 2, sc, 0) || add(l, sn, DT_F8_E8M0, out, in / 32, 0, 0);
+        l->t[l->n - 2].exp = l->t[l->n - 1].exp = e;
+    }
+    return r ? -1 : 0;
 }
 
 static int build_list(const dsv4_config *c, syn_list *l)
 {
+    int q8 = c->weight_format == WFMT_FP8 ? SYN_FP8 : SYN_BF16, q4 = c->expert_format == WFMT_FP4 ? SYN_FP4 : q8;
+#define mat(l, name, out, in) qmat(l, name, out, in, SYN_BF16)
     char n[96];
     int r = 0, D = c->dim, hc = c->hc_mult, mix = (2 + hc) * hc;
     r |= mat(l, "embed.weight", c->vocab, D);
@@ -74,13 +108,13 @@ static int build_list(const dsv4_config *c, syn_list *l)
             snprintf(n, sizeof n, "layers.%d.hc_%s_scale", i, site[s]);
             r |= add(l, n, DT_F32, 3, 0, 0.1f, 0.5f);
         }
-        r |= mat(l, NM("attn.wq_a.weight"), c->q_lora, D);
+        r |= qmat(l, NM("attn.wq_a.weight"), c->q_lora, D, q8);
         r |= add(l, NM("attn.q_norm.weight"), DT_BF16, c->q_lora, 0, 0.1f, 1.0f);
-        r |= mat(l, NM("attn.wq_b.weight"), (int64_t)c->n_heads * hd, c->q_lora);
-        r |= mat(l, NM("attn.wkv.weight"), hd, D);
+        r |= qmat(l, NM("attn.wq_b.weight"), (int64_t)c->n_heads * hd, c->q_lora, q8);
+        r |= qmat(l, NM("attn.wkv.weight"), hd, D, q8);
         r |= add(l, NM("attn.kv_norm.weight"), DT_BF16, hd, 0, 0.1f, 1.0f);
-        r |= mat(l, NM("attn.wo_a.weight"), (int64_t)c->o_groups * c->o_lora, (int64_t)c->n_heads * hd / c->o_groups);
-        r |= mat(l, NM("attn.wo_b.weight"), D, (int64_t)c->o_groups * c->o_lora);
+        r |= qmat(l, NM("attn.wo_a.weight"), (int64_t)c->o_groups * c->o_lora, (int64_t)c->n_heads * hd / c->o_groups, q8);
+        r |= qmat(l, NM("attn.wo_b.weight"), D, (int64_t)c->o_groups * c->o_lora, q8);
         r |= add(l, NM("attn.attn_sink"), DT_F32, c->n_heads, 0, 0.5f, 0);
         if (kind != ATTN_SWA) {
             r |= mat(l, NM("attn.compressor.wkv.weight"), cw, D);
@@ -94,7 +128,7 @@ static int build_list(const dsv4_config *c, syn_list *l)
             r |= mat(l, NM("attn.indexer.compressor.wgate.weight"), icw, D);
             r |= add(l, NM("attn.indexer.compressor.ape"), DT_F32, ratio, icw, 0.1f, 0);
             r |= add(l, NM("attn.indexer.compressor.norm.weight"), DT_BF16, c->idx_head_dim, 0, 0.1f, 1.0f);
-            r |= mat(l, NM("attn.indexer.wq_b.weight"), (int64_t)c->idx_heads * c->idx_head_dim, c->q_lora);
+            r |= qmat(l, NM("attn.indexer.wq_b.weight"), (int64_t)c->idx_heads * c->idx_head_dim, c->q_lora, q8);
             r |= mat(l, NM("attn.indexer.weights_proj.weight"), c->idx_heads, D);
         }
         r |= mat(l, NM("ffn.gate.weight"), c->n_experts, D);
@@ -102,17 +136,18 @@ static int build_list(const dsv4_config *c, syn_list *l)
         else r |= add(l, NM("ffn.gate.bias"), DT_F32, c->n_experts, 0, 0.01f, 0);
         for (int e = 0; e < c->n_experts; e++) {
             snprintf(n, sizeof n, "layers.%d.ffn.experts.%d.w1.weight", i, e);
-            r |= mat(l, n, c->moe_inter, D);
+            r |= qmat(l, n, c->moe_inter, D, q4);
             snprintf(n, sizeof n, "layers.%d.ffn.experts.%d.w2.weight", i, e);
-            r |= mat(l, n, D, c->moe_inter);
+            r |= qmat(l, n, D, c->moe_inter, q4);
             snprintf(n, sizeof n, "layers.%d.ffn.experts.%d.w3.weight", i, e);
-            r |= mat(l, n, c->moe_inter, D);
+            r |= qmat(l, n, c->moe_inter, D, q4);
         }
-        r |= mat(l, NM("ffn.shared_experts.w1.weight"), c->moe_inter, D);
-        r |= mat(l, NM("ffn.shared_experts.w2.weight"), D, c->moe_inter);
-        r |= mat(l, NM("ffn.shared_experts.w3.weight"), c->moe_inter, D);
+        r |= qmat(l, NM("ffn.shared_experts.w1.weight"), c->moe_inter, D, q8);
+        r |= qmat(l, NM("ffn.shared_experts.w2.weight"), D, c->moe_inter, q8);
+        r |= qmat(l, NM("ffn.shared_experts.w3.weight"), c->moe_inter, D, q8);
 #undef NM
     }
+#undef mat
     return r;
 }
 
@@ -149,20 +184,30 @@ static void fill_tensors(void *ctx, int64_t k0, int64_t k1, int tid)
             }
             continue;
         }
+        if (t->dt == DT_F8_E8M0) { /* a scale grid: 2^exp everywhere */
+            memset(p, t->exp + 127, (size_t)n);
+            continue;
+        }
+        float inv = ldexpf(1.0f, -t->exp);
         for (int64_t i = 0; i < n; i++) {
             uint64_t h = mix64(((uint64_t)k << 40) ^ (uint64_t)i);
             float u = (float)((h >> 40) * (1.0 / 16777216.0)) * 2.0f - 1.0f; /* [-1, 1) */
             float v = t->center + t->scale * u;
             if (t->dt == DT_F32) memcpy(p + 4 * i, &v, 4);
+            else if (t->dt == DT_F8_E4M3) p[i] = f32_to_e4m3(v * inv);
+            else if (t->dt == DT_I8) p[i] = (uint8_t)h; /* two uniform E2M1 codes */
             else { uint16_t b = f32_to_bf16(v); memcpy(p + 2 * i, &b, 2); }
         }
     }
 }
 
-static dsv4_status synthetic_config(const char *preset, int layers, int experts, dsv4_config *c)
+static dsv4_status synthetic_config(const char *preset, int layers, int experts, const char *weights, dsv4_config *c)
 {
     int flash = !strcmp(preset, "flash"), pro = !strcmp(preset, "pro");
     if (!flash && !pro) return dsv4_fail(DSV4_ERR_ARG, "unknown synthetic preset '%s' (flash or pro)", preset);
+    int quant = !weights || !strcmp(weights, "fp8-fp4");
+    if (!quant && strcmp(weights, "bf16"))
+        return dsv4_fail(DSV4_ERR_ARG, "unknown synthetic weight format '%s' (fp8-fp4 or bf16)", weights);
     int L = layers > 0 ? layers : (flash ? 43 : 61), E = experts > 0 ? experts : (flash ? 256 : 384);
     if (L > DSV4_MAX_LAYERS) return dsv4_fail(DSV4_ERR_ARG, "--layers %d is above %d", L, DSV4_MAX_LAYERS);
     if (E < 6) return dsv4_fail(DSV4_ERR_ARG, "--experts must be at least 6 (top-6 routing)");
@@ -183,20 +228,23 @@ static dsv4_status synthetic_config(const char *preset, int layers, int experts,
              "\"n_shared_experts\":1,\"moe_intermediate_size\":%d,\"num_hash_layers\":3,"
              "\"scoring_func\":\"sqrtsoftplus\",\"routed_scaling_factor\":%s,\"swiglu_limit\":10.0,\"hc_mult\":4,"
              "\"hc_sinkhorn_iters\":20,\"hc_eps\":1e-6,\"rms_norm_eps\":1e-6,\"num_nextn_predict_layers\":1,"
-             "\"max_position_embeddings\":1048576,\"bos_token_id\":0,\"eos_token_id\":1}",
+             "\"max_position_embeddings\":1048576,\"bos_token_id\":0,\"eos_token_id\":1%s}",
              flash ? 4096 : 7168, L, flash ? 64 : 128, flash ? 1024 : 1536, flash ? 8 : 16, ratios,
-             flash ? 512 : 1024, E, flash ? 2048 : 3072, flash ? "1.5" : "2.5");
+             flash ? 512 : 1024, E, flash ? 2048 : 3072, flash ? "1.5" : "2.5",
+             quant ? ",\"quantization_config\":{\"quant_method\":\"fp8\",\"fmt\":\"e4m3\",\"scale_fmt\":\"ue8m0\","
+                     "\"weight_block_size\":[128,128]},\"expert_dtype\":\"fp4\"" : "");
     return config_parse(json, strlen(json), "synthetic config", c);
 }
 
-dsv4_status model_synthetic_image(const char *preset, int layers, int experts, dsv4_config *cfg, void **image,
-                                  size_t *image_len)
+dsv4_status model_synthetic_image(const char *preset, int layers, int experts, const char *weights, dsv4_config *cfg,
+                                  void **image, size_t *image_len)
 {
-    dsv4_status st = synthetic_config(preset, layers, experts, cfg);
+    dsv4_status st = synthetic_config(preset, layers, experts, weights, cfg);
     if (st) return st;
     syn_list l = {0};
     if (build_list(cfg, &l)) { free(l.t); return dsv4_fail(DSV4_ERR_NOMEM, "out of memory"); }
-    /* header: {"name":{"dtype":"BF16","shape":[a,b],"data_offsets":[x,y]},...} */
+    /* header: {"name":{"dtype":"BF16","shape":[a,b],"data_offsets":[x,y]},...};
+     * data 8-byte aligned per tensor (the loader allows gaps) */
     size_t hcap = (size_t)l.n * 160 + 64, hlen = 0;
     char *hdr = malloc(hcap);
     uint64_t off = 0;
@@ -205,6 +253,7 @@ dsv4_status model_synthetic_image(const char *preset, int layers, int experts, d
     for (int i = 0; i < l.n; i++) {
         syn_tensor *t = &l.t[i];
         uint64_t nb = (uint64_t)t->d0 * (uint64_t)(t->d1 ? t->d1 : 1) * (uint64_t)dtype_size(t->dt);
+        off = (off + 7) & ~(uint64_t)7;
         t->off = off;
         char shape[64];
         if (t->d1) snprintf(shape, sizeof shape, "%lld,%lld", (long long)t->d0, (long long)t->d1);

@@ -1,23 +1,20 @@
-/* Binding checkpoint tensors to the model's weight slots.
- *
- * Three spellings exist in the wild and each tensor is looked up under all of
- * them, with or without a leading "model.":
- *   official DeepSeek  layers.L.attn.kv_norm.weight, embed.weight, hc_head_fn
- *   transformers       layers.L.self_attn.kv_norm.weight, embed_tokens.weight
- *   save_pretrained    a hybrid: official per-layer names except that the main
- *                      kv_norm becomes attn.norm.weight, plus embed_tokens and
- *                      hc_head.hc_fn kept from transformers.
- * Routed experts come per expert (ffn.experts.E.w1.weight) or merged
- * (mlp.experts.gate_up_proj [E, 2I, D], mlp.experts.down_proj [E, D, I]). */
+/* Binding checkpoint tensors to the model's weight slots: every tensor of
+ * the catalog (model/catalog.c: names in each spelling, shapes, formats) is
+ * looked up under each of its names, with or without a leading "model.".
+ * Routed experts come per expert (ffn.experts.E.w1.weight, any format) or
+ * merged (mlp.experts.gate_up_proj [E, 2I, D], mlp.experts.down_proj
+ * [E, D, I], plain floats); hash layers carry tid2eid. */
+#include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "base/error.h"
+#include "model/catalog.h"
 #include "model/model.h"
 
-#define MAX_ALT 4
+#define TRY(x) do { dsv4_status st_ = (x); if (st_) return st_; } while (0)
 
 typedef struct {
     dsv4_model *m;
@@ -46,60 +43,166 @@ static const st_tensor *lookup(binder *b, const char *pre, const char *const *na
 
 static int is_float(dsv4_dtype d) { return d == DT_F32 || d == DT_BF16 || d == DT_F16; }
 
-/* Bind one float tensor with the exact expected shape (d1 = 0 for 1-D). */
-static dsv4_status bind(binder *b, dsv4_mat *out, const char *pre, const char *const *names,
-                        int64_t d0, int64_t d1)
+/* A slot's Q_* (catalog.h) says which formats it accepts: Q_DENSE FP8 with
+ * its block grid when config.json has a quantization_config (wo_a occurs
+ * both ways), Q_EXPERT MXFP4 or FP8 per expert_dtype. The tensor's own dtype
+ * says which one a checkpoint chose. */
+
+static dsv4_status shape_error(const st_tensor *t, int64_t d0, int64_t d1)
+{
+    char got[128] = "", *p = got;
+    for (int i = 0; i < t->ndim && p < got + 100; i++)
+        p += snprintf(p, (size_t)(got + sizeof got - p), "%s%lld", i ? ", " : "", (long long)t->shape[i]);
+    if (d1)
+        return dsv4_fail(DSV4_ERR_FORMAT, "checkpoint: tensor '%s' has shape [%s], config expects [%lld, %lld]",
+                         t->name, got, (long long)d0, (long long)d1);
+    return dsv4_fail(DSV4_ERR_FORMAT, "checkpoint: tensor '%s' has shape [%s], config expects [%lld]",
+                     t->name, got, (long long)d0);
+}
+
+static int has_shape(const st_tensor *t, int64_t d0, int64_t d1)
+{
+    return t->ndim == (d1 ? 2 : 1) && t->shape[0] == d0 && (!d1 || t->shape[1] == d1);
+}
+
+/* Every scale must be a finite power of two 2^k with k in [−127, max_exp],
+ * so that every decoded weight (code · scale) is an exact, finite fp32. */
+static dsv4_status check_scales(const st_tensor *s, int max_exp)
+{
+    int64_t n = s->shape[0] * s->shape[1], cols = s->shape[1];
+    for (int64_t i = 0; i < n; i++) {
+        int k;
+        if (s->dtype == DT_F8_E8M0) {
+            int e = ((const uint8_t *)s->data)[i];
+            if (e == 255)
+                return dsv4_fail(DSV4_ERR_FORMAT, "checkpoint: tensor '%s'[%lld][%lld] is NaN (E8M0 byte 255)",
+                                 s->name, (long long)(i / cols), (long long)(i % cols));
+            k = e - 127;
+        } else {
+            float f;
+            memcpy(&f, (const char *)s->data + 4 * i, 4);
+            if (!isfinite(f) || !(f > 0) || frexpf(f, &k) != 0.5f)
+                return dsv4_fail(DSV4_ERR_FORMAT,
+                                 "checkpoint: tensor '%s'[%lld][%lld] = %g is not a positive power of two",
+                                 s->name, (long long)(i / cols), (long long)(i % cols), (double)f);
+            k -= 1;
+        }
+        if (k < -127 || k > max_exp)
+            return dsv4_fail(DSV4_ERR_FORMAT,
+                             "checkpoint: tensor '%s'[%lld][%lld] = 2^%d is out of range (2^-127 .. 2^%d)",
+                             s->name, (long long)(i / cols), (long long)(i % cols), k, max_exp);
+    }
+    return DSV4_OK;
+}
+
+/* The scale grid of quantized weight w: "X.scale" (official) or
+ * "X.weight_scale_inv" (transformers) next to "X.weight", with exactly
+ * [sr, sc] elements of F8_E8M0 (or F32 powers of two, as Flash-Base ships). */
+static dsv4_status bind_scale(binder *b, const st_tensor *w, dsv4_mat *out, int64_t sr, int64_t sc, int max_exp)
+{
+    size_t n = strlen(w->name);
+    if (n < 7 || strcmp(w->name + n - 7, ".weight") != 0)
+        return dsv4_fail(DSV4_ERR_FORMAT, "checkpoint: quantized tensor '%s' is not named X.weight", w->name);
+    char name[600];
+    const st_tensor *s = NULL;
+    const char *const sfx[] = {".scale", ".weight_scale_inv"};
+    for (int i = 0; i < 2 && !s; i++) {
+        snprintf(name, sizeof name, "%.*s%s", (int)(n - 7), w->name, sfx[i]);
+        s = st_find(b->m->st, name);
+    }
+    if (!s)
+        return dsv4_fail(DSV4_ERR_FORMAT, "checkpoint: tensor '%s' is %s but its scale '%.*s.scale' is missing",
+                         w->name, dtype_name(w->dtype), (int)(n - 7), w->name);
+    if (s->dtype != DT_F8_E8M0 && s->dtype != DT_F32)
+        return dsv4_fail(DSV4_ERR_FORMAT, "checkpoint: scale tensor '%s' has dtype %s, expected F8_E8M0 or F32",
+                         s->name, dtype_name(s->dtype));
+    if (!has_shape(s, sr, sc)) return shape_error(s, sr, sc);
+    TRY(check_scales(s, max_exp));
+    b->used[tensor_index(b->m->st, s)] = 1;
+    out->scale = s->data;
+    out->scale_dtype = s->dtype;
+    out->scale_rows = sr;
+    out->scale_cols = sc;
+    return DSV4_OK;
+}
+
+/* FP8 e4m3 [d0, d1] with blocks from quantization_config. */
+static dsv4_status bind_fp8(binder *b, const st_tensor *t, dsv4_mat *out, int64_t d0, int64_t d1)
+{
+    const dsv4_config *cf = &b->m->cfg;
+    if (cf->weight_format != WFMT_FP8)
+        return dsv4_fail(DSV4_ERR_FORMAT, "checkpoint: tensor '%s' is F8_E4M3 but config.json has no "
+                         "quantization_config", t->name);
+    if (!has_shape(t, d0, d1)) return shape_error(t, d0, d1);
+    *out = (dsv4_mat){.dtype = DT_F8_E4M3, .rows = d0, .cols = d1, .data = t->data, .fmt = WF_FP8_E4M3,
+                      .blk_r = cf->quant_blk_r, .blk_c = cf->quant_blk_c};
+    /* 448 · 2^119 < 2^128: the largest e4m3 value stays finite */
+    return bind_scale(b, t, out, (d0 + cf->quant_blk_r - 1) / cf->quant_blk_r,
+                      (d1 + cf->quant_blk_c - 1) / cf->quant_blk_c, 119);
+}
+
+/* MXFP4 [d0, d1]: I8/U8 [d0, d1/2] (two E2M1 codes per byte) and E8M0 [d0, d1/32]. */
+static dsv4_status bind_mxfp4(binder *b, const st_tensor *t, dsv4_mat *out, int64_t d0, int64_t d1)
+{
+    if (d1 % 32)
+        return dsv4_fail(DSV4_ERR_FORMAT, "checkpoint: tensor '%s': MXFP4 needs a row length that is a multiple "
+                         "of 32, config gives %lld", t->name, (long long)d1);
+    if (!has_shape(t, d0, d1 / 2)) return shape_error(t, d0, d1 / 2);
+    *out = (dsv4_mat){.dtype = t->dtype, .rows = d0, .cols = d1, .data = t->data, .fmt = WF_MXFP4,
+                      .blk_r = 1, .blk_c = 32};
+    /* 6 · 2^125 < 2^128 */
+    return bind_scale(b, t, out, d0, d1 / 32, 125);
+}
+
+/* Bind one tensor with the exact expected shape (d1 = 0 for 1-D) in a format
+ * the slot accepts (q: Q_*). */
+static dsv4_status bind_q(binder *b, dsv4_mat *out, const char *pre, const char *const *names, int64_t d0,
+                          int64_t d1, int q)
 {
     char tried[512];
+    const dsv4_config *cf = &b->m->cfg;
     const st_tensor *t = lookup(b, pre, names, tried, sizeof tried);
     if (!t) return dsv4_fail(DSV4_ERR_FORMAT, "checkpoint: missing tensor '%s'", tried);
-    if (t->dtype == DT_F8_E4M3 || t->dtype == DT_F8_E8M0 || t->dtype == DT_I8 || t->dtype == DT_U8)
-        return dsv4_fail(DSV4_ERR_UNSUPPORTED,
-                         "checkpoint: tensor '%s' is %s: FP8/FP4 weights are not supported yet "
-                         "(use a BF16/F32 checkpoint)", t->name, dtype_name(t->dtype));
-    if (!is_float(t->dtype))
-        return dsv4_fail(DSV4_ERR_FORMAT, "checkpoint: tensor '%s' has dtype %s, expected F32/BF16/F16",
+    int quant = t->dtype == DT_F8_E4M3 || t->dtype == DT_I8 || t->dtype == DT_U8;
+    if (quant && (q == Q_PLAIN || !d1))
+        return dsv4_fail(DSV4_ERR_FORMAT, "checkpoint: tensor '%s' is %s; this tensor must be F32/BF16/F16",
                          t->name, dtype_name(t->dtype));
-    int want_nd = d1 ? 2 : 1;
-    int ok = t->ndim == want_nd && t->shape[0] == d0 && (!d1 || t->shape[1] == d1);
-    if (!ok) {
-        char got[128] = "", *p = got;
-        for (int i = 0; i < t->ndim && p < got + 100; i++)
-            p += snprintf(p, (size_t)(got + sizeof got - p), "%s%lld", i ? ", " : "", (long long)t->shape[i]);
-        if (d1)
-            return dsv4_fail(DSV4_ERR_FORMAT, "checkpoint: tensor '%s' has shape [%s], config expects [%lld, %lld]",
-                             t->name, got, (long long)d0, (long long)d1);
-        return dsv4_fail(DSV4_ERR_FORMAT, "checkpoint: tensor '%s' has shape [%s], config expects [%lld]",
-                         t->name, got, (long long)d0);
+    if (t->dtype == DT_F8_E4M3) {
+        if (q == Q_EXPERT && cf->expert_format == WFMT_FP4)
+            return dsv4_fail(DSV4_ERR_FORMAT, "checkpoint: routed expert '%s' is F8_E4M3 but config.json says "
+                             "expert_dtype fp4", t->name);
+        TRY(bind_fp8(b, t, out, d0, d1));
+    } else if (t->dtype == DT_I8 || t->dtype == DT_U8) {
+        if (q != Q_EXPERT || cf->expert_format != WFMT_FP4)
+            return dsv4_fail(DSV4_ERR_FORMAT, "checkpoint: tensor '%s' is %s (FP4) but %s", t->name,
+                             dtype_name(t->dtype), q != Q_EXPERT ? "only routed experts may be FP4"
+                                                                 : "config.json does not say expert_dtype fp4");
+        TRY(bind_mxfp4(b, t, out, d0, d1));
+    } else if (!is_float(t->dtype)) {
+        return dsv4_fail(DSV4_ERR_FORMAT, "checkpoint: tensor '%s' has dtype %s, expected F32/BF16/F16%s",
+                         t->name, dtype_name(t->dtype), q == Q_PLAIN ? "" : " (or a quantized format)");
+    } else {
+        if (!has_shape(t, d0, d1)) return shape_error(t, d0, d1);
+        if ((uintptr_t)t->data % (uintptr_t)dtype_size(t->dtype))
+            return dsv4_fail(DSV4_ERR_FORMAT, "checkpoint: tensor '%s' data is not aligned to its %d-byte elements",
+                             t->name, dtype_size(t->dtype));
+        *out = wmat_plain(t->dtype, d1 ? d0 : 1, d1 ? d1 : d0, t->data);
     }
-    if ((uintptr_t)t->data % (uintptr_t)dtype_size(t->dtype))
-        return dsv4_fail(DSV4_ERR_FORMAT, "checkpoint: tensor '%s' data is not aligned to its %d-byte elements",
-                         t->name, dtype_size(t->dtype));
     b->used[tensor_index(b->m->st, t)] = 1;
-    *out = wmat_plain(t->dtype, d1 ? d0 : 1, d1 ? d1 : d0, t->data);
     return DSV4_OK;
 }
 
 #define NAMES(...) ((const char *const[]){__VA_ARGS__, NULL})
-#define TRY(x) do { dsv4_status st_ = (x); if (st_) return st_; } while (0)
 
-static dsv4_status bind_comp(binder *b, dsv4_comp_w *c, const char *pre, int indexer, int width,
-                             int ratio, int overlap)
+/* Catalog entry t of layer l (CAT_TOP: l ignored) into its slot. */
+static dsv4_status bind_entry(binder *b, int l, const cat_tensor *t)
 {
-    const dsv4_config *cf = &b->m->cfg;
-    int cw = width * (overlap ? 2 : 1);
-    if (indexer) {
-        TRY(bind(b, &c->wkv, pre, NAMES("attn.indexer.compressor.wkv.weight", "self_attn.compressor.indexer.kv_proj.weight"), cw, cf->dim));
-        TRY(bind(b, &c->wgate, pre, NAMES("attn.indexer.compressor.wgate.weight", "self_attn.compressor.indexer.gate_proj.weight"), cw, cf->dim));
-        TRY(bind(b, &c->ape, pre, NAMES("attn.indexer.compressor.ape", "self_attn.compressor.indexer.position_bias"), ratio, cw));
-        TRY(bind(b, &c->norm, pre, NAMES("attn.indexer.compressor.norm.weight", "self_attn.compressor.indexer.kv_norm.weight"), width, 0));
-    } else {
-        TRY(bind(b, &c->wkv, pre, NAMES("attn.compressor.wkv.weight", "self_attn.compressor.kv_proj.weight"), cw, cf->dim));
-        TRY(bind(b, &c->wgate, pre, NAMES("attn.compressor.wgate.weight", "self_attn.compressor.gate_proj.weight"), cw, cf->dim));
-        TRY(bind(b, &c->ape, pre, NAMES("attn.compressor.ape", "self_attn.compressor.position_bias"), ratio, cw));
-        TRY(bind(b, &c->norm, pre, NAMES("attn.compressor.norm.weight", "self_attn.compressor.kv_norm.weight"), width, 0));
-    }
-    return DSV4_OK;
+    const dsv4_config *c = &b->m->cfg;
+    char pre[64] = "";
+    if (t->where != CAT_TOP) snprintf(pre, sizeof pre, "layers.%d.", l);
+    const char *names[4] = {t->name[0], t->name[1], t->name[2], NULL};
+    return bind_q(b, catalog_slot(b->m, l, t), pre, names, catalog_dim(c, l, t->d0), catalog_dim(c, l, t->d1),
+                  t->quant);
 }
 
 /* tid2eid: integer [vocab, n_active]; converted once to int32 after checking
@@ -145,7 +248,8 @@ static const st_tensor *find_merged(binder *b, const char *pre, const char *name
     *st = DSV4_OK;
     if (!t) return NULL;
     if (!is_float(t->dtype)) {
-        *st = dsv4_fail(DSV4_ERR_UNSUPPORTED, "checkpoint: tensor '%s' is %s: only F32/BF16/F16 experts are supported yet",
+        *st = dsv4_fail(DSV4_ERR_UNSUPPORTED, "checkpoint: merged expert tensor '%s' is %s: quantized experts "
+                        "are read under their official per-expert names (ffn.experts.E.w1.weight + .scale)",
                         t->name, dtype_name(t->dtype));
         return NULL;
     }
@@ -187,9 +291,9 @@ static dsv4_status bind_experts(binder *b, dsv4_layer_w *lw, const char *pre)
         snprintf(n1, sizeof n1, "ffn.experts.%d.w1.weight", e);
         snprintf(n2, sizeof n2, "ffn.experts.%d.w2.weight", e);
         snprintf(n3, sizeof n3, "ffn.experts.%d.w3.weight", e);
-        TRY(bind(b, &lw->w1[e], pre, NAMES(n1), I, D));
-        TRY(bind(b, &lw->w2[e], pre, NAMES(n2), D, I));
-        TRY(bind(b, &lw->w3[e], pre, NAMES(n3), I, D));
+        TRY(bind_q(b, &lw->w1[e], pre, NAMES(n1), I, D, Q_EXPERT));
+        TRY(bind_q(b, &lw->w2[e], pre, NAMES(n2), D, I, Q_EXPERT));
+        TRY(bind_q(b, &lw->w3[e], pre, NAMES(n3), I, D, Q_EXPERT));
     }
     return DSV4_OK;
 }
@@ -197,50 +301,13 @@ static dsv4_status bind_experts(binder *b, dsv4_layer_w *lw, const char *pre)
 static dsv4_status bind_layer(binder *b, int l)
 {
     const dsv4_config *cf = &b->m->cfg;
-    dsv4_layer_w *lw = &b->m->layers[l];
     char pre[64];
     snprintf(pre, sizeof pre, "layers.%d.", l);
-    int D = cf->dim, H = cf->n_heads, hd = cf->head_dim, hc = cf->hc_mult, mix = (2 + hc) * hc;
-    TRY(bind(b, &lw->attn_norm, pre, NAMES("attn_norm.weight", "input_layernorm.weight"), D, 0));
-    TRY(bind(b, &lw->ffn_norm, pre, NAMES("ffn_norm.weight", "post_attention_layernorm.weight"), D, 0));
-    TRY(bind(b, &lw->hc_attn_fn, pre, NAMES("hc_attn_fn", "attn_hc.fn"), mix, (int64_t)hc * D));
-    TRY(bind(b, &lw->hc_attn_base, pre, NAMES("hc_attn_base", "attn_hc.base"), mix, 0));
-    TRY(bind(b, &lw->hc_attn_scale, pre, NAMES("hc_attn_scale", "attn_hc.scale"), 3, 0));
-    TRY(bind(b, &lw->hc_ffn_fn, pre, NAMES("hc_ffn_fn", "ffn_hc.fn"), mix, (int64_t)hc * D));
-    TRY(bind(b, &lw->hc_ffn_base, pre, NAMES("hc_ffn_base", "ffn_hc.base"), mix, 0));
-    TRY(bind(b, &lw->hc_ffn_scale, pre, NAMES("hc_ffn_scale", "ffn_hc.scale"), 3, 0));
-    TRY(bind(b, &lw->wq_a, pre, NAMES("attn.wq_a.weight", "self_attn.q_a_proj.weight"), cf->q_lora, D));
-    TRY(bind(b, &lw->q_norm, pre, NAMES("attn.q_norm.weight", "self_attn.q_a_norm.weight"), cf->q_lora, 0));
-    TRY(bind(b, &lw->wq_b, pre, NAMES("attn.wq_b.weight", "self_attn.q_b_proj.weight"), (int64_t)H * hd, cf->q_lora));
-    TRY(bind(b, &lw->wkv, pre, NAMES("attn.wkv.weight", "self_attn.kv_proj.weight"), hd, D));
-    TRY(bind(b, &lw->kv_norm, pre, NAMES("attn.kv_norm.weight", "attn.norm.weight", "self_attn.kv_norm.weight"), hd, 0));
-    TRY(bind(b, &lw->wo_a, pre, NAMES("attn.wo_a.weight", "self_attn.o_a_proj.weight"),
-             (int64_t)cf->o_groups * cf->o_lora, (int64_t)H * hd / cf->o_groups));
-    TRY(bind(b, &lw->wo_b, pre, NAMES("attn.wo_b.weight", "self_attn.o_b_proj.weight"), D,
-             (int64_t)cf->o_groups * cf->o_lora));
-    TRY(bind(b, &lw->sinks, pre, NAMES("attn.attn_sink", "self_attn.sinks"), H, 0));
-    int kind = cf->attn_kind[l];
-    if (kind != ATTN_SWA)
-        TRY(bind_comp(b, &lw->comp, pre, 0, hd, config_ratio(cf, l), kind == ATTN_CSA));
-    if (kind == ATTN_CSA) {
-        TRY(bind_comp(b, &lw->idx_comp, pre, 1, cf->idx_head_dim, config_ratio(cf, l), 1));
-        TRY(bind(b, &lw->idx_wq_b, pre, NAMES("attn.indexer.wq_b.weight", "self_attn.compressor.indexer.q_b_proj.weight"),
-                 (int64_t)cf->idx_heads * cf->idx_head_dim, cf->q_lora));
-        TRY(bind(b, &lw->idx_wproj, pre,
-                 NAMES("attn.indexer.weights_proj.weight", "self_attn.compressor.indexer.scorer.weights_proj.weight"),
-                 cf->idx_heads, D));
-    }
-    TRY(bind(b, &lw->gate, pre, NAMES("ffn.gate.weight", "mlp.gate.weight"), cf->n_experts, D));
-    if (cf->hash_layer[l])
-        TRY(bind_tid2eid(b, lw, pre));
-    else
-        TRY(bind(b, &lw->gate_bias, pre, NAMES("ffn.gate.bias", "mlp.gate.e_score_correction_bias"), cf->n_experts, 0));
-    TRY(bind_experts(b, lw, pre));
-    int I = cf->moe_inter; /* transformers sizes the shared expert like one routed expert */
-    TRY(bind(b, &lw->sh_w1, pre, NAMES("ffn.shared_experts.w1.weight", "mlp.shared_experts.gate_proj.weight"), I, D));
-    TRY(bind(b, &lw->sh_w2, pre, NAMES("ffn.shared_experts.w2.weight", "mlp.shared_experts.down_proj.weight"), D, I));
-    TRY(bind(b, &lw->sh_w3, pre, NAMES("ffn.shared_experts.w3.weight", "mlp.shared_experts.up_proj.weight"), I, D));
-    return DSV4_OK;
+    for (int i = 0; i < k_catalog_count; i++)
+        if (k_catalog[i].where != CAT_TOP && catalog_present(cf, l, &k_catalog[i]))
+            TRY(bind_entry(b, l, &k_catalog[i]));
+    if (cf->hash_layer[l]) TRY(bind_tid2eid(b, &b->m->layers[l], pre));
+    return bind_experts(b, &b->m->layers[l], pre);
 }
 
 /* Names we know but do not bind (yet): the MTP draft head. */
@@ -274,17 +341,10 @@ dsv4_status weights_bind(dsv4_model *m)
     binder b = {m, calloc((size_t)n + 1, 1)};
     m->layers = calloc((size_t)cf->n_layers, sizeof *m->layers);
     if (!b.used || !m->layers) { free(b.used); return dsv4_fail(DSV4_ERR_NOMEM, "out of memory"); }
-    dsv4_status st;
-    int hc = cf->hc_mult;
-    if ((st = bind(&b, &m->embed, "", NAMES("embed.weight", "embed_tokens.weight"), cf->vocab, cf->dim)) ||
-        (st = bind(&b, &m->head, "", NAMES("head.weight", "lm_head.weight"), cf->vocab, cf->dim)) ||
-        (st = bind(&b, &m->norm, "", NAMES("norm.weight"), cf->dim, 0)) ||
-        (st = bind(&b, &m->hc_head_fn, "", NAMES("hc_head_fn", "hc_head.hc_fn"), hc, (int64_t)hc * cf->dim)) ||
-        (st = bind(&b, &m->hc_head_base, "", NAMES("hc_head_base", "hc_head.hc_base"), hc, 0)) ||
-        (st = bind(&b, &m->hc_head_scale, "", NAMES("hc_head_scale", "hc_head.hc_scale"), 1, 0))) {
-        free(b.used);
-        return st;
-    }
+    dsv4_status st = DSV4_OK;
+    for (int i = 0; i < k_catalog_count && !st; i++)
+        if (k_catalog[i].where == CAT_TOP) st = bind_entry(&b, 0, &k_catalog[i]);
+    if (st) { free(b.used); return st; }
     for (int l = 0; l < cf->n_layers; l++)
         if ((st = bind_layer(&b, l))) { free(b.used); return st; }
     st = collect_unknown(&b);
@@ -319,17 +379,12 @@ dsv4_status weights_adopt(dsv4_model *m, dsv4_progress_fn progress, void *user)
     dsv4_backend *b = m->be;
     const dsv4_config *cf = &m->cfg;
     adopter ad = {b, progress, user, 0, st_mapped_bytes(m->st), 0};
-    dsv4_mat *top[] = {&m->embed, &m->head, &m->norm, &m->hc_head_fn, &m->hc_head_base, &m->hc_head_scale};
-    for (size_t i = 0; i < sizeof top / sizeof top[0]; i++) TRY(adopt(&ad, top[i]));
+    for (int i = 0; i < k_catalog_count; i++)
+        if (k_catalog[i].where == CAT_TOP) TRY(adopt(&ad, catalog_slot(m, 0, &k_catalog[i])));
     for (int l = 0; l < cf->n_layers; l++) {
         dsv4_layer_w *w = &m->layers[l];
-        dsv4_mat *mats[] = {&w->attn_norm, &w->ffn_norm, &w->hc_attn_fn, &w->hc_attn_base, &w->hc_attn_scale,
-                            &w->hc_ffn_fn, &w->hc_ffn_base, &w->hc_ffn_scale, &w->wq_a, &w->q_norm, &w->wq_b,
-                            &w->wkv, &w->kv_norm, &w->wo_a, &w->wo_b, &w->sinks, &w->comp.wkv, &w->comp.wgate,
-                            &w->comp.ape, &w->comp.norm, &w->idx_comp.wkv, &w->idx_comp.wgate, &w->idx_comp.ape,
-                            &w->idx_comp.norm, &w->idx_wq_b, &w->idx_wproj, &w->gate, &w->gate_bias, &w->sh_w1,
-                            &w->sh_w2, &w->sh_w3};
-        for (size_t i = 0; i < sizeof mats / sizeof mats[0]; i++) TRY(adopt(&ad, mats[i]));
+        for (int i = 0; i < k_catalog_count; i++) /* absent slots have data NULL */
+            if (k_catalog[i].where != CAT_TOP) TRY(adopt(&ad, catalog_slot(m, l, &k_catalog[i])));
         for (int e = 0; e < cf->n_experts; e++) {
             TRY(adopt(&ad, &w->w1[e]));
             TRY(adopt(&ad, &w->w2[e]));

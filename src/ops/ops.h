@@ -131,6 +131,17 @@ typedef struct {
     void (*matmul_grouped)(dsv4_backend *b, const float *x, int64_t ldx, int T, const dsv4_mat *W, int groups,
                            float *y, int64_t ldy);
 
+    /* --- the official cache numerics (spec §8.3; NULL: the backend has
+     * none, and models with --cache official are refused on it). In place:
+     * kv_fp8_round: T rows of width values; values [0, n_fp8) pass through
+     * FP8 e4m3 in blocks of 64 with scale 2^ceil(log2(max(amax,1e-4)/448)),
+     * the rest (the rope dims) are rounded to bf16.
+     * idx_fp4_round: each row (width a power of two) is Hadamard-rotated
+     * (Sylvester order, scaled by width^-1/2), then passes through FP4 E2M1
+     * in blocks of 32 with scale 2^ceil(log2(max(amax,6·2^-126)/6)). */
+    void (*kv_fp8_round)(dsv4_backend *b, float *x, int T, int width, int n_fp8);
+    void (*idx_fp4_round)(dsv4_backend *b, float *x, int rows, int width);
+
     /* --- optional hooks (NULL: the backend has none).
      * forward_step brackets its ops with step_begin(rows) .. step_end; a
      * backend may record them and run the step as one unit (CUDA graph).

@@ -120,6 +120,42 @@ static void test_plain_views(void)
     CHECK(wmat_bytes(&m) == 12 && mat_get(&m, 2) == -1.0f);
 }
 
+/* Round-to-nearest-even into e4m3 and E2M1 against a search over every
+ * code: random magnitudes across the range, plus every midpoint (ties). */
+static int nearest_even(double v, const double *vals, int n)
+{
+    int best = -1;
+    for (int k = 0; k < n; k++) {
+        double d = fabs(vals[k] - v), bd = best < 0 ? 1e300 : fabs(vals[best] - v);
+        if (best < 0 || d < bd || (d == bd && (k & 1) == 0)) best = k;
+    }
+    return best;
+}
+
+static void test_rounding_into_formats(void)
+{
+    double e4[127], e2[8] = {0, 0.5, 1, 1.5, 2, 3, 4, 6};
+    for (int k = 0; k < 127; k++) e4[k] = e4m3_ref(k); /* non-negative codes 0..0x7e, increasing */
+    uint64_t r = 12345;
+    for (int i = 0; i < 200000; i++) {
+        r ^= r << 13; r ^= r >> 7; r ^= r << 17;
+        double v = ldexp((double)(r >> 11) / 9007199254740992.0, (int)(r % 24) - 14);
+        if (i < 126) v = (e4[i] + e4[i + 1]) / 2; /* the ties */
+        float f = (float)v;
+        int want = nearest_even(f, e4, 127), got = f32_to_e4m3(f);
+        CHECKF(got == want, "e4m3(%a) = %#x, want %#x", f, got, want);
+        CHECKF(f32_to_e4m3(-f) == (want | 0x80), "e4m3(-%a)", f);
+        float g = (float)(v * 7.0 / 448.0 * (i % 3 + 1));
+        if (i < 7) g = (float)((e2[i] + e2[i + 1]) / 2);
+        if (g <= 6.0f) {
+            int w2 = nearest_even(g, e2, 8);
+            CHECKF(f32_to_e2m1(g) == w2 && f32_to_e2m1(-g) == (w2 | 8), "e2m1(%a) = %d, want %d", g, f32_to_e2m1(g), w2);
+        }
+    }
+    CHECK(pow2_ceil(1.0f) == 1.0f && pow2_ceil(1.0000001f) == 2.0f && pow2_ceil(0x1p-130f) == 0x1p-130f);
+    CHECK(pow2_ceil(0.75f) == 1.0f && pow2_ceil(448.0f) == 512.0f);
+}
+
 int main(void)
 {
     RUN(test_e4m3_all_codes);
@@ -128,5 +164,6 @@ int main(void)
     RUN(test_fp8_rows);
     RUN(test_mxfp4_rows);
     RUN(test_plain_views);
+    RUN(test_rounding_into_formats);
     return t_fail ? 1 : 0;
 }

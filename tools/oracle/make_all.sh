@@ -20,3 +20,6 @@ V=$(python3 tools/make_tiny_tokenizer.py $TT)
 $GEN --out tests/fixtures/tiny-chat --vocab "$V" --layers S,C,H --hash-layers 1 --experts 4 --experts-per-tok 2 \
   --dtype bf16 --seq-len 64 --seed 11
 mv $TT tests/fixtures/tiny-chat/tokenizer.json
+# The official FP8/MXFP4 layout (make_fp8_fixture.py): hidden 320 / q_lora 192 (partial 128-blocks),
+# ratios 0/4/128 over 400 tokens (3 HCA entries), 2 shards.
+$PY tools/oracle/make_fp8_fixture.py --out tests/fixtures/tiny-fp8-official --seed 1
