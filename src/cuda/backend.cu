@@ -38,6 +38,8 @@ void cu_attention(dsv4_backend *b, const float *q, int T, int64_t pos0, int H, i
                   const float *kv, const float *entries, int ratio, const int32_t *sel_idx, const int32_t *sel_n,
                   int sel_cap, const dsv4_mat *sinks, float scale, float *out);
 void cu_moe(dsv4_backend *b, const float *x, const int32_t *tok, int T, int D, const dsv4_moe_params *p, float *out);
+void cu_kv_fp8_round(dsv4_backend *b, float *x, int T, int width, int n_fp8);
+void cu_idx_fp4_round(dsv4_backend *b, float *x, int rows, int width);
 
 static dsv4_status cu_sync(dsv4_backend *b);
 static void cu_destroy(dsv4_backend *b);
@@ -69,6 +71,8 @@ static const dsv4_ops k_cuda_ops = {
     .attention = cu_attention,
     .moe = cu_moe,
     .matmul_grouped = cu_matmul_grouped,
+    .kv_fp8_round = cu_kv_fp8_round,
+    .idx_fp4_round = cu_idx_fp4_round,
     .step_begin = cu_step_begin,
     .step_end = cu_step_end,
     .profile_enable = cu_profile_enable,
@@ -78,12 +82,12 @@ static const dsv4_ops k_cuda_ops = {
 static const cu_exec_fn k_exec[K_COUNT] = {
     cu_exec_matmul, cu_exec_rmsnorm, cu_exec_rope, cu_exec_embed, cu_exec_hc_pre, cu_exec_hc_post,
     cu_exec_hc_head, cu_exec_ring, cu_exec_compress, cu_exec_indexer, cu_exec_attention, cu_exec_moe,
-    cu_exec_upload, cu_exec_download,
+    cu_exec_upload, cu_exec_download, cu_exec_cache_quant,
 };
 
 static const char *const k_family[K_COUNT] = {
     "matmul", "rmsnorm", "rope", "embed", "hc_pre", "hc_post", "hc_head", "ring_store", "compress", "indexer",
-    "attention", "moe", "upload", "download",
+    "attention", "moe", "upload", "download", "cache_quant",
 };
 
 int cu_check(cu_impl *c, cudaError_t e, const char *what)

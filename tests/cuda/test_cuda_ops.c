@@ -549,6 +549,38 @@ static void test_moe(void)
     moe_case(SCORE_SQRTSOFTPLUS, 1, fp8, fp8, 9);
 }
 
+/* The official cache numerics: the GPU's rounding gives the CPU's bits. */
+static void test_cache_quant(void)
+{
+    int kv[][3] = {{5, 512, 448}, {3, 96, 64}, {1, 40, 0}};
+    for (int i = 0; i < 3; i++) {
+        int T = kv[i][0], w = kv[i][1];
+        float *x = rnd((size_t)T * w, 1.0f);
+        for (int k = 0; k < T * w; k += 7) x[k] *= 1000.0f; /* blocks with large and tiny values */
+        for (int k = 3; k < T * w; k += 11) x[k] *= 1e-6f;
+        float *dx = dev(x, (size_t)T * w);
+        cpu->ops->kv_fp8_round(cpu, x, T, w, kv[i][2]);
+        gpu->ops->kv_fp8_round(gpu, dx, T, w, kv[i][2]);
+        float *g = back(dx, (size_t)T * w);
+        CHECKF(!memcmp(g, x, (size_t)T * w * 4), "kv_fp8_round %dx%d (fp8 %d) differs from the CPU", T, w, kv[i][2]);
+        free(x); free(g);
+        gpu->ops->free(gpu, dx);
+    }
+    int ix[][2] = {{7, 128}, {130, 32}, {2, 1024}};
+    for (int i = 0; i < 3; i++) {
+        int R = ix[i][0], w = ix[i][1];
+        float *x = rnd((size_t)R * w, 2.0f);
+        for (int k = 0; k < R * w; k += 5) x[k] *= 64.0f;
+        float *dx = dev(x, (size_t)R * w);
+        cpu->ops->idx_fp4_round(cpu, x, R, w);
+        gpu->ops->idx_fp4_round(gpu, dx, R, w);
+        float *g = back(dx, (size_t)R * w);
+        CHECKF(!memcmp(g, x, (size_t)R * w * 4), "idx_fp4_round %dx%d differs from the CPU", R, w);
+        free(x); free(g);
+        gpu->ops->free(gpu, dx);
+    }
+}
+
 /* Steps recorded between step_begin/step_end replay as graphs with the
  * position changing each step; results must equal eager execution. */
 static void test_graph_replay(void)
@@ -633,6 +665,7 @@ int main(void)
     RUN(test_indexer);
     RUN(test_attention);
     RUN(test_moe);
+    RUN(test_cache_quant);
     RUN(test_graph_replay);
     RUN(test_fault);
     RUN(test_profile);
