@@ -78,6 +78,8 @@ typedef struct {
     uint64_t fixed_bytes;        /* window rings + compressor buffers */
     double bytes_per_token;      /* growing part (compressed KV + indexer keys, fp32), averaged */
     uint64_t weight_bytes;       /* bytes of mapped weights */
+    uint64_t device_weight_bytes; /* weight bytes resident in device memory (CUDA: checkpoint bytes and
+                                     scale grids as stored, nothing dequantized; CPU: 0, it reads the map) */
 } dsv4_memory_info;
 void dsv4_model_memory(const dsv4_model *m, dsv4_memory_info *out);
 

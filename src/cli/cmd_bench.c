@@ -236,6 +236,12 @@ int cmd_bench(int argc, char **argv)
            "%s cache (load %.1f s)\n", synth ? synth : model, m->be->name, cf->n_layers, cf->n_experts, cf->vocab,
            wf[cf->weight_format], wf[cf->expert_format],
            dsv4_model_cache_mode(m) == DSV4_CACHE_OFFICIAL ? "official" : "exact", now() - t0);
+    if (!is_cpu) {
+        dsv4_memory_info mi;
+        dsv4_model_memory(m, &mi);
+        printf("# weights resident on the device: %.1f MB (checkpoint bytes and scale grids, nothing dequantized)\n",
+               mi.device_weight_bytes / 1e6);
+    }
     double limit = is_cpu ? host_read_gbs(threads) : HBM_PEAK_GBS;
     printf("# bandwidth limit: %.1f GB/s (%s)\n", limit,
            is_cpu ? "host memory read, all threads, measured now" : "HBM datasheet peak");

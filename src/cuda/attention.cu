@@ -1,11 +1,14 @@
 /* Shared-KV multi-query attention with a sink (spec §3.6-3.7) on the GPU,
  * split over the keys (flash-decoding). One warp per head, ATT_G heads per
- * block sharing the key reads (MQA: every head reads the same K = V), the
- * keys of a query cut into ATT_SPLITS fixed slices; each warp keeps an online
+ * block sharing the key reads (MQA: every head reads the same K = V). A
+ * query's keys are cut into slices of ATT_KPS keys (slice s: keys
+ * [s·ATT_KPS, (s+1)·ATT_KPS) of its key list); each warp keeps an online
  * softmax (running max, denominator, weighted key sum) over its slice in key
  * order, and a combine kernel merges the slices in slice order with the sink.
- * Fixed orders everywhere, so results are deterministic; the grid depends
- * only on T and H (the key count comes from the position at run time). */
+ * The slices depend only on the query's own keys, never on how many rows
+ * the step has: the grid holds enough slices for the step's longest key
+ * list, and the empty ones add exact zeros, so a row's result is the same
+ * bits in any step (batch and chunking invariance). */
 #include <string.h>
 
 #include "cuda/cuda_internal.cuh"
@@ -13,7 +16,8 @@
 #define ATT_G 4          /* heads per block (one warp each) */
 #define ATT_MAX_HD 512
 #define ATT_PER_LANE (ATT_MAX_HD / 32)
-#define ATT_MAX_SPLITS 32
+#define ATT_KPS 16       /* keys per slice */
+#define ATT_WS_BYTES ((size_t)256 << 20) /* slice workspace; longer steps run in row blocks */
 
 typedef struct {
     int64_t pos0;
@@ -28,8 +32,10 @@ typedef struct {
     float *out;
     int *err;
     int layer; /* for fault reports */
-    float *part;   /* workspace [T][H][splits][hd + 2] */
-    int splits;
+    float *part;   /* workspace [rows][H][splits][hd + 2] */
+    int splits;    /* slices in the grid (enough for the step's longest key list) */
+    int rows;      /* rows per launch (the workspace holds that many) */
+    int t0;        /* first row of the launch (set by the exec function) */
 } att_args;
 
 typedef struct {
@@ -73,12 +79,12 @@ __global__ void __launch_bounds__(ATT_G * 32) attention_part_kernel(att_args a, 
 {
     cu_pdl();
     int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-    int h = blockIdx.x * ATT_G + warp, t = blockIdx.y, sp = blockIdx.z, hd = a.hd, nd = hd / 32;
+    int h = blockIdx.x * ATT_G + warp, t = a.t0 + blockIdx.y, sp = blockIdx.z, hd = a.hd, nd = hd / 32;
     if (h >= a.H) return;
     int64_t pos0 = dpos ? *dpos : a.pos0;
     key_set ks = keys_of(a, pos0, t);
-    int64_t nk = ks.n_win + ks.n_comp, per = (nk + a.splits - 1) / a.splits;
-    int64_t k0 = (int64_t)sp * per, k1 = k0 + per < nk ? k0 + per : nk;
+    int64_t nk = ks.n_win + ks.n_comp;
+    int64_t k0 = (int64_t)sp * ATT_KPS, k1 = k0 + ATT_KPS < nk ? k0 + ATT_KPS : nk;
     const float *q = a.q + ((int64_t)t * a.H + h) * hd;
     float qv[ATT_PER_LANE], acc[ATT_PER_LANE];
 #pragma unroll
@@ -118,7 +124,7 @@ __global__ void __launch_bounds__(ATT_G * 32) attention_part_kernel(att_args a, 
 #pragma unroll
         for (int j = 0; j < ATT_PER_LANE; j++) acc[j] = fmaf(p, kr[j], acc[j]);
     }
-    float *o = a.part + (((int64_t)t * a.H + h) * a.splits + sp) * (hd + 2);
+    float *o = a.part + (((int64_t)blockIdx.y * a.H + h) * a.splits + sp) * (hd + 2);
 #pragma unroll
     for (int j = 0; j < ATT_PER_LANE; j++)
         if (j < nd) o[j * 32 + lane] = acc[j];
@@ -131,11 +137,11 @@ __global__ void __launch_bounds__(ATT_G * 32) attention_part_kernel(att_args a, 
 __global__ void attention_combine_kernel(att_args a, const int64_t *dpos)
 {
     cu_pdl();
-    __shared__ float f[ATT_MAX_SPLITS];
+    extern __shared__ float f[]; /* [splits] */
     __shared__ float s_inv;
-    int h = blockIdx.x, t = blockIdx.y, hd = a.hd, S = a.splits;
+    int h = blockIdx.x, t = a.t0 + blockIdx.y, hd = a.hd, S = a.splits;
     (void)dpos;
-    const float *p = a.part + ((int64_t)t * a.H + h) * S * (hd + 2);
+    const float *p = a.part + ((int64_t)blockIdx.y * a.H + h) * S * (hd + 2);
     if (threadIdx.x == 0) {
         if (a.sel_idx && (a.sel_n[t] < 0 || a.sel_n[t] > a.sel_cap)) cu_fault(a.err, CU_FAULT_SELECT, t, a.layer);
         float sink = cu_ld(a.sinks.dtype, a.sinks.data, h), M = sink;
@@ -162,9 +168,14 @@ void cu_exec_attention(cu_impl *c, const void *args, const int64_t *dpos)
 {
     const att_args *a = (const att_args *)args;
     if (a->T <= 0 || a->H <= 0) return;
-    dim3 grid((unsigned)((a->H + ATT_G - 1) / ATT_G), (unsigned)a->T, (unsigned)a->splits);
-    cu_launch(c, "attention", attention_part_kernel, dim3(grid), dim3(ATT_G * 32), 0, *a, dpos);
-    cu_launch(c, "attention combine", attention_combine_kernel, dim3(dim3((unsigned)a->H, (unsigned)a->T)), dim3(256), 0, *a, dpos);
+    att_args b = *a;
+    for (b.t0 = 0; b.t0 < a->T; b.t0 += a->rows) {
+        unsigned rows = (unsigned)(a->T - b.t0 < a->rows ? a->T - b.t0 : a->rows);
+        dim3 grid((unsigned)((a->H + ATT_G - 1) / ATT_G), rows, (unsigned)a->splits);
+        cu_launch(c, "attention", attention_part_kernel, grid, dim3(ATT_G * 32), 0, b, dpos);
+        cu_launch(c, "attention combine", attention_combine_kernel, dim3((unsigned)a->H, rows), dim3(256),
+                  (size_t)a->splits * sizeof(float), b, dpos);
+    }
 }
 
 void cu_attention(dsv4_backend *b, const float *q, int T, int64_t pos0, int H, int hd, int window, const float *ring,
@@ -196,11 +207,17 @@ void cu_attention(dsv4_backend *b, const float *q, int T, int64_t pos0, int H, i
     a.out = out;
     a.err = c->err_dev;
     a.layer = b->cur_layer;
-    /* enough blocks to fill the GPU at decode; fewer slices for many rows */
-    int groups = (H + ATT_G - 1) / ATT_G * (T > 0 ? T : 1);
-    a.splits = groups >= 4 * c->n_sm ? 1 : (4 * c->n_sm + groups - 1) / groups;
-    if (a.splits > ATT_MAX_SPLITS) a.splits = ATT_MAX_SPLITS;
-    a.part = (float *)cu_ws(c, WS_ATTN, (size_t)(T > 0 ? T : 1) * H * a.splits * (hd + 2) * sizeof(float));
+    /* slices for the longest key list of the step (its last row), rounded up
+     * to a power of two so that decode graphs are re-captured only when the
+     * context doubles */
+    int64_t last = pos0 + (T > 0 ? T : 1) - 1, win = last + 1 < window ? last + 1 : window;
+    int64_t comp = sel_idx ? sel_cap : ratio > 0 ? (last + 1) / ratio : 0, need = (win + comp + ATT_KPS - 1) / ATT_KPS;
+    a.splits = 1;
+    while (a.splits < need) a.splits *= 2;
+    size_t row_bytes = (size_t)H * a.splits * (hd + 2) * sizeof(float);
+    int64_t rows = (int64_t)(ATT_WS_BYTES / row_bytes);
+    a.rows = (int)(rows < 1 ? 1 : rows < T ? rows : T > 0 ? T : 1);
+    a.part = (float *)cu_ws(c, WS_ATTN, (size_t)a.rows * row_bytes);
     if (!a.part) return;
     cu_submit(c, K_ATTENTION, &a, sizeof a);
 }

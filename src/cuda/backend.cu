@@ -1,4 +1,4 @@
-/* The CUDA backend object: device, stream, cuBLAS, the ops table, the sticky
+/* The CUDA backend object: device, stream, the ops table, the sticky
  * error (CUDA errors and kernel-detected faults), the profiler, and the
  * record/replay of small steps as CUDA graphs (see cuda_internal.cuh). */
 #include <stdio.h>
@@ -38,6 +38,8 @@ void cu_attention(dsv4_backend *b, const float *q, int T, int64_t pos0, int H, i
                   const float *kv, const float *entries, int ratio, const int32_t *sel_idx, const int32_t *sel_n,
                   int sel_cap, const dsv4_mat *sinks, float scale, float *out);
 void cu_moe(dsv4_backend *b, const float *x, const int32_t *tok, int T, int D, const dsv4_moe_params *p, float *out);
+void cu_kv_fp8_round(dsv4_backend *b, float *x, int T, int width, int n_fp8);
+void cu_idx_fp4_round(dsv4_backend *b, float *x, int rows, int width);
 
 static dsv4_status cu_sync(dsv4_backend *b);
 static void cu_destroy(dsv4_backend *b);
@@ -70,6 +72,8 @@ static const dsv4_ops k_cuda_ops = {
     .attention = cu_attention,
     .moe = cu_moe,
     .matmul_grouped = cu_matmul_grouped,
+    .kv_fp8_round = cu_kv_fp8_round,
+    .idx_fp4_round = cu_idx_fp4_round,
     .step_begin = cu_step_begin,
     .step_end = cu_step_end,
     .profile_enable = cu_profile_enable,
@@ -80,12 +84,12 @@ static const dsv4_ops k_cuda_ops = {
 static const cu_exec_fn k_exec[K_COUNT] = {
     cu_exec_matmul, cu_exec_rmsnorm, cu_exec_rope, cu_exec_embed, cu_exec_hc_pre, cu_exec_hc_post,
     cu_exec_hc_head, cu_exec_ring, cu_exec_compress, cu_exec_indexer, cu_exec_attention, cu_exec_moe,
-    cu_exec_upload, cu_exec_download,
+    cu_exec_upload, cu_exec_download, cu_exec_cache_quant,
 };
 
 static const char *const k_family[K_COUNT] = {
     "matmul", "rmsnorm", "rope", "embed", "hc_pre", "hc_post", "hc_head", "ring_store", "compress", "indexer",
-    "attention", "moe", "upload", "download",
+    "attention", "moe", "upload", "download", "cache_quant",
 };
 
 int cu_check(cu_impl *c, cudaError_t e, const char *what)
@@ -282,6 +286,17 @@ static cu_graph *graph_capture(cu_impl *c)
     return g;
 }
 
+/* Whether two record lists are the same step (the used part of each
+ * record's arguments; the rest is zero). */
+static int same_records(const cu_record *a, const cu_record *b, int n)
+{
+    for (int i = 0; i < n; i++)
+        if (a[i].kind != b[i].kind || a[i].size != b[i].size || a[i].dyn_off != b[i].dyn_off ||
+            memcmp(a[i].args, b[i].args, (size_t)a[i].size))
+            return 0;
+    return 1;
+}
+
 static void cu_step_end(dsv4_backend *b)
 {
     cu_impl *c = cu_of(b);
@@ -291,7 +306,7 @@ static void cu_step_end(dsv4_backend *b)
     cu_graph *g = NULL;
     for (int i = 0; i < CU_GRAPH_CACHE && !g; i++) {
         cu_graph *h = &c->graphs[i];
-        if (h->exec && h->n == c->n_rec && !memcmp(h->rec, c->rec, (size_t)c->n_rec * sizeof *c->rec)) g = h;
+        if (h->exec && h->n == c->n_rec && same_records(h->rec, c->rec, c->n_rec)) g = h;
     }
     if (g) c->n_replays++;
     else g = graph_capture(c);
@@ -426,7 +441,6 @@ static void cu_destroy(dsv4_backend *b)
         if (c->arg_dev) cudaFree(c->arg_dev);
         if (c->stage) cudaFreeHost(c->stage);
         if (c->err_host) cudaFreeHost(c->err_host);
-        if (c->blas) cublasDestroy(c->blas);
         if (c->stream) cudaStreamDestroy(c->stream);
         free(c->rec); free(c->dl); free(c->deferred); free(c->ev);
         free(c);
@@ -476,10 +490,5 @@ extern "C" dsv4_backend *cuda_backend_new(int device, int64_t max_row)
     c->err_host[0] = 0;
     c->err_host[1] = -1;
     c->err_host[2] = -1;
-    if (cublasCreate(&c->blas) != CUBLAS_STATUS_SUCCESS || cublasSetStream(c->blas, c->stream) != CUBLAS_STATUS_SUCCESS) {
-        dsv4_fail(DSV4_ERR_DEVICE, "cuBLAS initialisation failed on GPU %d", device);
-        cu_destroy(b);
-        return NULL;
-    }
     return b;
 }

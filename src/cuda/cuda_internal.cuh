@@ -16,7 +16,6 @@
  * synchronous copy): everything else happens when the op is submitted. */
 #ifndef DSV4_CUDA_INTERNAL_CUH
 #define DSV4_CUDA_INTERNAL_CUH
-#include <cublas_v2.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 #include <stddef.h>
@@ -27,10 +26,9 @@ extern "C" {
 #include "ops/ops.h"
 }
 
-#define CU_MAX_GEMV_ROWS 8   /* matmuls of up to this many rows use the GEMV kernel */
 #define CU_GRAPH_MAX_ROWS 8  /* steps of up to this many rows run as CUDA graphs */
 #define CU_GRAPH_CACHE 8
-#define CU_REC_ARGS 384
+#define CU_REC_ARGS 768  /* the largest op argument struct (the MoE's, 7 weight views) fits */
 
 /* Device-side fault codes written to the mapped error word. */
 enum { CU_FAULT_TOKEN = 1, CU_FAULT_EXPERT = 2, CU_FAULT_SELECT = 3 };
@@ -38,7 +36,7 @@ enum { CU_FAULT_TOKEN = 1, CU_FAULT_EXPERT = 2, CU_FAULT_SELECT = 3 };
 /* Operation families, for the profiler and the dispatch table. */
 enum {
     K_MATMUL, K_RMSNORM, K_ROPE, K_EMBED, K_HC_PRE, K_HC_POST, K_HC_HEAD, K_RING, K_COMPRESS, K_INDEXER,
-    K_ATTENTION, K_MOE, K_UPLOAD, K_DOWNLOAD, K_COUNT
+    K_ATTENTION, K_MOE, K_UPLOAD, K_DOWNLOAD, K_CACHE_QUANT, K_COUNT
 };
 
 typedef struct cu_impl cu_impl;
@@ -69,9 +67,9 @@ typedef struct {
 
 typedef struct {
     const void *key;               /* host address of the moe params' w1 array */
-    const void **tab;              /* device [3][E]: w1, w3, w2 data pointers */
+    const void **tab;              /* device [6][E]: w1, w3, w2 data, then their scales */
     const void **host;             /* host copy, to notice views that moved */
-    int n, dtype;
+    int n;
 } cu_expert_tab;
 
 typedef struct { void *host_dst; size_t off, bytes; } cu_pending_dl;
@@ -80,7 +78,6 @@ struct cu_impl {
     dsv4_backend *b;
     int device, n_sm;
     cudaStream_t stream;
-    cublasHandle_t blas;
     int *err_host, *err_dev;       /* mapped pinned [code, row, layer] of a kernel-detected fault */
 
     /* memory: live activation blocks and the cache of freed ones (exact sizes) */
@@ -180,6 +177,7 @@ void cu_exec_attention(cu_impl *c, const void *a, const int64_t *dpos);
 void cu_exec_moe(cu_impl *c, const void *a, const int64_t *dpos);
 void cu_exec_upload(cu_impl *c, const void *a, const int64_t *dpos);
 void cu_exec_download(cu_impl *c, const void *a, const int64_t *dpos);
+void cu_exec_cache_quant(cu_impl *c, const void *a, const int64_t *dpos);
 
 /* Matmul args, also used directly by the MoE for its gate. */
 typedef struct {
@@ -190,12 +188,8 @@ typedef struct {
     dsv4_mat W;
     float *y;
     int64_t ldy;
-    float *conv;   /* fp32 workspace for cuBLAS on 16-bit weights (T > CU_MAX_GEMV_ROWS) */
-    size_t conv_bytes;
     int64_t grp_rows; /* matmul_grouped: rows per block of W; 0: plain matmul */
 } cu_matmul_args;
-/* Fills a->conv for a matmul of T rows (call at submit time). */
-void cu_matmul_prepare(cu_impl *c, cu_matmul_args *a);
 
 /* ---- device helpers ---- */
 __device__ __forceinline__ float cu_ld(int dt, const void *p, int64_t i)
@@ -263,40 +257,6 @@ static inline int cu_grow(void **p, int *cap, int need, size_t elem)
     *p = q;
     *cap = n;
     return 1;
-}
-
-/* One lane's share of a dot product of a weight row (dtype dt, n values)
- * with an fp32 vector; the caller sums the lanes with cu_warp_sum. The order
- * depends only on n and the alignment, so results are batch invariant. */
-__device__ __forceinline__ float cu_lane_dot(int dt, const void *w, int64_t n, const float *x, int vec)
-{
-    int lane = threadIdx.x & 31;
-    float acc = 0.0f;
-    if (vec && dt != DT_F32) {
-        const uint4 *wv = (const uint4 *)w;
-#pragma unroll 4
-        for (int64_t c = lane; c < n / 8; c += 32) {
-            uint4 u = __ldg(wv + c);
-            const float4 *xv = (const float4 *)(x + c * 8);
-            float4 a = xv[0], b = xv[1];
-            float f[8];
-            cu_unpack8(dt, u, f);
-            acc = fmaf(f[0], a.x, acc); acc = fmaf(f[1], a.y, acc);
-            acc = fmaf(f[2], a.z, acc); acc = fmaf(f[3], a.w, acc);
-            acc = fmaf(f[4], b.x, acc); acc = fmaf(f[5], b.y, acc);
-            acc = fmaf(f[6], b.z, acc); acc = fmaf(f[7], b.w, acc);
-        }
-    } else if (vec) {
-        const float4 *wv = (const float4 *)w;
-        for (int64_t c = lane; c < n / 4; c += 32) {
-            float4 u = __ldg(wv + c), a = ((const float4 *)x)[c];
-            acc = fmaf(u.x, a.x, acc); acc = fmaf(u.y, a.y, acc);
-            acc = fmaf(u.z, a.z, acc); acc = fmaf(u.w, a.w, acc);
-        }
-    } else {
-        for (int64_t c = lane; c < n; c += 32) acc = fmaf(cu_ld(dt, w, c), x[c], acc);
-    }
-    return acc;
 }
 
 /* Whether a row of n values of dtype dt at w, against x, can use 16-byte loads. */

@@ -1,26 +1,37 @@
-/* Matrix products of the CUDA backend.
+/* Matrix products of the CUDA backend: y[t] = W · x[t] for T token rows.
  *
- * Up to CU_MAX_GEMV_ROWS token rows (decode): a GEMV kernel, one warp per
- * weight row, streaming the row with 16-byte loads and applying it to every
- * token row, so each weight is read once per step. Each token's dot product
- * runs in the same order whatever the number of rows (batch invariance).
- * More rows (prefill): cuBLAS SGEMM (fp32, no TF32) on fp32 weights, 16-bit
- * weights converted chunk by chunk into a workspace. */
+ * The arithmetic of a row is fixed by the weight's shape and format alone,
+ * never by T, so a token's result does not depend on the other rows of the
+ * step or on how a prompt is chunked (batch invariance, bit for bit):
+ *   - FP8 and MXFP4 weights with 16-byte-aligned rows: tensor cores
+ *     (tc_kernel). The weight is dequantized in registers to bf16 (exact);
+ *     x is split exactly into three bf16 terms; mma.m16n8k16 accumulates in
+ *     fp32. A row's sum runs over the K chunks in one fixed order, split
+ *     into ks interleaved slices (ks from the shape) that are added in slice
+ *     order. Decode (few rows) runs the slices on parallel warps and adds
+ *     them through shared memory; prefill runs them one after the other in
+ *     each warp: the same additions in the same order.
+ *   - everything else (F32, BF16, F16 weights, unaligned shapes): an fp32
+ *     GEMV, one warp per weight row, applied to up to 8 token rows per block
+ *     (more rows: more blocks, the same per-row sums). BF16 stays here: the
+ *     tensor-core instance read BF16 at 1.8-2.5 TB/s at decode against the
+ *     GEMV's 2.8-4.1 (H200, tests/cuda/NOTES.md), and decode speed comes first. */
 #include <string.h>
 
-#include "cuda/cuda_internal.cuh"
+#include "cuda/wload.cuh"
 
-#define CONV_BYTES ((size_t)64 << 20)
+/* ---------------------------------------------------------------- GEMV */
 
 /* KS warps (a power of two up to 8) share RW weight rows, computed against
- * NT token rows: warp split sp takes the 16-byte chunks sp, sp+KS, ... of a
- * row, lane-strided; the KS partial sums are added in split order. The
- * order depends only on the row length and KS, which depends only on the
- * matrix shape, never on RW or NT, so a token's result does not depend on the
- * other tokens. Each x chunk is loaded once and used for the RW rows. */
+ * NT token rows (block row blockIdx.y·8 of x and y; rows past T repeat the
+ * last one and are not stored): warp split sp takes the 16-byte chunks sp,
+ * sp+KS, ... of a row, lane-strided; the KS partial sums are added in split
+ * order. The order depends only on the row length and KS, which depends only
+ * on the matrix shape, never on RW or NT. Each x chunk is loaded once and
+ * used for the RW rows. */
 template <int NT, int RW>
-__global__ void __launch_bounds__(256) gemv_kernel(const float *x, int64_t ldx, dsv4_mat W, float *y, int64_t ldy,
-                                                   int vec, int ks, int64_t grp_rows)
+__global__ void __launch_bounds__(256) gemv_kernel(const float *x, int64_t ldx, int T, dsv4_mat W, float *y,
+                                                   int64_t ldy, int vec, int ks, int64_t grp_rows)
 {
     cu_pdl();
     __shared__ float part[8][RW][NT];
@@ -29,13 +40,22 @@ __global__ void __launch_bounds__(256) gemv_kernel(const float *x, int64_t ldx, 
     int active = row0 < W.rows;
     if (ks == 1 && !active) return;
     if (!active) row0 = W.rows - 1; /* computes a dummy row, so every warp reaches the barrier */
-    int dt = W.dtype, esz = dt == DT_F32 ? 4 : 2;
-    int64_t n = W.cols;
+    int t0 = blockIdx.y * 8, nt = T - t0 < NT ? T - t0 : NT;
+    x += (int64_t)t0 * ldx;
+    y += (int64_t)t0 * ldy;
+    int dt = W.dtype;
+    int64_t n = W.cols, rb = cu_row_bytes(W);
     if (grp_rows) x += row0 / grp_rows * n; /* matmul_grouped: the row block's columns of x */
     const char *wr[RW];
+    int64_t rr[RW];
 #pragma unroll
-    for (int r = 0; r < RW; r++) /* rows past the end repeat the last one; their sums are dropped */
-        wr[r] = (const char *)W.data + (row0 + r < W.rows ? row0 + r : W.rows - 1) * n * esz;
+    for (int r = 0; r < RW; r++) { /* rows past the end repeat the last one; their sums are dropped */
+        rr[r] = row0 + r < W.rows ? row0 + r : W.rows - 1;
+        wr[r] = (const char *)W.data + rr[r] * rb;
+    }
+    const float *xt[NT];
+#pragma unroll
+    for (int t = 0; t < NT; t++) xt[t] = x + (int64_t)(t < nt ? t : nt - 1) * ldx;
     float acc[RW][NT];
 #pragma unroll
     for (int r = 0; r < RW; r++)
@@ -49,7 +69,7 @@ __global__ void __launch_bounds__(256) gemv_kernel(const float *x, int64_t ldx, 
             for (int r = 0; r < RW; r++) cu_unpack8(dt, __ldg((const uint4 *)wr[r] + c), f[r]);
 #pragma unroll
             for (int t = 0; t < NT; t++) {
-                const float4 *xv = (const float4 *)(x + t * ldx + c * 8);
+                const float4 *xv = (const float4 *)(xt[t] + c * 8);
                 float4 a = xv[0], b = xv[1];
 #pragma unroll
                 for (int r = 0; r < RW; r++) {
@@ -70,7 +90,7 @@ __global__ void __launch_bounds__(256) gemv_kernel(const float *x, int64_t ldx, 
             for (int r = 0; r < RW; r++) u[r] = __ldg((const float4 *)wr[r] + c);
 #pragma unroll
             for (int t = 0; t < NT; t++) {
-                float4 a = ((const float4 *)(x + t * ldx))[c];
+                float4 a = ((const float4 *)xt[t])[c];
 #pragma unroll
                 for (int r = 0; r < RW; r++) {
                     float s = acc[r][t];
@@ -84,10 +104,10 @@ __global__ void __launch_bounds__(256) gemv_kernel(const float *x, int64_t ldx, 
         for (int64_t c = lane + 32 * sp; c < n; c += lanes) {
             float wv[RW];
 #pragma unroll
-            for (int r = 0; r < RW; r++) wv[r] = cu_ld(dt, wr[r], c);
+            for (int r = 0; r < RW; r++) wv[r] = cu_wget(W, rr[r], c);
 #pragma unroll
             for (int t = 0; t < NT; t++) {
-                float xv = x[t * ldx + c];
+                float xv = xt[t][c];
 #pragma unroll
                 for (int r = 0; r < RW; r++) acc[r][t] = fmaf(wv[r], xv, acc[r][t]);
             }
@@ -99,7 +119,7 @@ __global__ void __launch_bounds__(256) gemv_kernel(const float *x, int64_t ldx, 
         for (int t = 0; t < NT; t++) {
             float v = cu_warp_sum(acc[r][t]);
             if (ks == 1) {
-                if (lane == 0 && row0 + r < W.rows) y[t * ldy + row0 + r] = v;
+                if (lane == 0 && row0 + r < W.rows && t < nt) y[t * ldy + row0 + r] = v;
             } else if (lane == 0) {
                 part[warp][r][t] = v;
             }
@@ -108,7 +128,7 @@ __global__ void __launch_bounds__(256) gemv_kernel(const float *x, int64_t ldx, 
     __syncthreads();
     if (sp == 0 && lane == 0 && active)
         for (int r = 0; r < RW; r++)
-            for (int t = 0; t < NT; t++) {
+            for (int t = 0; t < nt; t++) {
                 float v = part[warp][r][t];
                 for (int j = 1; j < ks; j++) v += part[warp + j][r][t];
                 if (row0 + r < W.rows) y[t * ldy + row0 + r] = v;
@@ -124,76 +144,240 @@ static int gemv_splits(int64_t rows, int64_t cols)
     return ks;
 }
 
-__global__ void to_f32_kernel(dsv4_mat W, int64_t off, int64_t n, float *out)
+static void run_gemv(cu_impl *c, const cu_matmul_args *a)
 {
-    cu_pdl();
-    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x)
-        out[i] = cu_ld(W.dtype, W.data, off + i);
+    const dsv4_mat *W = &a->W;
+    int T = a->T;
+    int fam = cu_wfam(*W); /* FP8/FP4 here only for shapes the loads do not fit: element by element */
+    int vec = fam != CU_W_FP8 && fam != CU_W_FP4 && cu_vec_ok(W->dtype, W->data, W->cols, a->x, a->ldx);
+    /* more token rows: more weight rows per warp, so each x load serves
+     * several (measured better than more warps with fewer rows) */
+    int ks = gemv_splits(W->rows, W->cols), nt = T < 8 ? T : 8, rw = nt == 1 ? 1 : nt < 4 ? 2 : 4;
+    if (a->grp_rows % rw) rw = 1; /* a warp's rows must share a row block */
+    dim3 grid(cu_blocks(W->rows, 8 / ks * rw), cu_blocks(T, 8));
+    switch (nt * 8 + rw) {
+#define CASE(n, r) case n * 8 + r: cu_launch(c, "gemv_kernel", gemv_kernel<n, r>, grid, dim3(256), 0, a->x, a->ldx, T, *W, a->y, a->ldy, vec, ks, a->grp_rows); break;
+        CASE(1, 1) CASE(2, 1) CASE(2, 2) CASE(3, 1) CASE(3, 2) CASE(4, 1) CASE(4, 4) CASE(5, 1) CASE(5, 4)
+        CASE(6, 1) CASE(6, 4) CASE(7, 1) CASE(7, 4) CASE(8, 1) CASE(8, 4)
+#undef CASE
+    }
 }
 
-void cu_matmul_prepare(cu_impl *c, cu_matmul_args *a)
+/* -------------------------------------------------------- tensor cores */
+
+/* One chunk of a warp's tiles: the loads u (scales sc) of its MT row
+ * tiles against its NT token tiles, per k-step the hi, mid, lo products. */
+template <int FAM, int MT, int NT>
+__device__ __forceinline__ void tc_chunk(float (*acc)[NT][4], const uint4 (*u)[2], const float (*sc)[2], int64_t col,
+                                         const float *const *xr, int64_t n, int xvec)
 {
-    a->conv = NULL;
-    a->conv_bytes = 0;
-    if (a->T <= CU_MAX_GEMV_ROWS || a->W.dtype == DT_F32) return;
-    size_t row_bytes = (size_t)a->W.cols * 4;
-    int64_t chunk = (int64_t)(CONV_BYTES / row_bytes);
-    if (chunk < 1) chunk = 1;
-    if (chunk > a->W.rows) chunk = a->W.rows;
-    a->conv_bytes = (size_t)chunk * row_bytes;
-    a->conv = (float *)cu_ws(c, WS_MATMUL, a->conv_bytes);
+    constexpr int STEPS = (FAM == CU_W_FP8 ? 16 : 32) / 4;
+#pragma unroll
+    for (int s = 0; s < STEPS; s++) {
+        uint32_t a[MT][4];
+#pragma unroll
+        for (int m = 0; m < MT; m++) {
+            uint32_t p0[2], p1[2];
+            cu_frag<FAM>(u[m][0], sc[m][0], s, p0);
+            cu_frag<FAM>(u[m][1], sc[m][1], s, p1);
+            a[m][0] = p0[0]; a[m][1] = p1[0]; a[m][2] = p0[1]; a[m][3] = p1[1];
+        }
+        int64_t xc = col + 4 * s;
+#pragma unroll
+        for (int j = 0; j < NT; j++) {
+            float4 v;
+            if (xvec && xc + 4 <= n) v = *(const float4 *)(xr[j] + xc);
+            else {
+                v.x = xc < n ? xr[j][xc] : 0.0f;
+                v.y = xc + 1 < n ? xr[j][xc + 1] : 0.0f;
+                v.z = xc + 2 < n ? xr[j][xc + 2] : 0.0f;
+                v.w = xc + 3 < n ? xr[j][xc + 3] : 0.0f;
+            }
+            uint32_t h0, m0, l0, h1, m1, l1;
+            cu_split3(v.x, v.y, &h0, &m0, &l0);
+            cu_split3(v.z, v.w, &h1, &m1, &l1);
+#pragma unroll
+            for (int m = 0; m < MT; m++) {
+                cu_mma(acc[m][j], a[m], h0, h1);
+                cu_mma(acc[m][j], a[m], m0, m1);
+                cu_mma(acc[m][j], a[m], l0, l1);
+            }
+        }
+    }
+}
+
+/* Block: 8 warps. A warp computes MT tiles of 16 weight rows against NT
+ * tiles of 8 token rows (tokens blockIdx.y·8·NT ...). The K chunks (4 loads
+ * of a row per chunk: one per thread of a quad) are dealt to ks slices,
+ * chunk c to slice c % ks; a slice accumulates its chunks in increasing
+ * order (per chunk, per k-step: hi, mid, lo products); the row's result is
+ * ((slice 0 + slice 1) + slice 2) + ... .
+ * SEQ = 0: the ks warps of a row tile run one slice each (decode);
+ * SEQ = 1: each warp runs every slice in turn (prefill).
+ * U: chunks whose loads are in flight while one is computed. */
+template <int FAM, int MT, int NT, int SEQ, int U>
+__global__ void __launch_bounds__(256) tc_kernel(const float *x, int64_t ldx, int T, dsv4_mat W, float *y,
+                                                 int64_t ldy, int ks, int64_t grp_rows, int xvec)
+{
+    cu_pdl();
+    extern __shared__ float part[]; /* SEQ = 0, ks > 1: [8 warps][MT][NT][4][32] */
+    constexpr int EPL = FAM == CU_W_FP8 ? 16 : 32, CC = 4 * EPL;
+    int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, q = lane & 3;
+    int wpt = SEQ ? 1 : ks; /* warps per row tile */
+    int sp0 = warp % wpt;
+    int64_t row0 = ((int64_t)blockIdx.x * (8 / wpt) + warp / wpt) * (16 * MT);
+    int active = row0 < W.rows;
+    if (wpt == 1 && !active) return;
+    if (!active) row0 = 0; /* a dummy tile, so every warp reaches the barrier */
+    int64_t n = W.cols, rb = cu_row_bytes(W), nch = (n + CC - 1) / CC;
+    const float *xb = x + (grp_rows ? row0 / grp_rows * n : 0); /* matmul_grouped: the row block's columns */
+    const char *wr[MT][2], *sr[MT][2];
+#pragma unroll
+    for (int m = 0; m < MT; m++)
+#pragma unroll
+        for (int h = 0; h < 2; h++) {
+            int64_t r = row0 + m * 16 + g + 8 * h;
+            r = r < W.rows ? r : W.rows - 1;
+            wr[m][h] = (const char *)W.data + r * rb + q * 16;
+            sr[m][h] = cu_scale_row(W, r);
+        }
+    int64_t tb = (int64_t)blockIdx.y * 8 * NT;
+    const float *xr[NT];
+#pragma unroll
+    for (int j = 0; j < NT; j++) {
+        int64_t t = tb + 8 * j + g;
+        xr[j] = xb + (t < T ? t : T - 1) * ldx;
+    }
+    float tot[MT][NT][4], acc[MT][NT][4];
+    int sp_end = SEQ ? ks : sp0 + 1;
+    for (int sp = SEQ ? 0 : sp0; sp < sp_end; sp++) {
+#pragma unroll
+        for (int m = 0; m < MT; m++)
+#pragma unroll
+            for (int j = 0; j < NT; j++)
+#pragma unroll
+                for (int i = 0; i < 4; i++) acc[m][j][i] = 0.0f;
+        uint4 ub[U][MT][2];
+        float sb[U][MT][2];
+        /* chunk c's loads of this thread into slot i */
+#define TC_LOAD(c, i)                                                                                    \
+        do {                                                                                             \
+            int64_t off_ = (c) * 64, col_ = ((c) * 4 + q) * EPL;                                        \
+            _Pragma("unroll") for (int m = 0; m < MT; m++)                                              \
+            _Pragma("unroll") for (int h = 0; h < 2; h++) {                                             \
+                ub[i][m][h] = cu_ld16(wr[m][h] + off_, rb - off_ - q * 16);                             \
+                sb[i][m][h] = col_ >= n ? 0.0f : cu_scale_at(W, sr[m][h], col_);                        \
+            }                                                                                            \
+        } while (0)
+#pragma unroll
+        for (int i = 0; i < U; i++)
+            if (sp + (int64_t)i * ks < nch) TC_LOAD(sp + (int64_t)i * ks, i);
+        for (int64_t base = sp; base < nch; base += (int64_t)U * ks) {
+#pragma unroll
+            for (int i = 0; i < U; i++) {
+                int64_t c = base + (int64_t)i * ks;
+                if (c >= nch) break;
+                uint4 u[MT][2];
+                float sc[MT][2];
+#pragma unroll
+                for (int m = 0; m < MT; m++)
+#pragma unroll
+                    for (int h = 0; h < 2; h++) { u[m][h] = ub[i][m][h]; sc[m][h] = sb[i][m][h]; }
+                if (c + (int64_t)U * ks < nch) TC_LOAD(c + (int64_t)U * ks, i);
+                tc_chunk<FAM, MT, NT>(acc, u, sc, (c * 4 + q) * EPL, xr, n, xvec);
+            }
+        }
+#undef TC_LOAD
+#pragma unroll
+        for (int m = 0; m < MT; m++)
+#pragma unroll
+            for (int j = 0; j < NT; j++)
+#pragma unroll
+                for (int i = 0; i < 4; i++) tot[m][j][i] = SEQ && sp > 0 ? tot[m][j][i] + acc[m][j][i] : acc[m][j][i];
+    }
+    if (!SEQ && ks > 1) {
+#pragma unroll
+        for (int m = 0; m < MT; m++)
+#pragma unroll
+            for (int j = 0; j < NT; j++)
+#pragma unroll
+                for (int i = 0; i < 4; i++) part[(((warp * MT + m) * NT + j) * 4 + i) * 32 + lane] = tot[m][j][i];
+        __syncthreads();
+        if (sp0 != 0 || !active) return;
+#pragma unroll
+        for (int m = 0; m < MT; m++)
+#pragma unroll
+            for (int j = 0; j < NT; j++)
+#pragma unroll
+                for (int i = 0; i < 4; i++)
+                    for (int k = 1; k < ks; k++)
+                        tot[m][j][i] += part[((((warp + k) * MT + m) * NT + j) * 4 + i) * 32 + lane];
+    }
+#pragma unroll
+    for (int m = 0; m < MT; m++)
+#pragma unroll
+        for (int j = 0; j < NT; j++)
+#pragma unroll
+            for (int i = 0; i < 4; i++) {
+                int64_t r = row0 + m * 16 + g + (i >= 2 ? 8 : 0), t = tb + 8 * j + 2 * q + (i & 1);
+                if (r < W.rows && t < T) y[t * ldy + r] = tot[m][j][i];
+            }
+}
+
+/* Whether W takes the tensor-core path (shape and format only). */
+static int tc_ok(const dsv4_mat *W, int64_t grp_rows)
+{
+    int fam = cu_wfam(*W);
+    if (fam != CU_W_FP8 && fam != CU_W_FP4) return 0;
+    return cu_w_loads_ok(*W) && grp_rows % 16 == 0;
+}
+
+/* K slices (a power of two up to 8, one warp each in decode): about 8192
+ * warps in flight for short matrices, each slice at least 2 chunks. */
+static int tc_splits(int64_t rows, int64_t nch)
+{
+    int ks = 1;
+    while (ks < 8 && (rows + 15) / 16 * ks < 8192 && nch / (ks * 2) >= 2) ks *= 2;
+    return ks;
+}
+
+template <int FAM, int MT, int NT, int SEQ, int U>
+static void tc_launch(cu_impl *c, const cu_matmul_args *a, int ks, int xvec)
+{
+    const dsv4_mat *W = &a->W;
+    int wpt = SEQ ? 1 : ks;
+    size_t shm = !SEQ && ks > 1 ? (size_t)8 * MT * NT * 4 * 32 * sizeof(float) : 0;
+    dim3 grid(cu_blocks(W->rows, 8 / wpt * 16 * MT), cu_blocks(a->T, 8 * NT));
+    cu_launch(c, "tc_kernel", tc_kernel<FAM, MT, NT, SEQ, U>, grid, dim3(256), shm, a->x, a->ldx, a->T, *W, a->y, a->ldy,
+              ks, a->grp_rows, xvec);
+}
+
+/* The instance only sets how many rows and tokens a warp holds; every
+ * instance computes a row the same way (see tc_kernel). */
+template <int FAM>
+static void run_tc(cu_impl *c, const cu_matmul_args *a)
+{
+    constexpr int CC = 4 * (FAM == CU_W_FP8 ? 16 : 32);
+    int ks = tc_splits(a->W.rows, (a->W.cols + CC - 1) / CC);
+    int xvec = (uintptr_t)a->x % 16 == 0 && a->ldx % 4 == 0 && a->W.cols % 4 == 0;
+    if (a->T <= 8) tc_launch<FAM, 1, 1, 0, 4>(c, a, ks, xvec);
+    else if (a->T <= 64) tc_launch<FAM, 1, 4, 0, 2>(c, a, ks, xvec);
+    else if (a->grp_rows % 32 == 0) tc_launch<FAM, 2, 4, 1, 2>(c, a, ks, xvec);
+    else tc_launch<FAM, 1, 4, 1, 2>(c, a, ks, xvec);
 }
 
 void cu_exec_matmul(cu_impl *c, const void *args, const int64_t *dpos)
 {
     const cu_matmul_args *a = (const cu_matmul_args *)args;
     (void)dpos;
-    int T = a->T;
-    const dsv4_mat *W = &a->W;
-    if (T <= 0 || W->rows <= 0) return;
-    if (T <= CU_MAX_GEMV_ROWS) {
-        int vec = cu_vec_ok(W->dtype, W->data, W->cols, a->x, a->ldx);
-        /* more token rows: more weight rows per warp, so each x load serves
-         * several (measured better than more warps with fewer rows) */
-        int ks = gemv_splits(W->rows, W->cols), rw = T == 1 ? 1 : T < 4 ? 2 : 4;
-        if (a->grp_rows % rw) rw = 1; /* a warp's rows must share a row block */
-        unsigned grid = cu_blocks(W->rows, 8 / ks * rw);
-        switch (T * 8 + rw) {
-#define CASE(n, r) case n * 8 + r: cu_launch(c, "gemv_kernel", gemv_kernel<n, r>, dim3(grid), dim3(256), 0, a->x, a->ldx, *W, a->y, a->ldy, vec, ks, a->grp_rows); break;
-            CASE(1, 1) CASE(2, 1) CASE(2, 2) CASE(3, 1) CASE(3, 2) CASE(4, 1) CASE(4, 4) CASE(5, 1) CASE(5, 4)
-            CASE(6, 1) CASE(6, 4) CASE(7, 1) CASE(7, 4) CASE(8, 1) CASE(8, 4)
-#undef CASE
-        }
+    if (a->T <= 0 || a->W.rows <= 0) return;
+    if (!tc_ok(&a->W, a->grp_rows)) {
+        run_gemv(c, a);
         return;
     }
-    if (a->grp_rows) { /* prefill: one product per row block */
-        cu_matmul_args g = *a;
-        g.grp_rows = 0;
-        for (int64_t r0 = 0; r0 < W->rows; r0 += a->grp_rows) {
-            g.W = mat_rows(W, r0, a->grp_rows);
-            g.x = a->x + r0 / a->grp_rows * W->cols;
-            g.y = a->y + r0;
-            cu_exec_matmul(c, &g, dpos);
-        }
-        return;
-    }
-    const float one = 1.0f, zero = 0.0f;
-    if (W->dtype == DT_F32) {
-        if (cublasSgemm(c->blas, CUBLAS_OP_T, CUBLAS_OP_N, (int)W->rows, T, (int)W->cols, &one, (const float *)W->data,
-                        (int)W->cols, a->x, (int)a->ldx, &zero, a->y, (int)a->ldy) != CUBLAS_STATUS_SUCCESS)
-            backend_fail(c->b, DSV4_ERR_DEVICE, "cuBLAS SGEMM failed");
-        return;
-    }
-    if (!a->conv) return; /* workspace allocation failed: already sticky */
-    int64_t chunk = (int64_t)(a->conv_bytes / ((size_t)W->cols * 4));
-    for (int64_t r0 = 0; r0 < W->rows; r0 += chunk) {
-        int64_t R = W->rows - r0 < chunk ? W->rows - r0 : chunk;
-        cu_launch(c, "weight conversion", to_f32_kernel, dim3((unsigned)(c->n_sm * 8)), dim3(256), 0, *W, r0 * W->cols, R * W->cols, a->conv);
-        if (cublasSgemm(c->blas, CUBLAS_OP_T, CUBLAS_OP_N, (int)R, T, (int)W->cols, &one, a->conv, (int)W->cols, a->x,
-                        (int)a->ldx, &zero, a->y + r0, (int)a->ldy) != CUBLAS_STATUS_SUCCESS) {
-            backend_fail(c->b, DSV4_ERR_DEVICE, "cuBLAS SGEMM failed");
-            return;
-        }
+    switch (cu_wfam(a->W)) {
+    case CU_W_FP8: run_tc<CU_W_FP8>(c, a); break;
+    default: run_tc<CU_W_FP4>(c, a); break;
     }
 }
 
@@ -201,7 +385,6 @@ void cu_exec_matmul(cu_impl *c, const void *args, const int64_t *dpos)
 static void submit_matmul(dsv4_backend *b, const float *x, int64_t ldx, int T, const dsv4_mat *W, int64_t grp_rows,
                           float *y, int64_t ldy)
 {
-    cu_impl *c = cu_of(b);
     cu_matmul_args a;
     memset(&a, 0, sizeof a);
     a.x = x;
@@ -211,8 +394,7 @@ static void submit_matmul(dsv4_backend *b, const float *x, int64_t ldx, int T, c
     a.y = y;
     a.ldy = ldy;
     a.grp_rows = grp_rows;
-    cu_matmul_prepare(c, &a);
-    cu_submit(c, K_MATMUL, &a, sizeof a);
+    cu_submit(cu_of(b), K_MATMUL, &a, sizeof a);
 }
 
 void cu_matmul(dsv4_backend *b, const float *x, int64_t ldx, int T, const dsv4_mat *W, float *y, int64_t ldy)

@@ -155,34 +155,47 @@ static void *weight_alloc(cu_impl *c, size_t bytes)
     return p;
 }
 
-dsv4_status cu_adopt_weight(dsv4_backend *b, dsv4_mat *m)
+/* The device copy of `bytes` host bytes at *p (uploaded once: a region
+ * adopted again maps to the same copy); *p is repointed. */
+static dsv4_status adopt_region(cu_impl *c, const void **p, size_t bytes)
 {
-    cu_impl *c = cu_of(b);
-    if (!m->data) return DSV4_OK;
-    /* The kernels read plain F32/BF16/F16 rows; block-scaled formats need
-     * their own row loaders, which this backend does not have yet. */
-    if (m->fmt != WF_F32 && m->fmt != WF_BF16 && m->fmt != WF_F16)
-        return dsv4_fail(DSV4_ERR_UNSUPPORTED, "CUDA backend: %s weights are not supported yet (use --device cpu)",
-                         wformat_info(m->fmt)->name);
-    size_t bytes = (size_t)wmat_bytes(m);
-    cu_wmap_entry *e = wmap_find(c, m->data, bytes);
+    cu_wmap_entry *e = wmap_find(c, *p, bytes);
     if (e) {
-        m->data = e->dev;
+        *p = e->dev;
         return DSV4_OK;
     }
     cudaPointerAttributes pa;
-    if (cudaPointerGetAttributes(&pa, m->data) == cudaSuccess && pa.type == cudaMemoryTypeDevice)
+    if (cudaPointerGetAttributes(&pa, *p) == cudaSuccess && pa.type == cudaMemoryTypeDevice)
         return DSV4_OK; /* already on the device (adopted before) */
     cudaGetLastError();
     cu_flush(c);
     void *dev = weight_alloc(c, bytes);
     if (!dev) return dsv4_fail(DSV4_ERR_NOMEM, "out of GPU memory uploading a %zu-byte weight", bytes);
-    cudaError_t err = cudaMemcpy(dev, m->data, bytes, cudaMemcpyHostToDevice);
+    cudaError_t err = cudaMemcpy(dev, *p, bytes, cudaMemcpyHostToDevice);
     if (err != cudaSuccess)
         return dsv4_fail(DSV4_ERR_DEVICE, "CUDA weight upload failed: %s", cudaGetErrorString(err));
-    if (!wmap_insert(c, m->data, bytes, dev)) return dsv4_fail(DSV4_ERR_NOMEM, "out of memory");
-    m->data = dev;
+    if (!wmap_insert(c, *p, bytes, dev)) return dsv4_fail(DSV4_ERR_NOMEM, "out of memory");
+    c->b->weight_bytes += bytes;
+    *p = dev;
     return DSV4_OK;
+}
+
+/* A weight stays in its checkpoint bytes on the GPU: the element bytes and,
+ * for block-scaled formats, the scale grid, each uploaded as they are; the
+ * kernels decode them in registers (wload.cuh). */
+dsv4_status cu_adopt_weight(dsv4_backend *b, dsv4_mat *m)
+{
+    cu_impl *c = cu_of(b);
+    if (!m->data) return DSV4_OK;
+    if (m->fmt != WF_F32 && m->fmt != WF_BF16 && m->fmt != WF_F16 && m->fmt != WF_FP8_E4M3 && m->fmt != WF_MXFP4)
+        return dsv4_fail(DSV4_ERR_UNSUPPORTED, "CUDA backend: %s weights are not supported yet (use --device cpu)",
+                         wformat_info(m->fmt)->name);
+    if ((m->fmt == WF_FP8_E4M3 || m->fmt == WF_MXFP4) && (!m->scale || m->blk_r < 1 || m->blk_c < 1))
+        return dsv4_fail(DSV4_ERR_UNSUPPORTED, "CUDA backend: a %s weight without its scale grid",
+                         wformat_info(m->fmt)->name);
+    dsv4_status st = adopt_region(c, &m->data, (size_t)m->rows * (size_t)wformat_row_bytes(m->fmt, m->cols));
+    if (st == DSV4_OK && m->scale) st = adopt_region(c, &m->scale, (size_t)wmat_scale_bytes(m));
+    return st;
 }
 
 /* Everything the memory functions own (at destroy). */

@@ -11,7 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cuda/cuda_internal.cuh"
+#include "cuda/wload.cuh"
 #include "model/config.h"
 
 #define MOE_MAX_K 32
@@ -20,18 +20,17 @@ typedef struct {
     int64_t pos0;
     const float *x;
     const int32_t *tok;
-    int T, D, E, K, I, score_func, edt;
+    int T, D, E, K, I, score_func;
     float route_scale, swiglu_limit;
     dsv4_mat gate, bias, sh1, sh2, sh3;
     const int32_t *tid2eid;
-    const void *const *tab; /* device [3][E]: w1, w3, w2 */
+    const void *const *tab; /* device [6][E]: w1, w3, w2 data, then their scale grids */
+    dsv4_mat e13, e2;       /* the routed experts' format and shape (w1/w3, w2); data from tab */
     float *out;
     float *logits, *wt, *H, *Y;
     int32_t *sel, *ord;
     int32_t *grp;   /* see group_kernel */
     int gmax;       /* most groups a step can have: min(E, T·K) + 1 */
-    float *gate_conv;
-    size_t gate_conv_bytes;
     int *err;
     int layer; /* for fault reports */
 } moe_args;
@@ -180,97 +179,14 @@ __global__ void __launch_bounds__(256) group_kernel(moe_args a)
         if (a.sel[p] >= 0) gp[atomicAdd(&cur[a.sel[p]], 1)] = p;
 }
 
-/* One lane's shares of the dot products of NW weight rows (dtype dt, n
- * values each) with nb <= NB fp32 vectors xs[j]: acc[r][j]. Each product
- * runs in the order of cu_lane_dot, whatever nb and the other vectors are. */
-template <int NW, int NB>
-__device__ __forceinline__ void lane_dots(int dt, const char *const *w, int64_t n, const float *const *xs, int nb,
-                                          int vec, float (*acc)[NB])
+/* Group g's expert matrix (which = 0: w1, 1: w3, 2: w2), e < 0: shared. */
+__device__ __forceinline__ dsv4_mat group_weight(const moe_args &a, int e, int which)
 {
-    int lane = threadIdx.x & 31;
-#pragma unroll
-    for (int r = 0; r < NW; r++)
-#pragma unroll
-        for (int j = 0; j < NB; j++) acc[r][j] = 0.0f;
-    if (vec && dt != DT_F32) {
-#pragma unroll 2
-        for (int64_t c = lane; c < n / 8; c += 32) {
-            float f[NW][8];
-#pragma unroll
-            for (int r = 0; r < NW; r++) {
-                uint4 u = __ldg((const uint4 *)w[r] + c);
-                uint32_t q[4] = {u.x, u.y, u.z, u.w};
-#pragma unroll
-                for (int k = 0; k < 4; k++) {
-                    if (dt == DT_BF16) {
-                        f[r][2 * k] = __uint_as_float(q[k] << 16);
-                        f[r][2 * k + 1] = __uint_as_float(q[k] & 0xffff0000u);
-                    } else {
-                        float2 ff = __half22float2(*(const __half2 *)&q[k]);
-                        f[r][2 * k] = ff.x;
-                        f[r][2 * k + 1] = ff.y;
-                    }
-                }
-            }
-#pragma unroll
-            for (int j = 0; j < NB; j++) {
-                if (j >= nb) break;
-                const float4 *xv = (const float4 *)(xs[j] + c * 8);
-                float4 a = xv[0], b = xv[1];
-#pragma unroll
-                for (int r = 0; r < NW; r++) {
-                    float s = acc[r][j];
-                    s = fmaf(f[r][0], a.x, s); s = fmaf(f[r][1], a.y, s);
-                    s = fmaf(f[r][2], a.z, s); s = fmaf(f[r][3], a.w, s);
-                    s = fmaf(f[r][4], b.x, s); s = fmaf(f[r][5], b.y, s);
-                    s = fmaf(f[r][6], b.z, s); s = fmaf(f[r][7], b.w, s);
-                    acc[r][j] = s;
-                }
-            }
-        }
-    } else if (vec) {
-        for (int64_t c = lane; c < n / 4; c += 32) {
-            float4 u[NW];
-#pragma unroll
-            for (int r = 0; r < NW; r++) u[r] = __ldg((const float4 *)w[r] + c);
-#pragma unroll
-            for (int j = 0; j < NB; j++) {
-                if (j >= nb) break;
-                float4 a = ((const float4 *)xs[j])[c];
-#pragma unroll
-                for (int r = 0; r < NW; r++) {
-                    float s = acc[r][j];
-                    s = fmaf(u[r].x, a.x, s); s = fmaf(u[r].y, a.y, s);
-                    s = fmaf(u[r].z, a.z, s); s = fmaf(u[r].w, a.w, s);
-                    acc[r][j] = s;
-                }
-            }
-        }
-    } else {
-            for (int64_t c = lane; c < n; c += 32) {
-                float wv[NW];
-    #pragma unroll
-                for (int r = 0; r < NW; r++) wv[r] = cu_ld(dt, w[r], c);
-    #pragma unroll
-                for (int j = 0; j < NB; j++) {
-                    if (j >= nb) break;
-    #pragma unroll
-                    for (int r = 0; r < NW; r++) acc[r][j] = fmaf(wv[r], xs[j][c], acc[r][j]);
-                }
-            }
-    }
-}
-
-/* Group g's expert matrix (which = 0: w1, 1: w3, 2: w2) and its dtype. */
-__device__ __forceinline__ const void *group_weight(const moe_args &a, int e, int which, int *dt)
-{
-    if (e < 0) {
-        const dsv4_mat &m = which == 0 ? a.sh1 : which == 1 ? a.sh3 : a.sh2;
-        *dt = m.dtype;
-        return m.data;
-    }
-    *dt = a.edt;
-    return a.tab[(int64_t)which * a.E + e];
+    if (e < 0) return which == 0 ? a.sh1 : which == 1 ? a.sh3 : a.sh2;
+    dsv4_mat m = which == 2 ? a.e2 : a.e13;
+    m.data = a.tab[(int64_t)which * a.E + e];
+    m.scale = a.tab[(int64_t)(3 + which) * a.E + e];
+    return m;
 }
 
 /* Group g of the step: its expert (-1: shared) and its entries [i0, i1) of
@@ -322,45 +238,64 @@ __device__ __forceinline__ void swiglu_store(const moe_args &a, int p, int64_t r
     a.H[(int64_t)p * a.I + r] = g / (1.0f + expf(-g)) * u;
 }
 
+/* cu_dots for group e's weight (e < 0: the shared expert) with the routed
+ * experts' format family FR and the shared expert's FS known at compile
+ * time (-1: dispatch at run time), so the common cases keep a plain dot
+ * product's registers. */
+template <int FR, int FS, int NW, int NB>
+__device__ __forceinline__ void group_dots(int e, const dsv4_mat *W, const int64_t *r, int64_t n,
+                                           const float *const *xs, int nb, int vec, float (*acc)[NB])
+{
+    int f = e < 0 ? FS : FR;
+    if (f == CU_W_BF16) cu_dots_fam<CU_W_BF16, NW, NB>(W, r, n, xs, nb, vec, acc);
+    else if (f == CU_W_FP8) cu_dots_fam<CU_W_FP8, NW, NB>(W, r, n, xs, nb, vec, acc);
+    else if (f == CU_W_FP4) cu_dots_fam<CU_W_FP4, NW, NB>(W, r, n, xs, nb, vec, acc);
+    else cu_dots<NW, NB>(W, r, n, xs, nb, vec, acc);
+}
+
 /* Block (row block, group): each warp takes one row of w1 and w3 of the
  * group's expert and applies it to the group's tokens, NB at a time (a lone
  * token through cu_lane_dot: the same products in the same order). NB = 1
  * for one-token steps keeps the registers, and so the occupancy, of a plain
  * GEMV. */
-template <int NB>
+template <int FR, int FS, int NB>
 __global__ void __launch_bounds__(256) expert_up_kernel(moe_args a)
 {
     cu_pdl();
     int64_t r = (int64_t)blockIdx.x * 8 + (threadIdx.x >> 5);
     moe_group G = group_at<NB>(a, blockIdx.y);
-    int g0 = G.i0, g1 = G.i1, dt, dt3;
+    int g0 = G.i0, g1 = G.i1;
     if (r >= a.I || g0 == g1) return;
-    const void *w1 = group_weight(a, G.e, 0, &dt), *w3 = group_weight(a, G.e, 1, &dt3);
-    int esz = dt == DT_F32 ? 4 : 2;
-    const char *r1 = (const char *)w1 + r * a.D * esz, *r3 = (const char *)w3 + r * a.D * esz;
-    /* the two matrices share a dtype (checked when the op is submitted) */
-    int vec = cu_vec_ok(dt, r1, a.D, a.x, a.D) && cu_vec_ok(dt, r3, a.D, a.x, a.D);
+    /* w1 and w3 share a format and shape (checked when the op is submitted) */
+    dsv4_mat w1 = group_weight(a, G.e, 0), w3 = group_weight(a, G.e, 1);
+    int64_t rb = cu_row_bytes(w1), rr[2] = {r, r};
+    const char *r1 = (const char *)w1.data + r * rb, *r3 = (const char *)w3.data + r * rb;
+    int vec = cu_dots_vec(w1, r1, a.x, a.D) && cu_dots_vec(w3, r3, a.x, a.D);
     if (NB == 1) { /* one-token step: the group is pair g0 of token 0 */
-        float gv = cu_warp_sum(cu_lane_dot(dt, r1, a.D, a.x, vec));
-        float u = cu_warp_sum(cu_lane_dot(dt, r3, a.D, a.x, vec));
-        swiglu_store(a, g0, r, gv, u);
+        float acc[1][1];
+        group_dots<FR, FS, 1, 1>(G.e, &w1, rr, a.D, &a.x, 1, vec, acc);
+        float gv = cu_warp_sum(acc[0][0]);
+        group_dots<FR, FS, 1, 1>(G.e, &w3, rr, a.D, &a.x, 1, vec, acc);
+        swiglu_store(a, g0, r, gv, cu_warp_sum(acc[0][0]));
     } else {
         for (int i0 = g0; i0 < g1; i0 += NB) {
             int nb = g1 - i0 < NB ? g1 - i0 : NB;
-            if (nb == 1) {
+            if (nb == 1) { /* the same products as the one-token step */
                 int p = group_pair(a, i0);
                 const float *x = a.x + (int64_t)pair_token(a, p) * a.D;
-                float gv = cu_warp_sum(cu_lane_dot(dt, r1, a.D, x, vec));
-                float u = cu_warp_sum(cu_lane_dot(dt, r3, a.D, x, vec));
-                swiglu_store(a, p, r, gv, u);
+                float acc[1][1];
+                group_dots<FR, FS, 1, 1>(G.e, &w1, rr, a.D, &x, 1, vec, acc);
+                float gv = cu_warp_sum(acc[0][0]);
+                group_dots<FR, FS, 1, 1>(G.e, &w3, rr, a.D, &x, 1, vec, acc);
+                swiglu_store(a, p, r, gv, cu_warp_sum(acc[0][0]));
                 continue;
             }
             const float *xs[NB];
             for (int j = 0; j < NB; j++)
                 xs[j] = a.x + (int64_t)pair_token(a, group_pair(a, i0 + (j < nb ? j : 0))) * a.D;
-            const char *w[2] = {r1, r3};
+            const dsv4_mat w13[2] = {w1, w3};
             float acc[2][NB];
-            lane_dots<2, NB>(dt, w, a.D, xs, nb, vec, acc);
+            group_dots<FR, FS, 2, NB>(G.e, w13, rr, a.D, xs, nb, vec, acc);
             for (int j = 0; j < NB; j++) {
                 if (j >= nb) break;
                 swiglu_store(a, group_pair(a, i0 + j), r, cu_warp_sum(acc[0][j]), cu_warp_sum(acc[1][j]));
@@ -370,36 +305,33 @@ __global__ void __launch_bounds__(256) expert_up_kernel(moe_args a)
 }
 
 /* Y[p][d] = w2[d]·H[p] for the group's pairs, one w2 row per warp. */
-template <int NB>
+template <int FR, int FS, int NB>
 __global__ void __launch_bounds__(256) expert_down_kernel(moe_args a)
 {
     cu_pdl();
     int64_t d = (int64_t)blockIdx.x * 8 + (threadIdx.x >> 5);
     moe_group G = group_at<NB>(a, blockIdx.y);
-    int g0 = G.i0, g1 = G.i1, dt;
+    int g0 = G.i0, g1 = G.i1;
     if (d >= a.D || g0 == g1) return;
-    const void *w2 = group_weight(a, G.e, 2, &dt);
-    const char *r2 = (const char *)w2 + d * a.I * (dt == DT_F32 ? 4 : 2);
-    int vec = cu_vec_ok(dt, r2, a.I, a.H, a.I);
+    dsv4_mat w2 = group_weight(a, G.e, 2);
+    const char *r2 = (const char *)w2.data + d * cu_row_bytes(w2);
+    int64_t rr[1] = {d};
+    int vec = cu_dots_vec(w2, r2, a.H, a.I);
     if (NB == 1) { /* one-token step: pair g0 */
-        float y = cu_warp_sum(cu_lane_dot(dt, r2, a.I, a.H + (int64_t)g0 * a.I, vec));
+        const float *h = a.H + (int64_t)g0 * a.I;
+        float acc[1][1];
+        group_dots<FR, FS, 1, 1>(G.e, &w2, rr, a.I, &h, 1, vec, acc);
+        float y = cu_warp_sum(acc[0][0]);
         if ((threadIdx.x & 31) == 0) a.Y[(int64_t)g0 * a.D + d] = y;
     } else {
         for (int i0 = g0; i0 < g1; i0 += NB) {
             int nb = g1 - i0 < NB ? g1 - i0 : NB;
-            if (nb == 1) {
-                int p = group_pair(a, i0);
-                float y = cu_warp_sum(cu_lane_dot(dt, r2, a.I, a.H + (int64_t)p * a.I, vec));
-                if ((threadIdx.x & 31) == 0) a.Y[(int64_t)p * a.D + d] = y;
-                continue;
-            }
             const float *hs[NB];
             for (int j = 0; j < NB; j++) hs[j] = a.H + (int64_t)group_pair(a, i0 + (j < nb ? j : 0)) * a.I;
-            const char *w[1] = {r2};
             float acc[1][NB];
-            lane_dots<1, NB>(dt, w, a.I, hs, nb, vec, acc);
-            for (int j = 0; j < NB; j++) {
-                if (j >= nb) break;
+            if (nb == 1) group_dots<FR, FS, 1, 1>(G.e, &w2, rr, a.I, hs, 1, vec, (float (*)[1])acc);
+            else group_dots<FR, FS, 1, NB>(G.e, &w2, rr, a.I, hs, nb, vec, acc);
+            for (int j = 0; j < nb; j++) {
                 float y = cu_warp_sum(acc[0][j]);
                 if ((threadIdx.x & 31) == 0) a.Y[(int64_t)group_pair(a, i0 + j) * a.D + d] = y;
             }
@@ -423,6 +355,22 @@ __global__ void combine_kernel(moe_args a)
     a.out[i] = acc;
 }
 
+/* The expert kernels for the experts' formats: one-token steps (not
+ * grouped) with a single-token instance that keeps a plain dot product's
+ * registers; otherwise 4 tokens per pass of a weight row (larger groups
+ * take it again, from L2). */
+template <int FR, int FS>
+static void launch_experts(cu_impl *c, const moe_args *a, dim3 up, dim3 down)
+{
+    if (a->T == 1) {
+        cu_launch(c, "moe up", expert_up_kernel<FR, FS, 1>, up, dim3(256), 0, *a);
+        cu_launch(c, "moe down", expert_down_kernel<FR, FS, 1>, down, dim3(256), 0, *a);
+    } else {
+        cu_launch(c, "moe up", expert_up_kernel<FR, FS, 4>, up, dim3(256), 0, *a);
+        cu_launch(c, "moe down", expert_down_kernel<FR, FS, 4>, down, dim3(256), 0, *a);
+    }
+}
+
 void cu_exec_moe(cu_impl *c, const void *args, const int64_t *dpos)
 {
     const moe_args *a = (const moe_args *)args;
@@ -435,30 +383,36 @@ void cu_exec_moe(cu_impl *c, const void *args, const int64_t *dpos)
     g.W = a->gate;
     g.y = a->logits;
     g.ldy = a->E;
-    g.conv = a->gate_conv;
-    g.conv_bytes = a->gate_conv_bytes;
     cu_exec_matmul(c, &g, dpos);
     cu_launch(c, "moe route", route_kernel, dim3(a->T), dim3(256), (size_t)a->E * 2 * sizeof(float), *a);
     if (a->T > 1)
         cu_launch(c, "moe group", group_kernel, dim3(1), dim3(256), (size_t)a->E * 2 * sizeof(int), *a);
     unsigned groups = (unsigned)a->gmax;
     dim3 up(cu_blocks(a->I, 8), groups), down(cu_blocks(a->D, 8), groups);
-    if (a->T == 1) {
-        cu_launch(c, "moe up", expert_up_kernel<1>, up, dim3(256), 0, *a);
-        cu_launch(c, "moe down", expert_down_kernel<1>, down, dim3(256), 0, *a);
-    } else { /* 4 tokens per pass of a weight row; larger groups take it again (from L2) */
-        cu_launch(c, "moe up", expert_up_kernel<4>, up, dim3(256), 0, *a);
-        cu_launch(c, "moe down", expert_down_kernel<4>, down, dim3(256), 0, *a);
-    }
+    int fr = cu_wfam(a->e13), fs = cu_wfam(a->sh1);
+    if (cu_wfam(a->e2) != fr || cu_wfam(a->sh2) != fs) fr = fs = -1; /* mixed within an expert: run-time dispatch */
+    if (fr == CU_W_BF16 && fs == CU_W_BF16) launch_experts<CU_W_BF16, CU_W_BF16>(c, a, up, down);
+    else if (fr == CU_W_FP4 && fs == CU_W_FP8) launch_experts<CU_W_FP4, CU_W_FP8>(c, a, up, down);
+    else if (fr == CU_W_FP8 && fs == CU_W_FP8) launch_experts<CU_W_FP8, CU_W_FP8>(c, a, up, down);
+    else launch_experts<-1, -1>(c, a, up, down);
     cu_launch(c, "moe combine", combine_kernel, dim3(cu_blocks((int64_t)a->T * a->D, 256)), dim3(256), 0, *a);
 }
 
-/* Device table of the experts' w1, w3, w2 pointers for one layer, built once
- * and reused while the layer's expert views still point at the same data. */
+/* Whether two weight views have one format, shape and scale layout. */
+static int same_layout(const dsv4_mat *a, const dsv4_mat *b)
+{
+    return a->fmt == b->fmt && a->dtype == b->dtype && a->rows == b->rows && a->cols == b->cols &&
+           !a->scale == !b->scale && a->scale_dtype == b->scale_dtype && a->blk_r == b->blk_r &&
+           a->blk_c == b->blk_c && a->scale_rows == b->scale_rows && a->scale_cols == b->scale_cols;
+}
+
+/* Device table of the experts' w1, w3, w2 data and scale pointers for one
+ * layer, built once and reused while the layer's expert views still point
+ * at the same data. */
 static const cu_expert_tab *expert_table(cu_impl *c, const dsv4_moe_params *p)
 {
-    int E = p->n_experts, dt = p->w1[0].dtype;
-    size_t bytes = (size_t)3 * E * sizeof(void *);
+    int E = p->n_experts;
+    size_t bytes = (size_t)6 * E * sizeof(void *);
     const void **h = (const void **)malloc(bytes);
     if (!h) {
         backend_fail(c->b, DSV4_ERR_NOMEM, "out of memory for the expert table");
@@ -467,12 +421,14 @@ static const cu_expert_tab *expert_table(cu_impl *c, const dsv4_moe_params *p)
     for (int e = 0; e < E; e++) {
         const dsv4_mat *m[3] = {&p->w1[e], &p->w3[e], &p->w2[e]};
         for (int j = 0; j < 3; j++) {
-            if (m[j]->dtype != dt || !m[j]->data) {
+            if (!same_layout(m[j], j == 2 ? &p->w2[0] : &p->w1[0]) || !m[j]->data) {
                 free(h);
-                backend_fail(c->b, DSV4_ERR_UNSUPPORTED, "CUDA MoE: experts of one layer must share one dtype");
+                backend_fail(c->b, DSV4_ERR_UNSUPPORTED,
+                             "CUDA MoE: the experts of one layer must share one format and shape");
                 return NULL;
             }
             h[(size_t)j * E + e] = m[j]->data;
+            h[(size_t)(3 + j) * E + e] = m[j]->scale;
         }
     }
     cu_expert_tab *t = NULL;
@@ -510,7 +466,6 @@ static const cu_expert_tab *expert_table(cu_impl *c, const dsv4_moe_params *p)
     t->tab = (const void **)d;
     t->host = h;
     t->n = E;
-    t->dtype = dt;
     return t;
 }
 
@@ -524,8 +479,8 @@ void cu_moe(dsv4_backend *b, const float *x, const int32_t *tok, int T, int D, c
         backend_fail(b, DSV4_ERR_UNSUPPORTED, "CUDA MoE: n_active must be 1..32");
         return;
     }
-    if (p->sh_w1->dtype != p->sh_w3->dtype) {
-        backend_fail(b, DSV4_ERR_UNSUPPORTED, "CUDA MoE: the shared expert's w1 and w3 must share one dtype");
+    if (!same_layout(p->sh_w1, p->sh_w3)) {
+        backend_fail(b, DSV4_ERR_UNSUPPORTED, "CUDA MoE: the shared expert's w1 and w3 must share one format and shape");
         return;
     }
     const cu_expert_tab *tab = expert_table(c, p);
@@ -540,7 +495,9 @@ void cu_moe(dsv4_backend *b, const float *x, const int32_t *tok, int T, int D, c
     a.K = K;
     a.I = I;
     a.score_func = p->score_func;
-    a.edt = tab->dtype;
+    a.e13 = p->w1[0];
+    a.e2 = p->w2[0];
+    a.e13.data = a.e13.scale = a.e2.data = a.e2.scale = NULL; /* per expert from the table */
     a.route_scale = p->route_scale;
     a.swiglu_limit = p->swiglu_limit;
     a.gate = *p->gate;
@@ -567,12 +524,6 @@ void cu_moe(dsv4_backend *b, const float *x, const int32_t *tok, int T, int D, c
     a.ord = (int32_t *)(ws + o_ord);
     a.H = (float *)(ws + o_h);
     a.Y = (float *)(ws + o_y);
-    cu_matmul_args g;
-    memset(&g, 0, sizeof g);
-    g.T = T;
-    g.W = *p->gate;
-    cu_matmul_prepare(c, &g);
-    a.gate_conv = g.conv;
-    a.gate_conv_bytes = g.conv_bytes;
+    static_assert(sizeof a <= CU_REC_ARGS, "MoE arguments must fit a graph record");
     cu_submit(c, K_MOE, &a, sizeof a);
 }

@@ -191,4 +191,5 @@ void dsv4_model_memory(const dsv4_model *m, dsv4_memory_info *out)
     out->bytes_per_token = per_tok;
     tensor_source src = {m->st, m->gg};
     out->weight_bytes = tsrc_mapped_bytes(&src);
+    out->device_weight_bytes = m->be ? m->be->weight_bytes : 0;
 }

@@ -167,6 +167,8 @@ struct dsv4_backend {
     int sticky_row;         /* activation row it concerns, -1 if none */
     char sticky_msg[256];
     int fail_alloc_in;      /* tests: > 0 makes the n-th next alloc return NULL */
+    uint64_t weight_bytes;  /* weight bytes copied into the backend's memory by adopt_weight
+                               (CUDA: checkpoint bytes + scale grids; CPU: 0, it reads the mmap) */
 };
 
 /* Records the first failure of an op (thread-safe: the first one wins);

@@ -40,6 +40,37 @@ static dsv4_mat weight(int64_t rows, int64_t cols, float scale)
     return m; /* h stays allocated: the backend dedupes adopted weights by host address */
 }
 
+/* Device FP8 (128x128 E8M0 scales) or MXFP4 (1x32 E8M0 scales) weight of
+ * random codes (a repeated random block) and scales around 2^-7. */
+static dsv4_mat weight_q(dsv4_wformat fmt, int64_t rows, int64_t cols)
+{
+    int br = fmt == WF_FP8_E4M3 ? 128 : 1, bc = fmt == WF_FP8_E4M3 ? 128 : 32;
+    dsv4_mat m = {0};
+    m.dtype = fmt == WF_FP8_E4M3 ? DT_F8_E4M3 : DT_U8;
+    m.fmt = fmt;
+    m.rows = rows;
+    m.cols = cols;
+    m.blk_r = br;
+    m.blk_c = bc;
+    m.scale_rows = (rows + br - 1) / br;
+    m.scale_cols = (cols + bc - 1) / bc;
+    m.scale_dtype = DT_F8_E8M0;
+    size_t n = (size_t)(rows * wformat_row_bytes(fmt, cols)), ns = (size_t)(m.scale_rows * m.scale_cols), blk = 1 << 20;
+    uint8_t *h = malloc(n), *sc = malloc(ns);
+    uint64_t r = 0x9E3779B97F4A7C15ULL ^ n;
+    for (size_t i = 0; i < (n < blk ? n : blk); i++) {
+        r ^= r << 13; r ^= r >> 7; r ^= r << 17;
+        h[i] = (uint8_t)(r >> 56);
+        if (fmt == WF_FP8_E4M3 && (h[i] & 0x7f) == 0x7f) h[i] ^= 1;
+    }
+    for (size_t i = blk; i < n; i += blk) memcpy(h + i, h, n - i < blk ? n - i : blk);
+    for (size_t i = 0; i < ns; i++) sc[i] = (uint8_t)(118 + i % 5);
+    m.data = h;
+    m.scale = sc;
+    if (gpu->ops->adopt_weight(gpu, &m)) { fprintf(stderr, "adopt: %s\n", dsv4_last_error()); exit(1); }
+    return m;
+}
+
 static float *dev_rand(size_t n, float scale)
 {
     float *h = malloc(n * 4);
@@ -89,27 +120,58 @@ static void mm_body(void *p, int i)
 
 static void bench_matmul(void)
 {
-    int64_t shapes[][2] = {{129280, 4096}, {32768, 1024}, {4096, 8192}, {1024, 4096}, {2048, 4096}, {512, 4096}};
-    const char *names[] = {"lm head 129280x4096", "wq_b 32768x1024", "wo_b 4096x8192", "wq_a 1024x4096",
-                           "expert-size 2048x4096", "idx wq 512x4096 (small)"};
-    for (int s = 0; s < 6; s++) {
-        int64_t R = shapes[s][0], C = shapes[s][1];
-        double bytes = (double)R * C * 2;
+    /* fmt: -1 bf16 */
+    struct { int64_t R, C; int fmt; const char *name; } sh[] = {
+        {129280, 4096, -1, "lm head 129280x4096 bf16"}, {32768, 1024, -1, "wq_b 32768x1024 bf16"},
+        {4096, 8192, -1, "wo_b 4096x8192 bf16"},        {1024, 4096, -1, "wq_a 1024x4096 bf16"},
+        {2048, 4096, -1, "expert-size 2048x4096 bf16"},  {512, 4096, -1, "idx wq 512x4096 bf16"},
+        {32768, 1024, WF_FP8_E4M3, "wq_b 32768x1024 fp8"}, {4096, 8192, WF_FP8_E4M3, "wo_b 4096x8192 fp8"},
+        {1024, 4096, WF_FP8_E4M3, "wq_a 1024x4096 fp8"},   {2048, 4096, WF_FP8_E4M3, "shared w1 2048x4096 fp8"},
+        {2048, 4096, WF_MXFP4, "expert w1 2048x4096 fp4"}, {4096, 2048, WF_MXFP4, "expert w2 4096x2048 fp4"},
+    };
+    for (size_t s = 0; s < sizeof sh / sizeof sh[0]; s++) {
+        int64_t R = sh[s].R, C = sh[s].C;
+        dsv4_mat probe = sh[s].fmt < 0 ? wmat_plain(DT_BF16, R, C, NULL) : (dsv4_mat){0};
+        if (sh[s].fmt >= 0) {
+            probe.fmt = (dsv4_wformat)sh[s].fmt; probe.rows = R; probe.cols = C;
+            probe.blk_r = sh[s].fmt == WF_FP8_E4M3 ? 128 : 1; probe.blk_c = sh[s].fmt == WF_FP8_E4M3 ? 128 : 32;
+            probe.scale_rows = (R + probe.blk_r - 1) / probe.blk_r; probe.scale_cols = (C + probe.blk_c - 1) / probe.blk_c;
+            probe.scale_dtype = DT_F8_E8M0; probe.data = probe.scale = "";
+        } else probe.data = "";
+        double bytes = (double)wmat_bytes(&probe);
         int nW = bytes > 200e6 ? 1 : (int)(400e6 / bytes) + 1; /* rotate copies past the 50 MB L2 */
         if (nW > 64) nW = 64;
         mm_ctx c = {malloc(sizeof(dsv4_mat) * nW), nW, 1, dev_rand((size_t)8 * C, 1.0f), NULL};
         c.y = gpu->ops->alloc(gpu, (size_t)8 * R * 4);
-        for (int i = 0; i < nW; i++) c.W[i] = weight(R, C, 0.05f);
+        for (int i = 0; i < nW; i++) c.W[i] = sh[s].fmt < 0 ? weight(R, C, 0.05f) : weight_q((dsv4_wformat)sh[s].fmt, R, C);
         int Ts[] = {1, 4, 8};
         for (int ti = 0; ti < 3; ti++) {
             c.T = Ts[ti];
             char nm[96];
-            snprintf(nm, sizeof nm, "matmul %s T=%d", names[s], c.T);
+            snprintf(nm, sizeof nm, "matmul %s T=%d", sh[s].name, c.T);
             row(nm, time_calls(mm_body, &c, bytes > 200e6 ? 4 : 32), bytes);
         }
         gpu->ops->free(gpu, c.x); gpu->ops->free(gpu, c.y);
         free(c.W);
     }
+}
+
+/* Prefill-size products: T = 4096 token rows, TFLOP/s. */
+static void bench_prefill(void)
+{
+    int64_t n = 4096;
+    int fmts[] = {-1, WF_FP8_E4M3, WF_MXFP4};
+    const char *names[] = {"bf16", "fp8", "fp4"};
+    mm_ctx c = {malloc(sizeof(dsv4_mat)), 1, (int)n, dev_rand((size_t)n * n, 1.0f), NULL};
+    c.y = gpu->ops->alloc(gpu, (size_t)n * n * 4);
+    for (int f = 0; f < 3; f++) {
+        c.W[0] = fmts[f] < 0 ? weight(n, n, 0.05f) : weight_q((dsv4_wformat)fmts[f], n, n);
+        double ms = time_calls(mm_body, &c, 2);
+        printf("%-44s %9.1f us  %8.1f TFLOP/s\n", names[f], ms * 1e3, 2.0 * n * n * n / (ms * 1e-3) / 1e12);
+        fflush(stdout);
+    }
+    gpu->ops->free(gpu, c.x); gpu->ops->free(gpu, c.y);
+    free(c.W);
 }
 
 /* ---- moe ---- */
@@ -121,29 +183,40 @@ static void moe_body(void *p, int i)
     gpu->ops->moe(gpu, c->x, c->tok, c->T, 4096, &c->p, c->out);
 }
 
-static void bench_moe(void)
+static void bench_moe_fmt(int quant)
 {
     int E = 16, D = 4096, I = 2048, K = 6;
     dsv4_mat *w1 = malloc(sizeof(dsv4_mat) * E), *w2 = malloc(sizeof(dsv4_mat) * E), *w3 = malloc(sizeof(dsv4_mat) * E);
-    for (int e = 0; e < E; e++) { w1[e] = weight(I, D, 0.02f); w2[e] = weight(D, I, 0.02f); w3[e] = weight(I, D, 0.02f); }
+    for (int e = 0; e < E; e++) {
+        if (quant) { w1[e] = weight_q(WF_MXFP4, I, D); w2[e] = weight_q(WF_MXFP4, D, I); w3[e] = weight_q(WF_MXFP4, I, D); }
+        else { w1[e] = weight(I, D, 0.02f); w2[e] = weight(D, I, 0.02f); w3[e] = weight(I, D, 0.02f); }
+    }
     static dsv4_mat gate, bias, s1, s2, s3;
     gate = weight(E, D, 0.05f); bias = weight(1, E, 0.01f);
-    s1 = weight(I, D, 0.02f); s2 = weight(D, I, 0.02f); s3 = weight(I, D, 0.02f);
+    if (quant) { s1 = weight_q(WF_FP8_E4M3, I, D); s2 = weight_q(WF_FP8_E4M3, D, I); s3 = weight_q(WF_FP8_E4M3, I, D); }
+    else { s1 = weight(I, D, 0.02f); s2 = weight(D, I, 0.02f); s3 = weight(I, D, 0.02f); }
     moe_ctx c;
     c.p = (dsv4_moe_params){&gate, &bias, NULL, w1, w2, w3, &s1, &s2, &s3, E, K, I, SCORE_SQRTSOFTPLUS, 1.5f, 10.0f};
     c.x = dev_rand((size_t)8 * D, 1.0f);
     c.out = gpu->ops->alloc(gpu, (size_t)8 * D * 4);
     c.tok = gpu->ops->alloc(gpu, 8 * 4);
     int Ts[] = {1, 4, 8};
+    double ebytes = (double)wmat_bytes(&w1[0]) * 3, sbytes = (double)wmat_bytes(&s1) * 3;
     for (int ti = 0; ti < 3; ti++) {
         c.T = Ts[ti];
         /* bytes: distinct experts touched (at most E) x 3 matrices + shared */
         int distinct = c.T * K < E ? c.T * K : E;
-        double bytes = (double)(distinct + 1) * 3 * I * D * 2;
+        double bytes = distinct * ebytes + sbytes;
         char nm[96];
-        snprintf(nm, sizeof nm, "moe 16 experts 4096/2048 top-6 + shared T=%d", c.T);
+        snprintf(nm, sizeof nm, "moe 16 experts %s top-6 + shared T=%d", quant ? "fp4 (+fp8 shared)" : "bf16", c.T);
         row(nm, time_calls(moe_body, &c, 8), bytes);
     }
+}
+
+static void bench_moe(void)
+{
+    bench_moe_fmt(0);
+    bench_moe_fmt(1);
 }
 
 /* ---- attention ---- */
@@ -241,8 +314,10 @@ int main(int argc, char **argv)
     if (!*f || strstr(f, "small")) bench_small();
     if (!*f || strstr(f, "matmul")) bench_matmul();
     if (!*f || strstr(f, "moe")) bench_moe();
+    if (!*f || strstr(f, "prefill")) bench_prefill();
     if (!*f || strstr(f, "attention")) bench_attention();
     if (!*f || strstr(f, "indexer")) bench_indexer();
+    printf("weights resident on the GPU: %.1f MB (checkpoint bytes and scale grids)\n", gpu->weight_bytes / 1e6);
     gpu->ops->destroy(gpu);
     return 0;
 }

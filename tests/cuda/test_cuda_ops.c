@@ -84,6 +84,59 @@ static tmat mk(dsv4_dtype dt, int64_t rows, int64_t cols, float scale)
     return m;
 }
 
+/* A random block-scaled matrix: FP8 e4m3 (128x128 scale blocks, E8M0 or
+ * F32 scale grid) or MXFP4 (1x32 E8M0 scales), every code except NaN, the
+ * scales powers of two from 2^-9 to 2^-3; plus its device twin. */
+static tmat mkq(dsv4_wformat fmt, dsv4_dtype sdt, int64_t rows, int64_t cols)
+{
+    tmat m;
+    memset(&m, 0, sizeof m);
+    int br = fmt == WF_FP8_E4M3 ? 128 : 1, bc = fmt == WF_FP8_E4M3 ? 128 : 32;
+    int64_t sr = (rows + br - 1) / br, sc = (cols + bc - 1) / bc;
+    size_t nb = (size_t)(rows * wformat_row_bytes(fmt, cols)), ns = (size_t)(sr * sc);
+    uint8_t *w = malloc(nb + 16);
+    for (size_t i = 0; i < nb; i++) {
+        uint8_t b = (uint8_t)(frand() * 128.0f + 128.0f);
+        if (fmt == WF_FP8_E4M3 && (b & 0x7f) == 0x7f) b ^= 1; /* e4m3fn NaN */
+        w[i] = b;
+    }
+    void *s = malloc(ns * 4 + 16);
+    for (size_t i = 0; i < ns; i++) {
+        int e = 118 + (int)((frand() + 1.0f) * 3.0f);
+        if (sdt == DT_F32) ((float *)s)[i] = ldexpf(1.0f, e - 127);
+        else ((uint8_t *)s)[i] = (uint8_t)e;
+    }
+    m.mem = w;
+    m.h.dtype = fmt == WF_FP8_E4M3 ? DT_F8_E4M3 : DT_U8;
+    m.h.fmt = fmt;
+    m.h.rows = rows;
+    m.h.cols = cols;
+    m.h.data = w;
+    m.h.scale = s;
+    m.h.scale_dtype = sdt;
+    m.h.blk_r = br;
+    m.h.blk_c = bc;
+    m.h.scale_rows = sr;
+    m.h.scale_cols = sc;
+    m.d = m.h;
+    CHECKF(gpu->ops->adopt_weight(gpu, &m.d) == DSV4_OK, "adopt: %s", dsv4_last_error());
+    return m;
+}
+
+/* The weight formats every weight-reading op is tested with. */
+typedef struct { const char *name; dsv4_wformat fmt; dsv4_dtype dt; } wcase;
+static const wcase k_wcases[] = {
+    {"F32", WF_F32, DT_F32},           {"BF16", WF_BF16, DT_BF16},
+    {"F16", WF_F16, DT_F16},           {"FP8/E8M0", WF_FP8_E4M3, DT_F8_E8M0},
+    {"FP8/F32", WF_FP8_E4M3, DT_F32},  {"MXFP4", WF_MXFP4, DT_F8_E8M0},
+};
+#define N_WCASES ((int)(sizeof k_wcases / sizeof k_wcases[0]))
+
+static tmat mkw(const wcase *w, int64_t rows, int64_t cols, float scale)
+{
+    return w->fmt == WF_FP8_E4M3 || w->fmt == WF_MXFP4 ? mkq(w->fmt, w->dt, rows, cols) : mk(w->dt, rows, cols, scale);
+}
+
 static double maxdiff(const float *a, const float *b, size_t n, double *ref_max)
 {
     double md = 0, rm = 0;
@@ -105,63 +158,102 @@ static double maxdiff(const float *a, const float *b, size_t n, double *ref_max)
 
 static void test_matmul(void)
 {
-    dsv4_dtype dts[3] = {DT_F32, DT_BF16, DT_F16};
-    /* the last two use several warps per row (split sums) */
-    int64_t shapes[][2] = {{37, 64}, {256, 1024}, {33, 200}, {129, 24}, {300, 4096}, {1000, 2048}};
-    int Ts[] = {1, 3, 8, 9, 40};
-    for (int di = 0; di < 3; di++)
-        for (int si = 0; si < 6; si++)
-            for (int ti = 0; ti < 5; ti++) {
+    /* tensor-core and GEMV paths, several warps per row (split sums), rows
+     * and columns that end inside a chunk or a scale block; 33x200 has rows
+     * the 16-byte loads do not fit (FP8: element by element; MXFP4 needs
+     * columns in 32s and skips it) */
+    int64_t shapes[][2] = {{37, 64}, {256, 1024}, {33, 224}, {129, 96}, {300, 4096}, {1000, 2048}, {33, 200}, {20, 336}};
+    int Ts[] = {1, 3, 8, 9, 40, 70};
+    for (int wi = 0; wi < N_WCASES; wi++)
+        for (int si = 0; si < 8; si++)
+            for (int ti = 0; ti < 6; ti++) {
                 int64_t R = shapes[si][0], C = shapes[si][1], ldx = C + 8, ldy = R + 4;
+                if (k_wcases[wi].fmt == WF_MXFP4 && C % 32) continue;
                 int T = Ts[ti];
-                tmat W = mk(dts[di], R, C, 0.5f);
+                tmat W = mkw(&k_wcases[wi], R, C, 0.5f);
                 float *x = rnd((size_t)T * ldx, 1.0f), *y = calloc((size_t)T * ldy, 4);
                 cpu->ops->matmul(cpu, x, ldx, T, &W.h, y, ldy);
                 float *dx = dev(x, (size_t)T * ldx), *dy = dev(y, (size_t)T * ldy);
                 gpu->ops->matmul(gpu, dx, ldx, T, &W.d, dy, ldy);
                 float *gy = back(dy, (size_t)T * ldy);
-                CLOSE(gy, y, (size_t)T * ldy, 2e-5 * sqrt((double)C));
-                if (T > 1 && T <= 8) { /* batch invariance: each row alone gives the same bits */
-                    for (int t = 0; t < T; t++) {
-                        gpu->ops->matmul(gpu, dx + t * ldx, ldx, 1, &W.d, dy, ldy);
-                        float *g1 = back(dy, (size_t)R);
-                        CHECKF(!memcmp(g1, gy + t * ldy, (size_t)R * 4), "row %d differs alone (dt %d, %lldx%lld)", t,
-                               di, (long long)R, (long long)C);
-                        free(g1);
-                    }
-                }
+                double rm, md = maxdiff(gy, y, (size_t)T * ldy, &rm);
+                CHECKF(md <= 2e-5 * sqrt((double)C) * (1.0 + rm), "%s %lldx%lld T=%d: max |diff| %g (ref max %g)",
+                       k_wcases[wi].name, (long long)R, (long long)C, T, md, rm);
                 free(x); free(y); free(gy);
                 gpu->ops->free(gpu, dx); gpu->ops->free(gpu, dy);
             }
 }
 
-/* Block-diagonal matmul (the grouped wo_a): against the CPU op, and batch
- * invariant. */
-static void test_matmul_grouped(void)
+/* Batch invariance of the matmul, bit for bit, for every format: the rows
+ * of a 512-row call equal the same rows computed in calls of 64, 33, 9, 4
+ * and 1 rows (the sizes run different kernel instances: prefill, mid-size,
+ * decode) and row 0 alone. */
+static void test_matmul_invariance(void)
 {
-    int64_t shapes[][3] = {{4, 64, 40}, {8, 1024, 512}, {3, 96, 200}};
-    int Ts[] = {1, 4, 8, 11};
-    for (int si = 0; si < 3; si++)
-        for (int ti = 0; ti < 4; ti++) {
-            int G = (int)shapes[si][0], T = Ts[ti];
-            int64_t R = shapes[si][1], C = shapes[si][2], ldx = G * C + 4, ldy = R + 4;
-            tmat W = mk(DT_BF16, R, C, 0.5f);
-            float *x = rnd((size_t)T * ldx, 1.0f), *y = calloc((size_t)T * ldy, 4);
-            cpu->ops->matmul_grouped(cpu, x, ldx, T, &W.h, G, y, ldy);
-            float *dx = dev(x, (size_t)T * ldx), *dy = dev(y, (size_t)T * ldy);
-            gpu->ops->matmul_grouped(gpu, dx, ldx, T, &W.d, G, dy, ldy);
-            float *gy = back(dy, (size_t)T * ldy);
-            CLOSE(gy, y, (size_t)T * ldy, 2e-5 * sqrt((double)C));
-            if (T > 1 && T <= 8)
-                for (int t = 0; t < T; t++) {
-                    gpu->ops->matmul_grouped(gpu, dx + t * ldx, ldx, 1, &W.d, G, dy, ldy);
-                    float *g1 = back(dy, (size_t)R);
-                    CHECKF(!memcmp(g1, gy + t * ldy, (size_t)R * 4), "grouped row %d differs alone", t);
-                    free(g1);
-                }
-            free(x); free(y); free(gy);
+    int64_t shapes[][2] = {{4096, 1024}, {300, 4096}, {64, 336}};
+    int Ts[] = {64, 33, 9, 4, 1};
+    int n = 512;
+    for (int wi = 0; wi < N_WCASES; wi++)
+        for (int si = 0; si < 3; si++) {
+            int64_t R = shapes[si][0], C = shapes[si][1], ldx = C + 4;
+            if (k_wcases[wi].fmt == WF_MXFP4 && C % 32) continue;
+            tmat W = mkw(&k_wcases[wi], R, C, 0.1f);
+            float *x = rnd((size_t)n * ldx, 1.0f);
+            float *dx = dev(x, (size_t)n * ldx), *dy = gpu->ops->alloc(gpu, (size_t)n * R * 4);
+            gpu->ops->matmul(gpu, dx, ldx, n, &W.d, dy, R);
+            float *all = back(dy, (size_t)n * R);
+            for (int ti = 0; ti < 5; ti++) {
+                int T = Ts[ti];
+                int64_t t0 = ti == 4 ? 511 : 100 + ti; /* odd offsets into the prompt */
+                gpu->ops->matmul(gpu, dx + t0 * ldx, ldx, T, &W.d, dy, R);
+                float *part = back(dy, (size_t)T * R);
+                CHECKF(!memcmp(part, all + t0 * R, (size_t)T * R * 4),
+                       "%s %lldx%lld: rows %lld.. of a %d-row call differ from the 512-row call", k_wcases[wi].name,
+                       (long long)R, (long long)C, (long long)t0, T);
+                free(part);
+            }
+            gpu->ops->matmul(gpu, dx, ldx, 1, &W.d, dy, R);
+            float *one = back(dy, (size_t)R);
+            CHECKF(!memcmp(one, all, (size_t)R * 4), "%s %lldx%lld: row 0 alone differs", k_wcases[wi].name,
+                   (long long)R, (long long)C);
+            free(one); free(x); free(all);
             gpu->ops->free(gpu, dx); gpu->ops->free(gpu, dy);
         }
+}
+
+/* Block-diagonal matmul (the grouped wo_a, plain or FP8): against the CPU
+ * op, and batch invariant (rows of each call equal the row alone). */
+static void test_matmul_grouped(void)
+{
+    int64_t shapes[][3] = {{4, 64, 40}, {8, 1024, 512}, {3, 96, 200}, {4, 24, 64}};
+    int Ts[] = {1, 4, 8, 11, 70};
+    for (int wi = 0; wi < N_WCASES; wi++) {
+        if (k_wcases[wi].fmt == WF_MXFP4) continue;
+        for (int si = 0; si < 4; si++)
+            for (int ti = 0; ti < 5; ti++) {
+                int G = (int)shapes[si][0], T = Ts[ti];
+                int64_t R = shapes[si][1], C = shapes[si][2], ldx = G * C + 4, ldy = R + 4;
+                if (k_wcases[wi].fmt == WF_FP8_E4M3 && (R / G) % 128) continue; /* scale blocks inside a group */
+                tmat W = mkw(&k_wcases[wi], R, C, 0.5f);
+                float *x = rnd((size_t)T * ldx, 1.0f), *y = calloc((size_t)T * ldy, 4);
+                cpu->ops->matmul_grouped(cpu, x, ldx, T, &W.h, G, y, ldy);
+                float *dx = dev(x, (size_t)T * ldx), *dy = dev(y, (size_t)T * ldy);
+                gpu->ops->matmul_grouped(gpu, dx, ldx, T, &W.d, G, dy, ldy);
+                float *gy = back(dy, (size_t)T * ldy);
+                double rm, md = maxdiff(gy, y, (size_t)T * ldy, &rm);
+                CHECKF(md <= 2e-5 * sqrt((double)C) * (1.0 + rm), "%s grouped %dx%lldx%lld T=%d: max |diff| %g",
+                       k_wcases[wi].name, G, (long long)R, (long long)C, T, md);
+                for (int t = 0; T > 1 && t < T; t += T / 3 + 1) {
+                    gpu->ops->matmul_grouped(gpu, dx + t * ldx, ldx, 1, &W.d, G, dy, ldy);
+                    float *g1 = back(dy, (size_t)R);
+                    CHECKF(!memcmp(g1, gy + t * ldy, (size_t)R * 4), "%s grouped row %d of %d differs alone",
+                           k_wcases[wi].name, t, T);
+                    free(g1);
+                }
+                free(x); free(y); free(gy);
+                gpu->ops->free(gpu, dx); gpu->ops->free(gpu, dy);
+            }
+    }
 }
 
 static void test_rmsnorm(void)
@@ -396,18 +488,19 @@ static void test_attention(void)
     attention_case(20, 8, 10, 4, 0);    /* T above the window */
 }
 
-static void moe_case(int score_func, int hash, dsv4_dtype edt, int T)
+/* ew: the routed experts' format, sw: the shared expert's. */
+static void moe_case(int score_func, int hash, const wcase *ew, const wcase *sw, int T)
 {
     int E = 8, K = 3, I = 32, D = 64, V = 40;
     tmat gate = mk(DT_BF16, E, D, 0.5f), bias = mk(DT_F32, 1, E, 0.2f);
     tmat w1[8], w2[8], w3[8];
     dsv4_mat h1[8], h2[8], h3[8], d1[8], d2[8], d3[8];
     for (int e = 0; e < E; e++) {
-        w1[e] = mk(edt, I, D, 0.3f); w2[e] = mk(edt, D, I, 0.3f); w3[e] = mk(edt, I, D, 0.3f);
+        w1[e] = mkw(ew, I, D, 0.3f); w2[e] = mkw(ew, D, I, 0.3f); w3[e] = mkw(ew, I, D, 0.3f);
         h1[e] = w1[e].h; h2[e] = w2[e].h; h3[e] = w3[e].h;
         d1[e] = w1[e].d; d2[e] = w2[e].d; d3[e] = w3[e].d;
     }
-    tmat s1 = mk(DT_BF16, I, D, 0.3f), s2 = mk(DT_BF16, D, I, 0.3f), s3 = mk(DT_BF16, I, D, 0.3f);
+    tmat s1 = mkw(sw, I, D, 0.3f), s2 = mkw(sw, D, I, 0.3f), s3 = mkw(sw, I, D, 0.3f);
     int32_t *t2e = malloc((size_t)V * K * 4);
     for (int i = 0; i < V * K; i++) t2e[i] = (i * 5 + i / K) % E;
     int32_t *dt2e = devb(t2e, (size_t)V * K * 4);
@@ -424,14 +517,14 @@ static void moe_case(int score_func, int hash, dsv4_dtype edt, int T)
     int32_t *dtok = devb(tok, (size_t)T * 4);
     gpu->ops->moe(gpu, dx, dtok, T, D, &dp, dout);
     float *g = back(dout, (size_t)T * D);
-    CLOSE(g, out, (size_t)T * D, 1e-5);
-    /* batch invariance (decode sizes, where the gate runs as a GEMV): each
-     * row alone gives the same bits as in the batch, whether or not other
-     * rows chose the same experts */
-    for (int t = 0; T <= 8 && t < T; t++) {
+    double rm, md = maxdiff(g, out, (size_t)T * D, &rm);
+    CHECKF(md <= 1e-5 * (1.0 + rm), "moe %s/%s T=%d: max |diff| %g (ref max %g)", ew->name, sw->name, T, md, rm);
+    /* batch invariance: each row alone gives the same bits as in the batch,
+     * whether or not other rows chose the same experts */
+    for (int t = 0; t < T; t++) {
         gpu->ops->moe(gpu, dx + t * D, dtok + t, 1, D, &dp, dout);
         float *g1 = back(dout, (size_t)D);
-        CHECKF(!memcmp(g1, g + t * D, (size_t)D * 4), "moe row %d of %d differs alone", t, T);
+        CHECKF(!memcmp(g1, g + t * D, (size_t)D * 4), "moe %s/%s row %d of %d differs alone", ew->name, sw->name, t, T);
         free(g1);
     }
     free(x); free(out); free(g); free(t2e);
@@ -441,12 +534,51 @@ static void moe_case(int score_func, int hash, dsv4_dtype edt, int T)
 
 static void test_moe(void)
 {
-    moe_case(SCORE_SQRTSOFTPLUS, 0, DT_BF16, 1);
-    moe_case(SCORE_SQRTSOFTPLUS, 0, DT_BF16, 8);
-    moe_case(SCORE_SQRTSOFTPLUS, 0, DT_BF16, 12); /* groups of more than 8 tokens */
-    moe_case(SCORE_SIGMOID, 0, DT_F32, 5);
-    moe_case(SCORE_SOFTMAX, 0, DT_F16, 3);
-    moe_case(SCORE_SQRTSOFTPLUS, 1, DT_BF16, 7);
+    const wcase *f32 = &k_wcases[0], *bf16 = &k_wcases[1], *f16 = &k_wcases[2], *fp8 = &k_wcases[3],
+                *fp8f = &k_wcases[4], *fp4 = &k_wcases[5];
+    moe_case(SCORE_SQRTSOFTPLUS, 0, bf16, bf16, 1);
+    moe_case(SCORE_SQRTSOFTPLUS, 0, bf16, bf16, 8);
+    moe_case(SCORE_SQRTSOFTPLUS, 0, bf16, bf16, 12); /* groups of more than 8 tokens */
+    moe_case(SCORE_SIGMOID, 0, f32, bf16, 5);
+    moe_case(SCORE_SOFTMAX, 0, f16, bf16, 3);
+    moe_case(SCORE_SQRTSOFTPLUS, 1, bf16, bf16, 7);
+    /* the official checkpoints: MXFP4 routed experts, FP8 shared expert */
+    moe_case(SCORE_SQRTSOFTPLUS, 0, fp4, fp8, 1);
+    moe_case(SCORE_SQRTSOFTPLUS, 0, fp4, fp8, 6);
+    moe_case(SCORE_SQRTSOFTPLUS, 0, fp4, fp8f, 12);
+    moe_case(SCORE_SQRTSOFTPLUS, 1, fp8, fp8, 9);
+}
+
+/* The official cache numerics: the GPU's rounding gives the CPU's bits. */
+static void test_cache_quant(void)
+{
+    int kv[][3] = {{5, 512, 448}, {3, 96, 64}, {1, 40, 0}};
+    for (int i = 0; i < 3; i++) {
+        int T = kv[i][0], w = kv[i][1];
+        float *x = rnd((size_t)T * w, 1.0f);
+        for (int k = 0; k < T * w; k += 7) x[k] *= 1000.0f; /* blocks with large and tiny values */
+        for (int k = 3; k < T * w; k += 11) x[k] *= 1e-6f;
+        float *dx = dev(x, (size_t)T * w);
+        cpu->ops->kv_fp8_round(cpu, x, T, w, kv[i][2]);
+        gpu->ops->kv_fp8_round(gpu, dx, T, w, kv[i][2]);
+        float *g = back(dx, (size_t)T * w);
+        CHECKF(!memcmp(g, x, (size_t)T * w * 4), "kv_fp8_round %dx%d (fp8 %d) differs from the CPU", T, w, kv[i][2]);
+        free(x); free(g);
+        gpu->ops->free(gpu, dx);
+    }
+    int ix[][2] = {{7, 128}, {130, 32}, {2, 1024}};
+    for (int i = 0; i < 3; i++) {
+        int R = ix[i][0], w = ix[i][1];
+        float *x = rnd((size_t)R * w, 2.0f);
+        for (int k = 0; k < R * w; k += 5) x[k] *= 64.0f;
+        float *dx = dev(x, (size_t)R * w);
+        cpu->ops->idx_fp4_round(cpu, x, R, w);
+        gpu->ops->idx_fp4_round(gpu, dx, R, w);
+        float *g = back(dx, (size_t)R * w);
+        CHECKF(!memcmp(g, x, (size_t)R * w * 4), "idx_fp4_round %dx%d differs from the CPU", R, w);
+        free(x); free(g);
+        gpu->ops->free(gpu, dx);
+    }
 }
 
 /* Steps recorded between step_begin/step_end replay as graphs with the
@@ -523,6 +655,7 @@ int main(void)
         return 1;
     }
     RUN(test_matmul);
+    RUN(test_matmul_invariance);
     RUN(test_matmul_grouped);
     RUN(test_rmsnorm);
     RUN(test_rope);
@@ -532,6 +665,7 @@ int main(void)
     RUN(test_indexer);
     RUN(test_attention);
     RUN(test_moe);
+    RUN(test_cache_quant);
     RUN(test_graph_replay);
     RUN(test_fault);
     RUN(test_profile);

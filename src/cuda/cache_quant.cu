@@ -1,0 +1,139 @@
+/* The official cache numerics on the GPU (spec §8.3), the same steps as the
+ * CPU's cache_quant.c value for value: window KV and main-compressor
+ * entries through FP8 e4m3 in blocks of 64 (the rope dims rounded to bf16);
+ * indexer queries and keys Hadamard-rotated, then through FP4 E2M1 in
+ * blocks of 32. Every operation is exact or an IEEE-rounded fp32 operation
+ * in the CPU's order (the butterflies of one stage are independent), so
+ * the GPU gives the CPU's bits. Each row on its own: batch invariant. */
+#include <cuda_bf16.h>
+
+#include "cuda/cuda_internal.cuh"
+
+typedef struct {
+    int64_t pos0;
+    float *x;
+    int rows, width, n_fp8;
+} cq_args;
+
+/* 2^ceil(log2(v)) for v > 0 (pow2_ceil). */
+__device__ __forceinline__ float cq_pow2_ceil(float v)
+{
+    int e;
+    float m = frexpf(v, &e);
+    return ldexpf(1.0f, m == 0.5f ? e - 1 : e);
+}
+
+/* Round to e4m3fn and back (f32_to_e4m3 then e4m3_to_f32): saturates at
+ * 448, round half to even on the subnormal grid m·2^-9 and on 3 fraction
+ * bits above it. */
+__device__ __forceinline__ float cq_e4m3(float f)
+{
+    float a = fabsf(f), r;
+    if (!(a < 464.0f)) r = 448.0f;
+    else if (a < 0x1p-6f) r = rintf(a * 0x1p9f) * 0x1p-9f;
+    else {
+        int e;
+        float m = frexpf(a, &e);
+        float q = rintf(m * 16.0f); /* 8..16 */
+        r = ldexpf(q, e - 4);
+    }
+    return signbit(f) ? -r : r;
+}
+
+/* Round to E2M1 and back (f32_to_e2m1, ties to the even code). */
+__device__ __forceinline__ float cq_e2m1(float f)
+{
+    const float mid[7] = {0.25f, 0.75f, 1.25f, 1.75f, 2.5f, 3.5f, 5.0f};
+    const float val[8] = {0.0f, 0.5f, 1.0f, 1.5f, 2.0f, 3.0f, 4.0f, 6.0f};
+    float a = fabsf(f), r = 0.0f;
+#pragma unroll
+    for (int c = 0; c < 7; c++)
+        if (a > mid[c] || (a == mid[c] && (c & 1))) r = val[c + 1];
+    return signbit(f) ? -r : r;
+}
+
+/* One thread per block of 64 (FP8) or per row's bf16 tail. */
+__global__ void kv_fp8_kernel(cq_args a)
+{
+    cu_pdl();
+    int nb = (a.n_fp8 + 63) / 64 + 1; /* FP8 blocks, then the tail */
+    int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= (int64_t)a.rows * nb) return;
+    int64_t r = i / nb;
+    int b = (int)(i % nb);
+    float *row = a.x + r * a.width;
+    if (b == nb - 1) {
+        for (int c = a.n_fp8; c < a.width; c++) row[c] = __bfloat162float(__float2bfloat16_rn(row[c]));
+        return;
+    }
+    int c0 = b * 64, n = a.n_fp8 - c0 < 64 ? a.n_fp8 - c0 : 64;
+    float amax = 1e-4f;
+    for (int c = 0; c < n; c++) amax = fmaxf(amax, fabsf(row[c0 + c]));
+    float s = cq_pow2_ceil(amax / 448.0f), inv = 1.0f / s;
+    for (int c = 0; c < n; c++) row[c0 + c] = cq_e4m3(row[c0 + c] * inv) * s;
+}
+
+/* One warp per row (width a power of two up to 1024, in shared memory):
+ * Hadamard butterflies stage by stage, the scale, then FP4 blocks of 32
+ * (one lane each). */
+__global__ void __launch_bounds__(256) idx_fp4_kernel(cq_args a)
+{
+    cu_pdl();
+    __shared__ float sh[8][1024];
+    int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, n = a.width;
+    int64_t r = (int64_t)blockIdx.x * 8 + warp;
+    if (r >= a.rows) return;
+    float *row = a.x + r * n, *v = sh[warp];
+    for (int c = lane; c < n; c += 32) v[c] = row[c];
+    __syncwarp();
+    for (int h = 1; h < n; h *= 2) {
+        for (int p = lane; p < n / 2; p += 32) { /* pair p: j = its block's start + offset */
+            int j = (p / h) * 2 * h + p % h;
+            float x0 = v[j], x1 = v[j + h];
+            v[j] = x0 + x1;
+            v[j + h] = x0 - x1;
+        }
+        __syncwarp();
+    }
+    float sc = 1.0f / sqrtf((float)n);
+    for (int c = lane; c < n; c += 32) v[c] *= sc;
+    __syncwarp();
+    for (int b = lane; b * 32 < n; b += 32) {
+        int c0 = b * 32, m = n - c0 < 32 ? n - c0 : 32;
+        float amax = 6.0f * 0x1p-126f;
+        for (int c = 0; c < m; c++) amax = fmaxf(amax, fabsf(v[c0 + c]));
+        float s = cq_pow2_ceil(amax / 6.0f), inv = 1.0f / s;
+        for (int c = 0; c < m; c++) v[c0 + c] = cq_e2m1(v[c0 + c] * inv) * s;
+    }
+    __syncwarp();
+    for (int c = lane; c < n; c += 32) row[c] = v[c];
+}
+
+void cu_exec_cache_quant(cu_impl *c, const void *args, const int64_t *dpos)
+{
+    const cq_args *a = (const cq_args *)args;
+    (void)dpos;
+    if (a->rows <= 0) return;
+    if (a->n_fp8 >= 0) {
+        int64_t n = (int64_t)a->rows * ((a->n_fp8 + 63) / 64 + 1);
+        cu_launch(c, "kv fp8 round", kv_fp8_kernel, dim3(cu_blocks(n, 128)), dim3(128), 0, *a);
+    } else {
+        cu_launch(c, "idx fp4 round", idx_fp4_kernel, dim3(cu_blocks(a->rows, 8)), dim3(256), 0, *a);
+    }
+}
+
+void cu_kv_fp8_round(dsv4_backend *b, float *x, int T, int width, int n_fp8)
+{
+    cq_args a = {0, x, T, width, n_fp8 < 0 ? 0 : n_fp8};
+    cu_submit(cu_of(b), K_CACHE_QUANT, &a, sizeof a);
+}
+
+void cu_idx_fp4_round(dsv4_backend *b, float *x, int rows, int width)
+{
+    if (width > 1024 || (width & (width - 1))) {
+        backend_fail(b, DSV4_ERR_UNSUPPORTED, "CUDA indexer FP4 rounding: width must be a power of two up to 1024");
+        return;
+    }
+    cq_args a = {0, x, rows, width, -1}; /* n_fp8 < 0: the indexer's rounding */
+    cu_submit(cu_of(b), K_CACHE_QUANT, &a, sizeof a);
+}
