@@ -1,12 +1,53 @@
 /* Helpers shared by the CLI subcommands. */
+#include <ctype.h>
 #include <errno.h>
 #include <limits.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "cli/commands.h"
 #include "dsv4.h"
+
+/* strtoll/strtod accept leading whitespace; a value must be the number
+ * alone, so "", " 5" and "5 " are all refused. */
+static int bare(const char *s) { return *s && !isspace((unsigned char)*s); }
+
+int cli_int(const char *cmd, const char *opt, const char *s, long long lo, long long hi, long long *out)
+{
+    char *end;
+    errno = 0;
+    long long v = bare(s) ? strtoll(s, &end, 10) : 0;
+    if (!bare(s) || *end || errno || v < lo || v > hi) {
+        fprintf(stderr, "dsv4 %s: %s: '%s' is not an integer in %lld..%lld\n", cmd, opt, s, lo, hi);
+        return -1;
+    }
+    *out = v;
+    return 0;
+}
+
+int cli_int32(const char *cmd, const char *opt, const char *s, int lo, int hi, int *out)
+{
+    long long v;
+    if (cli_int(cmd, opt, s, lo, hi, &v)) return -1;
+    *out = (int)v;
+    return 0;
+}
+
+int cli_real(const char *cmd, const char *opt, const char *s, double lo, double hi, double *out)
+{
+    char *end;
+    errno = 0;
+    double v = bare(s) ? strtod(s, &end) : 0;
+    /* strtod's ERANGE on underflow is a tiny but valid value; overflow gives inf */
+    if (!bare(s) || *end || !isfinite(v) || !(v >= lo && v <= hi)) {
+        fprintf(stderr, "dsv4 %s: %s: '%s' is not a number in %g..%g\n", cmd, opt, s, lo, hi);
+        return -1;
+    }
+    *out = v;
+    return 0;
+}
 
 int cli_parse_ids(const char *text, int **ids, int *n, const char *what)
 {

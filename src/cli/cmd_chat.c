@@ -23,6 +23,7 @@
  * changes how every earlier turn renders, so these render and evaluate
  * everything again. */
 #include <getopt.h>
+#include <limits.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -385,8 +386,7 @@ int cmd_chat(int argc, char **argv)
         switch (o) {
         case 'm': model = optarg; break;
         case 'n':
-            c.max_tokens = atoi(optarg);
-            if (c.max_tokens < 1) { fprintf(stderr, "dsv4 chat: -n must be >= 1\n"); textgen_args_free(&a); return 2; }
+            if (cli_int32("chat", "-n", optarg, 1, INT_MAX, &c.max_tokens)) { textgen_args_free(&a); return 2; }
             break;
         case OPT_NOTHINK: c.mode = CHAT_NOTHINK; break;
         case OPT_THINK: c.mode = CHAT_THINK; break;

@@ -2,6 +2,7 @@
  * of prompts decoded together (one transaction per step). A text prompt
  * (-p / --prompt-file) goes to cmd_generate_text.c instead. */
 #include <getopt.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -172,9 +173,9 @@ int cmd_generate(int argc, char **argv)
         case 'f': file = optarg; break;
         case 'b': batch = optarg; break;
         case 'S': serial = 1; break;
-        case 'D': deadline = atof(optarg); if (deadline <= 0) { fprintf(stderr, "dsv4 generate: --step-deadline-ms must be > 0\n"); return 2; } break;
-        case 'n': n_gen = atoi(optarg); if (n_gen < 0) { fprintf(stderr, "dsv4 generate: -n must be >= 0\n"); return 2; } break;
-        case 'j': threads = atoi(optarg); break;
+        case 'D': if (cli_real("generate", "--step-deadline-ms", optarg, 1e-9, 1e9, &deadline)) return 2; break;
+        case 'n': if (cli_int32("generate", "-n", optarg, 0, INT_MAX, &n_gen)) return 2; break;
+        case 'j': if (cli_int32("generate", "--threads", optarg, 0, CLI_MAX_THREADS, &threads)) return 2; break;
         case 'd': device = optarg; break;
         case 'h': usage(stdout); return 0;
         default: usage(stderr); return 2;

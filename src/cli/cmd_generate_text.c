@@ -2,6 +2,7 @@
  * completion, or rendered as one chat user turn with --chat), prefilled, and
  * the sampled continuation is printed as it is produced. */
 #include <getopt.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -82,8 +83,7 @@ int cmd_generate_text(int argc, char **argv)
         case OPT_SYSTEM: system = optarg; break;
         case OPT_NOBOS: no_bos = 1; break;
         case 'n':
-            n_gen = atoi(optarg);
-            if (n_gen < 0) { fprintf(stderr, "dsv4 generate: -n must be >= 0\n"); textgen_args_free(&a); return 2; }
+            if (cli_int32("generate", "-n", optarg, 0, INT_MAX, &n_gen)) { textgen_args_free(&a); return 2; }
             break;
         case 'h': generate_text_usage(stdout); textgen_args_free(&a); return 0;
         default:

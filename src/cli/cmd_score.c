@@ -1,5 +1,6 @@
 /* dsv4 score: logits of every input position, computed in chunks of K. */
 #include <getopt.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -33,9 +34,9 @@ int cmd_score(int argc, char **argv)
         case 'm': model = optarg; break;
         case 't': tokens = optarg; break;
         case 'f': file = optarg; break;
-        case 'k': chunk = atoi(optarg); if (chunk < 1) { fprintf(stderr, "dsv4 score: --chunk must be >= 1\n"); return 2; } break;
+        case 'k': if (cli_int32("score", "--chunk", optarg, 1, INT_MAX, &chunk)) return 2; break;
         case 'o': out = optarg; break;
-        case 'j': threads = atoi(optarg); break;
+        case 'j': if (cli_int32("score", "--threads", optarg, 0, CLI_MAX_THREADS, &threads)) return 2; break;
         case 'd': device = optarg; break;
         case 'h': usage(stdout); return 0;
         default: usage(stderr); return 2;

@@ -18,6 +18,17 @@ int cmd_tokenize(int argc, char **argv);
 int cmd_detokenize(int argc, char **argv);
 
 /* Shared helpers (cli_util.c). */
+/* The one parser of numeric option values: the whole of `s` must be a
+ * decimal integer (cli_int) or a finite number (cli_real) in lo..hi. On
+ * failure prints "dsv4 CMD: OPT: 'S' is not an integer in LO..HI" (or "a
+ * number") and returns -1; 0 on success. `opt` is the option as the user
+ * spells it ("-n", "--chunk"). */
+int cli_int(const char *cmd, const char *opt, const char *s, long long lo, long long hi, long long *out);
+int cli_real(const char *cmd, const char *opt, const char *s, double lo, double hi, double *out);
+/* --threads N: 0 = every core. */
+#define CLI_MAX_THREADS 4096
+/* cli_int into an int (lo..hi must lie within int). */
+int cli_int32(const char *cmd, const char *opt, const char *s, int lo, int hi, int *out);
 /* Parse "1,2 3\n4" (commas and/or whitespace) into a malloc'd array. Returns 0
  * on success, -1 with a message on stderr. */
 int cli_parse_ids(const char *text, int **ids, int *n, const char *what);

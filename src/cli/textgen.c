@@ -31,30 +31,6 @@ void textgen_args_free(textgen_args *a)
     a->stop_ids = NULL;
 }
 
-static int num(const char *cmd, const char *name, const char *s, double *v)
-{
-    char *end;
-    errno = 0;
-    *v = strtod(s, &end);
-    if (end == s || *end || errno || !isfinite(*v)) {
-        fprintf(stderr, "dsv4 %s: --%s: '%s' is not a number\n", cmd, name, s);
-        return -1;
-    }
-    return 0;
-}
-
-static int integer(const char *cmd, const char *name, const char *s, long long lo, long long hi, long long *v)
-{
-    char *end;
-    errno = 0;
-    *v = strtoll(s, &end, 10);
-    if (end == s || *end || errno || *v < lo || *v > hi) {
-        fprintf(stderr, "dsv4 %s: --%s: '%s' is not an integer in %lld..%lld\n", cmd, name, s, lo, hi);
-        return -1;
-    }
-    return 0;
-}
-
 static int push(void *arr, int *n, size_t size, const void *item)
 {
     void **p = arr;
@@ -72,28 +48,39 @@ int textgen_option(const char *cmd, textgen_args *a, int c, const char *arg)
     long long i;
     sampling_params *p = &a->sp;
     switch (c) {
-    case TG_TEMP: if (num(cmd, "temperature", arg, &d)) return -1; p->temperature = (float)d; return 1;
-    case TG_TOPK: if (integer(cmd, "top-k", arg, 0, INT_MAX, &i)) return -1; p->top_k = (int)i; return 1;
-    case TG_TOPP: if (num(cmd, "top-p", arg, &d)) return -1; p->top_p = (float)d; return 1;
-    case TG_MINP: if (num(cmd, "min-p", arg, &d)) return -1; p->min_p = (float)d; return 1;
-    case TG_REP: if (num(cmd, "repetition-penalty", arg, &d)) return -1; p->repetition_penalty = (float)d; return 1;
-    case TG_PRES: if (num(cmd, "presence-penalty", arg, &d)) return -1; p->presence_penalty = (float)d; return 1;
-    case TG_FREQ: if (num(cmd, "frequency-penalty", arg, &d)) return -1; p->frequency_penalty = (float)d; return 1;
+    /* float ranges: the sampler's own checks (top-p > 0, repetition > 0)
+     * come on top; the bounds keep every value a finite float */
+    case TG_TEMP: if (cli_real(cmd, "--temperature", arg, 0, 100, &d)) return -1; p->temperature = (float)d; return 1;
+    case TG_TOPK: if (cli_int(cmd, "--top-k", arg, 0, INT_MAX, &i)) return -1; p->top_k = (int)i; return 1;
+    case TG_TOPP: if (cli_real(cmd, "--top-p", arg, 0, 1, &d)) return -1; p->top_p = (float)d; return 1;
+    case TG_MINP: if (cli_real(cmd, "--min-p", arg, 0, 1, &d)) return -1; p->min_p = (float)d; return 1;
+    case TG_REP:
+        if (cli_real(cmd, "--repetition-penalty", arg, 0, 100, &d)) return -1;
+        p->repetition_penalty = (float)d;
+        return 1;
+    case TG_PRES:
+        if (cli_real(cmd, "--presence-penalty", arg, -100, 100, &d)) return -1;
+        p->presence_penalty = (float)d;
+        return 1;
+    case TG_FREQ:
+        if (cli_real(cmd, "--frequency-penalty", arg, -100, 100, &d)) return -1;
+        p->frequency_penalty = (float)d;
+        return 1;
     case TG_SEED:
-        if (integer(cmd, "seed", arg, 0, LLONG_MAX, &i)) return -1;
+        if (cli_int(cmd, "--seed", arg, 0, LLONG_MAX, &i)) return -1;
         p->seed = (uint64_t)i;
         a->seed_given = 1;
         return 1;
     case TG_STOP: return push(&a->stops, &a->n_stops, sizeof *a->stops, &arg) ? -1 : 1;
     case TG_STOP_ID: {
-        if (integer(cmd, "stop-id", arg, 0, INT_MAX, &i)) return -1;
-        int id = (int)i;
+        int id;
+        if (cli_int32(cmd, "--stop-id", arg, 0, INT_MAX, &id)) return -1;
         return push(&a->stop_ids, &a->n_stop_ids, sizeof id, &id) ? -1 : 1;
     }
     case TG_IGNORE_EOS: a->ignore_eos = 1; return 1;
-    case TG_LOGPROBS: if (integer(cmd, "logprobs", arg, 0, 20, &i)) return -1; a->logprobs = (int)i; return 1;
+    case TG_LOGPROBS: return cli_int32(cmd, "--logprobs", arg, 0, 20, &a->logprobs) ? -1 : 1;
     case TG_TOKENIZER: a->tokenizer = arg; return 1;
-    case TG_THREADS: if (integer(cmd, "threads", arg, 0, 4096, &i)) return -1; a->threads = (int)i; return 1;
+    case TG_THREADS: return cli_int32(cmd, "--threads", arg, 0, CLI_MAX_THREADS, &a->threads) ? -1 : 1;
     case TG_DEVICE: a->device = arg; return 1;
     default: return 0;
     }
