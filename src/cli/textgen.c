@@ -176,7 +176,7 @@ int textgen_open(textgen *g, const char *cmd, const char *dir, const textgen_arg
     if (config_load(dir, &cfg)) { cli_report(cmd, NULL); return -1; }
     g->vocab = cfg.vocab;
     g->max_pos = cfg.max_pos;
-    g->bos_id = cfg.bos_id < cfg.vocab ? cfg.bos_id : -1;
+    g->bos_id = cfg.bos_id; /* config_load checked it names a token */
     const char *tp = a->tokenizer ? a->tokenizer : dir;
     if (!a->tokenizer) {
         char path[4096];
@@ -201,7 +201,7 @@ int textgen_open(textgen *g, const char *cmd, const char *dir, const textgen_arg
             return -1;
         }
     }
-    if (!a->ignore_eos && cfg.eos_id >= 0 && cfg.eos_id < g->vocab && add_id(g, cfg.eos_id)) {
+    if (!a->ignore_eos && cfg.eos_id >= 0 && add_id(g, cfg.eos_id)) {
         textgen_close(g);
         return -1;
     }

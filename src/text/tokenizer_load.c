@@ -8,36 +8,23 @@
 #include <sys/stat.h>
 
 #include "base/error.h"
+#include "io/fileio.h"
+#include "io/json_parse.h"
 #include "text/bytelevel.h"
 #include "text/tokenizer_internal.h"
 
 /* Ids beyond this are surely a corrupt file; it bounds the per-id tables. */
 #define TOK_MAX_IDS (1 << 24)
+/* DeepSeek-V4's tokenizer.json is ~8 MB; a larger file is no tokenizer. */
+#define TOK_MAX_FILE_BYTES ((size_t)256 << 20)
+/* Messages quote at most this many bytes of a piece. */
+#define QUOTE 40
 
 typedef struct {
     const char *path;
     int32_t n_vocab_entries;
     const cJSON *vocab, *added;
 } loader;
-
-static dsv4_status read_file(const char *path, char **buf, size_t *len)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f) return dsv4_fail(DSV4_ERR_IO, "%s: cannot open", path);
-    struct stat sb;
-    if (fstat(fileno(f), &sb) || !S_ISREG(sb.st_mode)) {
-        fclose(f);
-        return dsv4_fail(DSV4_ERR_IO, "%s: not a regular file", path);
-    }
-    *len = (size_t)sb.st_size;
-    *buf = malloc(*len + 1);
-    if (!*buf) { fclose(f); return dsv4_fail(DSV4_ERR_NOMEM, "%s: no memory", path); }
-    size_t got = fread(*buf, 1, *len, f);
-    fclose(f);
-    if (got != *len) { free(*buf); return dsv4_fail(DSV4_ERR_IO, "%s: short read", path); }
-    (*buf)[*len] = 0;
-    return DSV4_OK;
-}
 
 static int get_id(const cJSON *v, int32_t *id)
 {
@@ -138,11 +125,15 @@ static dsv4_status build_pieces(loader *L, struct tok *t)
     if (!t->piece) { free(src); return dsv4_fail(DSV4_ERR_NOMEM, "%s: no memory", L->path); }
     for (int32_t id = 0; id < n; id++)
         if (src[id]) memcpy(t->piece + t->piece_off[id], src[id], t->piece_off[id + 1] - t->piece_off[id]);
+    t->piece[total] = 0;
     free(src);
     int32_t dup = -1;
-    if (tok_idmap_build(&t->by_piece, t->piece, t->piece_off, t->kind, n, &dup) == DSV4_ERR_FORMAT)
-        return dsv4_fail(DSV4_ERR_FORMAT, "%s: the string of id %d (\"%.40s\") appears twice", L->path, dup,
-                         t->piece + t->piece_off[dup]);
+    if (tok_idmap_build(&t->by_piece, t->piece, t->piece_off, t->kind, n, &dup) == DSV4_ERR_FORMAT) {
+        /* pieces in the arena are not NUL-terminated: quote by length */
+        uint32_t plen = t->piece_off[dup + 1] - t->piece_off[dup];
+        return dsv4_fail(DSV4_ERR_FORMAT, "%s: the string of id %d (\"%.*s\") appears twice", L->path, dup,
+                         plen < QUOTE ? (int)plen : QUOTE, t->piece + t->piece_off[dup]);
+    }
     return t->by_piece.slot ? DSV4_OK : DSV4_ERR_NOMEM;
 }
 
@@ -356,26 +347,23 @@ static dsv4_status load_json(loader *L, struct tok *t, const cJSON *root)
 dsv4_status tok_load(const char *path, tok_t **out)
 {
     *out = NULL;
-    char file[4096];
     struct stat sb;
-    if (stat(path, &sb) == 0 && S_ISDIR(sb.st_mode)) {
-        if ((size_t)snprintf(file, sizeof file, "%s/tokenizer.json", path) >= sizeof file)
-            return dsv4_fail(DSV4_ERR_ARG, "%s: path too long", path);
-    } else {
-        snprintf(file, sizeof file, "%s", path);
-    }
+    char *file = stat(path, &sb) == 0 && S_ISDIR(sb.st_mode) ? io_join(path, "tokenizer.json") : strdup(path);
+    if (!file) return dsv4_fail(DSV4_ERR_NOMEM, "%s: no memory", path);
     char *buf = NULL;
     size_t len = 0;
-    dsv4_status st = read_file(file, &buf, &len);
-    if (st) return st;
-    cJSON *root = cJSON_ParseWithLength(buf, len);
+    cJSON *root = NULL;
+    struct tok *t = NULL;
+    dsv4_status st = io_read_all(file, TOK_MAX_FILE_BYTES, &buf, &len);
+    if (!st) st = json_parse_all(buf, len, file, &root); /* strict: one value, nothing after it */
     free(buf);
-    if (!root) return dsv4_fail(DSV4_ERR_FORMAT, "%s: not valid JSON", file);
-    struct tok *t = calloc(1, sizeof *t);
-    if (!t) { cJSON_Delete(root); return dsv4_fail(DSV4_ERR_NOMEM, "%s: no memory", file); }
-    loader L = {.path = file};
-    st = load_json(&L, t, root);
+    if (!st && !(t = calloc(1, sizeof *t))) st = dsv4_fail(DSV4_ERR_NOMEM, "%s: no memory", file);
+    if (!st) {
+        loader L = {.path = file};
+        st = load_json(&L, t, root);
+    }
     cJSON_Delete(root);
+    free(file);
     if (st) { tok_free(t); return st; }
     *out = t;
     return DSV4_OK;

@@ -268,11 +268,40 @@ static void test_malformed(void)
         CHECKF(load_fails(j, cases[i].st, cases[i].msg), "case %zu", i);
         free(j);
     }
-    CHECK(load_fails("{\"model\": ", DSV4_ERR_FORMAT, "not valid JSON"));
+    CHECK(load_fails("{\"model\": ", DSV4_ERR_FORMAT, "invalid JSON near byte"));
     CHECK(load_fails("[1,2]", DSV4_ERR_FORMAT, "not a JSON object"));
     tok_t *t = (tok_t *)1;
     CHECK(tok_load("/nonexistent/dsv4/tokenizer.json", &t) == DSV4_ERR_IO && t == NULL);
     CHECK(strstr(dsv4_last_error(), "/nonexistent/dsv4/tokenizer.json: cannot open"));
+}
+
+/* Issue 8 #1: a string added twice is named by its length (the piece arena
+ * is not NUL-terminated; the last piece used to be read past its end). */
+static void test_duplicate_string_message(void)
+{
+    char *j = tiny_with("\"content\":\"<x>\"", "\"content\":\"<s>\"");
+    CHECK(load_fails(j, DSV4_ERR_FORMAT, "the string of id 301 (\"<s>\") appears twice"));
+    free(j);
+    j = tiny_with("\"content\":\"<x>\"", "\"content\":\"abc\""); /* a vocabulary string */
+    CHECK(load_fails(j, DSV4_ERR_FORMAT, "(\"abc\") appears twice"));
+    free(j);
+}
+
+/* Issue 8 #13: one JSON value and nothing after it. */
+static void test_trailing_garbage(void)
+{
+    char *j = tiny_json(), want[64];
+    size_t n = strlen(j);
+    char *g = malloc(n + 16);
+    snprintf(g, n + 16, "%s \n{\"x\":1}", j);
+    snprintf(want, sizeof want, "invalid JSON near byte %zu", n + 2);
+    CHECK(load_fails(g, DSV4_ERR_FORMAT, want));
+    snprintf(g, n + 16, "%s  \n", j); /* trailing whitespace is fine */
+    tok_t *t = NULL;
+    CHECK(tok_load(write_file("bad.json", g), &t) == DSV4_OK && t);
+    tok_free(t);
+    free(g);
+    free(j);
 }
 
 static void test_load_directory(void)
@@ -412,6 +441,8 @@ int main(void)
     RUN(test_invalid_utf8);
     RUN(test_stream_tiny);
     RUN(test_malformed);
+    RUN(test_duplicate_string_message);
+    RUN(test_trailing_garbage);
     RUN(test_load_directory);
     RUN(test_real_known_ids);
     RUN(test_real_roundtrip_stream);
