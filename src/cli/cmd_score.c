@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "base/size.h"
 #include "cli/commands.h"
 
 static void usage(FILE *f)
@@ -43,12 +44,13 @@ int cmd_score(int argc, char **argv)
         }
     }
     if (!model || !out) { usage(stderr); return 2; }
-    int *ids = NULL, n = 0;
-    if (cli_token_arg("score", tokens, file, &ids, &n)) return 2;
+    int *ids = NULL, n = 0, max_pos = cli_model_context("score", model);
+    if (max_pos < 0) return 1;
+    if (cli_token_arg("score", tokens, file, max_pos, &ids, &n)) return 2;
     dsv4_model *m = cli_load_model("score", model, threads, device);
     if (!m) { free(ids); return 1; }
     int V = dsv4_model_vocab(m), rc = 1;
-    float *logits = malloc((size_t)n * (size_t)V * sizeof *logits);
+    float *logits = malloc(size_mul3((size_t)n, (size_t)V, sizeof *logits));
     dsv4_session *s = NULL;
     FILE *fo = NULL;
     if (!logits) { fprintf(stderr, "dsv4 score: out of memory for %d x %d logits\n", n, V); goto done; }

@@ -11,6 +11,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "base/size.h"
 #include "cli/commands.h"
 #include "model/config.h"
 
@@ -237,6 +238,8 @@ void textgen_close(textgen *g)
     memset(g, 0, sizeof *g);
 }
 
+size_t textgen_max_text(const textgen *g) { return size_mul((size_t)g->max_pos, tok_max_token_bytes(g->tok)); }
+
 int textgen_encode(const textgen *g, const char *text, size_t len, int32_t **ids, size_t *n)
 {
     if (tok_encode(g->tok, text, len, TOK_PARSE_SPECIAL, ids, n)) {
@@ -292,11 +295,12 @@ static int append(textgen_result *r, size_t *cap, const char *text, size_t len)
     return 0;
 }
 
-static void show(FILE *out, const char *text, size_t from, size_t to)
+/* 0, or -1 when the stream lost what was written. */
+static int show(FILE *out, const char *text, size_t from, size_t to)
 {
-    if (!out || to <= from) return;
+    if (!out || to <= from) return 0;
     fwrite(text + from, 1, to - from, out);
-    fflush(out);
+    return fflush(out) || ferror(out) ? -1 : 0;
 }
 
 int textgen_run(const textgen *g, dsv4_session *s, sampler *smp, float *logits, int max_tokens, FILE *out,
@@ -349,10 +353,10 @@ int textgen_run(const textgen *g, dsv4_session *s, sampler *smp, float *logits, 
             break;
         }
         checked = r->len;
-        show(out, r->text, shown, r->len - hold);
+        if (show(out, r->text, shown, r->len - hold)) { r->end = TG_END_OUTPUT; break; }
         shown = r->len - hold;
     }
-    if (!rc && r->end != TG_END_STOP) {
+    if (!rc && r->end != TG_END_STOP && r->end != TG_END_OUTPUT) {
         /* A dangling partial UTF-8 character becomes U+FFFD, which cannot
          * start a stop string, so everything left can be shown. */
         const char *piece;
@@ -364,7 +368,7 @@ int textgen_run(const textgen *g, dsv4_session *s, sampler *smp, float *logits, 
             r->end = TG_END_STOP;
         }
     }
-    show(out, r->text, shown, r->len);
+    if (r->end != TG_END_OUTPUT && show(out, r->text, shown, r->len)) r->end = TG_END_OUTPUT;
 done:
     tok_stream_free(&ts);
     return rc;

@@ -78,6 +78,9 @@ int textgen_open(textgen *g, const char *cmd, const char *dir, const textgen_arg
 int textgen_load_model(textgen *g, const char *dir, const textgen_args *a);
 void textgen_close(textgen *g);
 
+/* The most bytes of text the context can hold (bounds text inputs). */
+size_t textgen_max_text(const textgen *g);
+
 /* Encodes UTF-8 text (special tokens written in it are recognized); prints
  * the error (invalid UTF-8 names the byte offset). */
 int textgen_encode(const textgen *g, const char *text, size_t len, int32_t **ids, size_t *n);
@@ -89,6 +92,7 @@ typedef enum {
     TG_END_STOP,    /* a stop string (the text ends before it) */
     TG_END_CONTEXT, /* the session reached max_position_embeddings */
     TG_END_CANCEL,  /* *cancel was set */
+    TG_END_OUTPUT,  /* writing to `out` failed (main() reports lost output) */
 } textgen_end;
 
 typedef struct {

@@ -90,6 +90,7 @@ void dsv4_model_free(dsv4_model *m)
 
 int dsv4_model_vocab(const dsv4_model *m) { return m->cfg.vocab; }
 int dsv4_model_n_layers(const dsv4_model *m) { return m->cfg.n_layers; }
+int dsv4_model_context(const dsv4_model *m) { return m->cfg.max_pos; }
 const dsv4_config *dsv4_model_config(const dsv4_model *m) { return &m->cfg; }
 
 int dsv4_model_unknown_count(const dsv4_model *m) { return m->n_unknown; }

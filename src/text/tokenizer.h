@@ -36,6 +36,9 @@ int32_t tok_token_id(const tok_t *t, const char *piece);
 /* The vocabulary string / added token text of id, or NULL if unassigned. */
 const char *tok_piece(const tok_t *t, int32_t id, size_t *len);
 int tok_is_special(const tok_t *t, int32_t id);
+/* Bytes of the longest text one token stands for: n tokens never hold more
+ * than n times this (bounds text inputs by the context). */
+size_t tok_max_token_bytes(const tok_t *t);
 
 /* Text (UTF-8, len bytes, may hold NUL) to ids; *ids is malloc'd (free()).
  * Invalid UTF-8 => DSV4_ERR_ARG naming the byte offset. */

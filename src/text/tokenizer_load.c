@@ -400,6 +400,15 @@ const char *tok_piece(const tok_t *t, int32_t id, size_t *len)
     return t->piece + t->piece_off[id];
 }
 
+size_t tok_max_token_bytes(const tok_t *t)
+{
+    /* a piece's byte-level spelling is never shorter than the bytes it decodes to */
+    size_t most = 1;
+    for (int32_t id = 0; id < t->n_ids; id++)
+        if (t->piece_off[id + 1] - t->piece_off[id] > most) most = t->piece_off[id + 1] - t->piece_off[id];
+    return most;
+}
+
 int tok_is_special(const tok_t *t, int32_t id)
 {
     return id >= 0 && id < t->n_ids && (t->kind[id] & TOK_ID_SPECIAL);
