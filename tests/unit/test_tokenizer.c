@@ -304,6 +304,33 @@ static void test_trailing_garbage(void)
     free(j);
 }
 
+/* Issue 8 #11: a run of 10 M spaces (the pre-tokenizer regex backtracks
+ * over the whole run once, ~2 steps a byte: past PCRE2's default limit).
+ * The tiny-chat vocabulary has no merges of spaces: one id per space. */
+static void test_long_whitespace_run(void)
+{
+    tok_t *t = NULL;
+    CHECK(tok_load("tests/fixtures/tiny-chat/tokenizer.json", &t) == DSV4_OK);
+    if (!t) return;
+    size_t n = 10000000;
+    char *s = malloc(n + 1);
+    memset(s, ' ', n);
+    s[n] = 'x';
+    int32_t sp = tok_token_id(t, "\xC4\xA0"), x = tok_token_id(t, "x");
+    for (int tail = 0; tail < 2; tail++) { /* the run alone, and followed by a letter */
+        int32_t *ids = NULL;
+        size_t k = 0, wrong = 0;
+        dsv4_status st = tok_encode(t, s, n + (size_t)tail, 0, &ids, &k);
+        CHECKF(st == DSV4_OK, "tail %d: %s", tail, dsv4_last_error());
+        CHECK(k == n + (size_t)tail);
+        for (size_t i = 0; i < n && i < k; i++) wrong += ids[i] != sp;
+        CHECKF(!wrong && (!tail || (k == n + 1 && ids[n] == x)), "tail %d: %zu ids differ", tail, wrong);
+        free(ids);
+    }
+    free(s);
+    tok_free(t);
+}
+
 static void test_load_directory(void)
 {
     char *j = tiny_json();
@@ -443,6 +470,7 @@ int main(void)
     RUN(test_malformed);
     RUN(test_duplicate_string_message);
     RUN(test_trailing_garbage);
+    RUN(test_long_whitespace_run);
     RUN(test_load_directory);
     RUN(test_real_known_ids);
     RUN(test_real_roundtrip_stream);
