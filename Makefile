@@ -32,8 +32,10 @@ LIB_OBJ := $(LIB_SRC:%.c=$(BUILD)/%.o) $(CU_OBJ)
 CLI_OBJ := $(CLI_SRC:%.c=$(BUILD)/%.o)
 TEST_SRC := $(wildcard tests/unit/test_*.c)
 TEST_BIN := $(TEST_SRC:tests/unit/%.c=$(BUILD)/tests/%)
-# Tests of loaders and parsers: CI runs these under ASan+UBSan.
-PARSER_TESTS := $(filter %/test_safetensors %/test_config %/test_tokenizer %/test_chat %/test_dsml,$(TEST_BIN))
+# Tests of loaders and parsers, and the allocation-failure loops: CI runs
+# these under ASan+UBSan too.
+PARSER_TESTS := $(filter %/test_safetensors %/test_config %/test_tokenizer %/test_chat %/test_dsml %/test_faults \
+                  %/test_error,$(TEST_BIN))
 
 .PHONY: all test test-parsers sanitized run clean deps deb-deps
 
@@ -88,6 +90,10 @@ $(BUILD)/tests/%: tests/unit/%.c $(BUILD)/libdsv4.a tests/test.h
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) -Itests $(LDFLAGS) -o $@ $< $(BUILD)/libdsv4.a $(LDLIBS)
 
+# The allocation-failure loops count and fail every allocation the library
+# makes: its malloc family goes through tests/unit/test_faults.c.
+$(BUILD)/tests/test_faults: LDFLAGS += -Wl,--wrap=malloc,--wrap=calloc,--wrap=realloc,--wrap=free,--wrap=strdup
+
 # The main job: greedy generation on the tiny checkpoint shipped in the repo.
 run: $(BUILD)/dsv4
 	$(BUILD)/dsv4 generate --model tests/fixtures/tiny-mixed-f32 --tokens 1,2,3,4,5 -n 16
@@ -115,7 +121,7 @@ FUZZ_CC    ?= clang
 FUZZ_FLAGS ?= -std=c11 -g -O1 -D_GNU_SOURCE -Iinclude -Isrc \
               -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined
 FUZZ_TIME  ?= 20
-FUZZ_NAMES := safetensors config dsml
+FUZZ_NAMES := safetensors config dsml tokenizer_load tokenizer_roundtrip
 FUZZ_SRC   := $(wildcard src/base/*.c src/io/*.c src/text/*.c)
 FUZZ_BIN   := $(FUZZ_NAMES:%=$(BUILD)/fuzz/fuzz_%)
 .PHONY: fuzz fuzz-smoke

@@ -53,6 +53,9 @@ void cli_context_full(const char *cmd, int max_pos);
 /* 1 if standard output took everything written to it; else 0 after the
  * message (a full disk, a closed pipe: lost output is a failure). */
 int cli_output_ok(const char *cmd);
+/* A checkpoint changed under its mapping (SIGBUS): one line naming the
+ * file and status 1 instead of a bus error (sigbus.c). */
+void cli_catch_sigbus(void);
 /* Print "dsv4 CMD: msg" for the library's last error. */
 void cli_report(const char *cmd, const char *what);
 /* Load a checkpoint (progress bar on a terminal, warnings for unknown

@@ -28,6 +28,7 @@ static void usage(FILE *f)
 int main(int argc, char **argv)
 {
     if (argc < 2) { usage(stderr); return 2; }
+    cli_catch_sigbus();
     if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help")) {
         usage(stdout);
         return cli_output_ok("help") ? 0 : 1;

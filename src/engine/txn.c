@@ -11,9 +11,10 @@
  * A single-token step writes only dead state (the ring slot of the position
  * that just left the window, the open-window row of a finished window, the
  * entry past the published count) plus the series-A rows, which the undo copy
- * restores. So a veto or a failure before the run leaves every lane exactly
- * as it was; a fault detected after the run poisons every lane of the step,
- * because a faulting kernel may have written anything. */
+ * restores. So a veto, a failure before the run or an op that ran out of
+ * memory leaves every lane exactly as it was; a fault detected after the run
+ * poisons every lane of the step, because a faulting kernel may have written
+ * anything. */
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -145,6 +146,19 @@ dsv4_status dsv4_decode_batch(dsv4_model *m, dsv4_session *const *sessions, cons
     /* run + validate */
     st = forward_step(m, sc, lanes, n_lanes, tokens, n_lanes, logits, 0);
     forward_scratch_free(m, sc);
+    if (st == DSV4_ERR_NOMEM) {
+        /* An op that could not allocate did not run, and the ops after it
+         * wrote only what every step writes: dead state and the series-A
+         * rows, which the undo log restores. So, as for a veto, the lanes
+         * stay as they were. */
+        undo_apply(b, &undo);
+        dsv4_status rb = b->ops->sync(b); /* sets no message when it succeeds */
+        undo_free(b, &undo);
+        if (!rb) return dsv4_fail(st, "%s; no lane advanced", dsv4_last_error());
+        backend_clear_error(b);
+        for (int i = 0; i < n_lanes; i++) sessions[i]->poisoned = 1;
+        return dsv4_fail_prefix(rb, "step failed, all its lanes poisoned: ");
+    }
     if (st) {
         for (int i = 0; i < n_lanes; i++) sessions[i]->poisoned = 1;
         undo_free(b, &undo);

@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "base/error.h"
+#include "io/fileio.h"
 #include "engine/session.h"
 #include "model/model.h"
 
@@ -51,9 +52,10 @@ dsv4_status dsv4_model_load(const char *dir, const dsv4_load_options *opt, dsv4_
     if (!m) return dsv4_fail(DSV4_ERR_NOMEM, "out of memory");
     dsv4_status st = config_load(dir, &m->cfg);
     if (!st) st = st_open_dir(dir, &m->st);
-    char what[600];
-    snprintf(what, sizeof what, "%s/config.json", dir);
+    char *what = st ? NULL : io_join(dir, "config.json");
+    if (!st && !what) st = dsv4_fail(DSV4_ERR_NOMEM, "out of memory");
     if (!st) st = model_finish(m, opt, what);
+    free(what);
     if (st) { dsv4_model_free(m); return st; }
     *out = m;
     return DSV4_OK;

@@ -27,6 +27,9 @@ enum {
 
 /* path: a tokenizer.json file or a directory holding one. */
 dsv4_status tok_load(const char *path, tok_t **out);
+/* The same from the file's text (len bytes, exactly one JSON value);
+ * `label` names it in messages. */
+dsv4_status tok_parse(const char *json, size_t len, const char *label, tok_t **out);
 void tok_free(tok_t *t);
 
 /* Number of ids (largest id + 1); ids below it may still be unassigned. */

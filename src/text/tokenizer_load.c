@@ -344,6 +344,23 @@ static dsv4_status load_json(loader *L, struct tok *t, const cJSON *root)
     return build_decode(L, t);
 }
 
+dsv4_status tok_parse(const char *json, size_t len, const char *label, tok_t **out)
+{
+    *out = NULL;
+    cJSON *root = NULL;
+    struct tok *t = NULL;
+    dsv4_status st = json_parse_all(json, len, label, &root); /* strict: one value, nothing after it */
+    if (!st && !(t = calloc(1, sizeof *t))) st = dsv4_fail(DSV4_ERR_NOMEM, "%s: no memory", label);
+    if (!st) {
+        loader L = {.path = label};
+        st = load_json(&L, t, root);
+    }
+    cJSON_Delete(root);
+    if (st) { tok_free(t); return st; }
+    *out = t;
+    return DSV4_OK;
+}
+
 dsv4_status tok_load(const char *path, tok_t **out)
 {
     *out = NULL;
@@ -352,21 +369,11 @@ dsv4_status tok_load(const char *path, tok_t **out)
     if (!file) return dsv4_fail(DSV4_ERR_NOMEM, "%s: no memory", path);
     char *buf = NULL;
     size_t len = 0;
-    cJSON *root = NULL;
-    struct tok *t = NULL;
     dsv4_status st = io_read_all(file, TOK_MAX_FILE_BYTES, &buf, &len);
-    if (!st) st = json_parse_all(buf, len, file, &root); /* strict: one value, nothing after it */
+    if (!st) st = tok_parse(buf, len, file, out);
     free(buf);
-    if (!st && !(t = calloc(1, sizeof *t))) st = dsv4_fail(DSV4_ERR_NOMEM, "%s: no memory", file);
-    if (!st) {
-        loader L = {.path = file};
-        st = load_json(&L, t, root);
-    }
-    cJSON_Delete(root);
     free(file);
-    if (st) { tok_free(t); return st; }
-    *out = t;
-    return DSV4_OK;
+    return st;
 }
 
 void tok_free(tok_t *t)
