@@ -35,7 +35,7 @@ TEST_BIN := $(TEST_SRC:tests/unit/%.c=$(BUILD)/tests/%)
 # Tests of loaders and parsers, and the allocation-failure loops: CI runs
 # these under ASan+UBSan too.
 PARSER_TESTS := $(filter %/test_safetensors %/test_config %/test_tokenizer %/test_chat %/test_dsml %/test_faults \
-                  %/test_error,$(TEST_BIN))
+                  %/test_error %/test_limits,$(TEST_BIN))
 
 .PHONY: all test test-parsers sanitized run clean deps deb-deps
 

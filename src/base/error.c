@@ -36,6 +36,19 @@ static size_t esc_put(unsigned char c, char *o)
     return 4;
 }
 
+void error_escape(const char *s, char *out, size_t cap)
+{
+    size_t w = 0;
+    char e[4];
+    for (; *s; s++) {
+        size_t k = esc_put((unsigned char)*s, e);
+        if (w + k >= cap) break;
+        memcpy(out + w, e, k);
+        w += k;
+    }
+    if (cap) out[w] = 0;
+}
+
 static int utf8_cont(const char *s, size_t i, size_t n) { return i < n && ((unsigned char)s[i] & 0xC0) == 0x80; }
 
 /* Sets the message to s[0..n), escaped. When it does not fit, the middle

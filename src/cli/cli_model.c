@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <unistd.h>
 
+#include "base/error.h"
 #include "base/size.h"
 #include "cli/commands.h"
 #include "model/config.h"
@@ -32,8 +33,11 @@ dsv4_model *cli_load_model(const char *cmd, const char *dir, int threads, const 
         return NULL;
     }
     int nu = dsv4_model_unknown_count(m);
-    for (int i = 0; i < nu && i < 8; i++)
-        fprintf(stderr, "dsv4 %s: warning: unknown tensor '%s' ignored\n", cmd, dsv4_model_unknown_name(m, i));
+    for (int i = 0; i < nu && i < 8; i++) {
+        char name[1024]; /* a name from the file: one line whatever it holds */
+        error_escape(dsv4_model_unknown_name(m, i), name, sizeof name);
+        fprintf(stderr, "dsv4 %s: warning: unknown tensor '%s' ignored\n", cmd, name);
+    }
     if (nu > 8) fprintf(stderr, "dsv4 %s: warning: %d more unknown tensors ignored\n", cmd, nu - 8);
     return m;
 }
