@@ -83,6 +83,7 @@ int cli_parse_ids(const char *text, int **ids, int *n, const char *what)
 
 char *cli_read_file(const char *cmd, const char *path, size_t max, size_t *len)
 {
+    if (max > CLI_INPUT_MAX) max = CLI_INPUT_MAX;
     FILE *f = fopen(path, "rb");
     if (!f) { fprintf(stderr, "dsv4 %s: %s: %s\n", cmd, path, strerror(errno)); return NULL; }
     /* read in growing steps up to max + 1 bytes (pipes and devices have no

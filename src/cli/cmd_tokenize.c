@@ -30,10 +30,6 @@ static void report(const char *cmd, const char *what)
     fprintf(stderr, "dsv4 %s: %s%s%s\n", cmd, what ? what : "", what ? ": " : "", dsv4_last_error());
 }
 
-/* Inputs of the tokenizer commands have no context to bound them; this is
- * far beyond any real use. */
-#define TOK_INPUT_MAX ((size_t)1 << 30)
-
 static void print_ids(const int32_t *ids, size_t n)
 {
     for (size_t i = 0; i < n; i++) printf(i ? ",%d" : "%d", ids[i]);
@@ -131,7 +127,7 @@ int cmd_tokenize(int argc, char **argv)
         rc = encode_print(tok, text, strlen(text), flags, NULL);
     } else {
         size_t len;
-        char *buf = cli_read_file("tokenize", file ? file : jsonl, TOK_INPUT_MAX, &len);
+        char *buf = cli_read_file("tokenize", file ? file : jsonl, CLI_INPUT_MAX /* no context bounds these */, &len);
         if (!buf || (jsonl && cli_no_nul("tokenize", jsonl, buf, len))) rc = 1;
         else if (file) rc = encode_print(tok, buf, len, flags, file);
         else rc = each_line(buf, len, encode_json_line, &(line_ctx){tok, jsonl, flags});
@@ -244,7 +240,7 @@ int cmd_detokenize(int argc, char **argv)
         }
     } else if (!rc) {
         size_t len;
-        char *buf = cli_read_file("detokenize", jsonl, TOK_INPUT_MAX, &len);
+        char *buf = cli_read_file("detokenize", jsonl, CLI_INPUT_MAX, &len);
         rc = !buf || cli_no_nul("detokenize", jsonl, buf, len) ? 1
              : each_line(buf, len, decode_json_line, &(line_ctx){tok, jsonl, flags});
         free(buf);

@@ -36,6 +36,8 @@ int cli_parse_ids(const char *text, int **ids, int *n, const char *what);
  * buffer; more than max bytes is refused: every input is bounded by what
  * its use can take. NULL on failure (message printed). */
 char *cli_read_file(const char *cmd, const char *path, size_t max, size_t *len);
+/* No input file is read beyond this, whatever a config allows. */
+#define CLI_INPUT_MAX ((size_t)1 << 30)
 /* 0 if buf[0..len) has no NUL byte, else -1 after "dsv4 CMD: WHAT: NUL byte
  * at offset K" (text that C strings would cut short). */
 int cli_no_nul(const char *cmd, const char *what, const char *buf, size_t len);

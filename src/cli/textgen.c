@@ -13,6 +13,7 @@
 
 #include "base/size.h"
 #include "cli/commands.h"
+#include "io/fileio.h"
 #include "model/config.h"
 
 #define SPECIAL_OPEN "<\xEF\xBD\x9C"  /* "<｜" */
@@ -180,9 +181,10 @@ int textgen_open(textgen *g, const char *cmd, const char *dir, const textgen_arg
     g->bos_id = cfg.bos_id; /* config_load checked it names a token */
     const char *tp = a->tokenizer ? a->tokenizer : dir;
     if (!a->tokenizer) {
-        char path[4096];
-        snprintf(path, sizeof path, "%s/tokenizer.json", dir);
-        if (access(path, R_OK)) {
+        char *path = io_join(dir, "tokenizer.json");
+        int missing = !path || access(path, R_OK);
+        free(path);
+        if (missing) {
             fprintf(stderr, "dsv4 %s: %s has no tokenizer.json (pass --tokenizer PATH)\n", cmd, dir);
             return -1;
         }
@@ -311,6 +313,9 @@ int textgen_run(const textgen *g, dsv4_session *s, sampler *smp, float *logits, 
     int rc = 0, top_n = g->logprobs;
     tok_stream ts;
     tok_stream_init(&ts, g->tok, 0);
+    /* the context ends the run after max_pos - pos + 1 sampled tokens */
+    int64_t room = (int64_t)g->max_pos - dsv4_session_pos(s) + 1;
+    if (max_tokens > room) max_tokens = (int)room;
     r->text = malloc(cap);
     r->ids = malloc(((size_t)max_tokens + 1) * sizeof *r->ids);
     sampling_logprob top[20];
@@ -318,9 +323,9 @@ int textgen_run(const textgen *g, dsv4_session *s, sampler *smp, float *logits, 
     r->text[0] = 0;
     for (int i = 0;; i++) {
         if (cancel && *cancel) { r->end = TG_END_CANCEL; break; }
+        if (i > 0 && dsv4_session_pos(s) >= g->max_pos) { r->end = TG_END_CONTEXT; break; }
         if (i == max_tokens) { r->end = TG_END_LENGTH; break; }
         if (i > 0) {
-            if (dsv4_session_pos(s) >= g->max_pos) { r->end = TG_END_CONTEXT; break; }
             if (dsv4_session_eval_last(s, &r->ids[i - 1], 1, logits)) {
                 fprintf(stderr, "dsv4 %s: token %d: %s\n", g->cmd, i, dsv4_last_error());
                 rc = -1;
