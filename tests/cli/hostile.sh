@@ -20,6 +20,7 @@ fail() { echo "FAIL hostile_$1: $2"; }
 sanitizer() { grep -q -E 'AddressSanitizer|runtime error|LeakSanitizer' "$1"; }
 mk() { rm -rf "$tmp/$2"; mkdir -p "$tmp/$2"; cp "$1"/* "$tmp/$2/"; }
 # config.json of fixture $1 copied to $tmp/$2 with KEY=JSON-VALUE edits
+# (KEY may be a dotted path into nested objects)
 cfg() {
     local src=$1 dst=$2; shift 2
     mk "$src" "$dst"
@@ -28,7 +29,11 @@ import json, sys
 c = json.load(open(sys.argv[1]))
 for kv in sys.argv[2:]:
     k, v = kv.split("=", 1)
-    c[k] = json.loads(v)
+    *outer, last = k.split(".")
+    o = c
+    for part in outer:
+        o = o[part]
+    o[last] = json.loads(v)
 json.dump(c, open(sys.argv[1], "w"), indent=1)
 EOF
 }
@@ -90,7 +95,10 @@ else fail d5_batch_n_int_max "rc=$rc $(head -c 300 $tmp/err)"; fi
 case_ d5_n_past_int "-n: '2147483648' is not an integer in 0..2147483647" -- gen --model $FX --tokens 1 -n 2147483648
 
 # ---- 6: float config values that overflow are refused (by key) ----
-for kv in rope_theta=1e-50 hc_eps=1e39 routed_scaling_factor=1e39; do
+cfg $FX f_rope_theta rope_theta=1e-50 rope_parameters.main.rope_theta=1e-50
+case_ d6_config_rope_theta "rope_theta: expected a number in .1, 1e+30.$" -- \
+    $T "$BIN" score --device cpu --model $tmp/f_rope_theta --tokens 1,2,3 --logits-out $tmp/o.f32
+for kv in hc_eps=1e39 routed_scaling_factor=1e39; do
     k=${kv%%=*}
     cfg $FX "f_$k" "$kv"
     case_ "d6_config_$k" "$k: expected a number in" -- \
