@@ -92,10 +92,11 @@ char *cli_read_file(const char *cmd, const char *path, size_t max, size_t *len)
     char *buf = malloc(cap + 1);
     int err = 0, nomem = !buf, big = 0;
     while (buf) {
+        errno = 0;
         size_t r = fread(buf + n, 1, cap - n, f);
         n += r;
         if (n > max) { big = 1; break; }
-        if (n < cap) { err = ferror(f); break; }
+        if (n < cap) { err = ferror(f) ? (errno ? errno : EIO) : 0; break; }
         size_t c = cap > (max + 1) / 2 ? max + 1 : cap * 2;
         char *g = realloc(buf, c + 1);
         if (!g) { nomem = 1; break; }
@@ -105,7 +106,7 @@ char *cli_read_file(const char *cmd, const char *path, size_t max, size_t *len)
     fclose(f);
     if (nomem || err || big) {
         if (big) fprintf(stderr, "dsv4 %s: %s: larger than %zu bytes, more than this input can use\n", cmd, path, max);
-        else fprintf(stderr, "dsv4 %s: %s: %s\n", cmd, path, nomem ? "out of memory" : "read failed");
+        else fprintf(stderr, "dsv4 %s: %s: %s\n", cmd, path, nomem ? "out of memory" : strerror(err));
         free(buf);
         return NULL;
     }

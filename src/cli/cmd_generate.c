@@ -59,7 +59,7 @@ static int read_batch(const char *path, int max_pos, int ***ids, int **lens, int
             rc = -1;
             break;
         }
-        char what[64];
+        char what[4200]; /* a PATH_MAX path and the line */
         snprintf(what, sizeof what, "%s line %d", path, cnt + 1);
         if (cli_parse_ids(line, &v[cnt], &l[cnt], what)) { rc = -1; break; }
         cnt++;

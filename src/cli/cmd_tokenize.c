@@ -86,7 +86,7 @@ static int encode_json_line(void *vctx, char *line, size_t len, size_t lineno)
         cJSON_Delete(j);
         return 1;
     }
-    char what[512];
+    char what[4200]; /* a PATH_MAX path and the line */
     snprintf(what, sizeof what, "%s:%zu", c->file, lineno);
     int rc = encode_print(c->tok, j->valuestring, strlen(j->valuestring), c->flags, what);
     cJSON_Delete(j);
@@ -170,7 +170,7 @@ static int parse_ids(const char *s, int32_t **ids, size_t *n, const char *where)
 static int decode_json_line(void *vctx, char *line, size_t len, size_t lineno)
 {
     line_ctx *c = vctx;
-    char what[512];
+    char what[4200]; /* a PATH_MAX path and the line */
     snprintf(what, sizeof what, "%s:%zu", c->file, lineno);
     cJSON *j = parse_line(line, len), *it;
     size_t n = 0;
