@@ -555,6 +555,15 @@ static dsv4_status check(const cfg_src *s, const dsv4_config *c)
         return dsv4_fail(DSV4_ERR_CONFIG,
                          "%s: num_experts_per_tok: %d exceeds n_routed_experts (%d)", s->path,
                          c->n_active, c->n_experts);
+    /* session state is allocated by these (window rows, ratio open rows per
+     * layer): longer than the context they are never filled */
+    if (c->window > c->max_pos)
+        return dsv4_fail(DSV4_ERR_CONFIG, "%s: sliding_window: %d is longer than max_position_embeddings (%d)",
+                         s->path, c->window, c->max_pos);
+    int rate = c->ratio_csa > c->ratio_hca ? c->ratio_csa : c->ratio_hca;
+    if (rate > c->max_pos)
+        return dsv4_fail(DSV4_ERR_CONFIG, "%s: compression rate %d is longer than max_position_embeddings (%d)",
+                         s->path, rate, c->max_pos);
     return DSV4_OK;
 }
 

@@ -364,6 +364,10 @@ static const struct { const char *json; dsv4_status want; const char *frag; } k_
     {"{\"n_shared_experts\":0}", DSV4_ERR_UNSUPPORTED, "n_shared_experts: 0 is not supported"},
     {"{\"vocab_size\":100,\"bos_token_id\":100}", DSV4_ERR_CONFIG, "bos_token_id: expected an integer in [0, 99]"},
     {"{\"vocab_size\":100,\"eos_token_id\":[1,100]}", DSV4_ERR_CONFIG, "eos_token_id"},
+    /* sizes of session state beyond the context */
+    {"{\"max_position_embeddings\":64,\"sliding_window\":16777216}", DSV4_ERR_CONFIG,
+     "sliding_window: 16777216 is longer than max_position_embeddings (64)"},
+    {"{\"max_position_embeddings\":64,\"sliding_window\":8}", DSV4_ERR_CONFIG, "compression rate 128 is longer than"},
 };
 
 static void test_refused_values(void)
