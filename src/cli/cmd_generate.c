@@ -121,8 +121,10 @@ static int generate_batch(dsv4_model *m, int **ids, const int *lens, int n, int 
         }
         for (int i = 0; i < n; i++) next[i] = argmax(logits + (size_t)i * V, V);
     }
-    for (int i = 0; i < n; i++)
-        for (int k = 0; k < todo; k++) printf("%d%s", out_ids[(size_t)i * todo + k], k + 1 < todo ? "," : "\n");
+    for (int i = 0; i < n; i++) { /* one line per prompt, empty for -n 0 as with --tokens */
+        for (int k = 0; k < todo; k++) printf("%s%d", k ? "," : "", out_ids[(size_t)i * todo + k]);
+        printf("\n");
+    }
     if (todo < n_gen) cli_context_full("generate", max_pos);
     rc = 0;
 done:

@@ -1,6 +1,7 @@
 /* Allocation-failure loops in the style of SQLite's malloc tests: for model
  * load, session create, prefill, decode_batch, snapshot and restore, the
  * N-th allocation fails, for N = 1, 2, ... until the operation succeeds.
+ * (The tokenizer's load and encode get the same loop.)
  * Every failure must return an error with a message, leak nothing (the
  * count of live allocations is back where it was; ASan's leak check runs
  * too) and leave no partial state: no half-made object, sessions exactly
@@ -15,6 +16,7 @@
 
 #include "dsv4.h"
 #include "test.h"
+#include "text/tokenizer.h"
 
 #define FX "tests/fixtures/tiny-mixed-f32"
 
@@ -301,6 +303,43 @@ static void test_snapshot_restore(void)
     free(before);
 }
 
+static void test_tokenizer(void)
+{
+    long n;
+    tok_t *t = NULL;
+    for (n = 1; n < MAX_N && !t_failed_now; n++) {
+        long live = g_live;
+        t = (tok_t *)1;
+        arm(n);
+        dsv4_status st = tok_load("tests/fixtures/tiny-chat", &t);
+        disarm();
+        if (!st) break;
+        failed_cleanly(st, n, "tokenizer load");
+        CHECKF(t == NULL, "tokenizer load, allocation %ld: *out not NULL after a failure", n);
+        CHECKF(g_live == live, "tokenizer load, allocation %ld failed: %ld allocations leaked", n, g_live - live);
+    }
+    CHECK(n < MAX_N && t);
+    report("tokenizer load", n);
+    static const char text[] = "Hello world! 12345 <\xEF\xBD\x9CUser\xEF\xBD\x9C> \xE4\xB8\xAD\xE6\x96\x87";
+    int32_t *want = NULL, *ids = NULL;
+    size_t nw = 0, k = 0;
+    CHECK(t && !tok_encode(t, text, strlen(text), TOK_PARSE_SPECIAL, &want, &nw));
+    for (n = 1; t && n < MAX_N && !t_failed_now; n++) {
+        long live = g_live;
+        arm(n);
+        dsv4_status st = tok_encode(t, text, strlen(text), TOK_PARSE_SPECIAL, &ids, &k);
+        disarm();
+        if (!st) break;
+        failed_cleanly(st, n, "encode");
+        CHECKF(ids == NULL && g_live == live, "encode, allocation %ld failed: output or leak", n);
+    }
+    CHECK(ids && k == nw && !memcmp(ids, want, k * sizeof *ids));
+    report("encode", n);
+    free(ids);
+    free(want);
+    tok_free(t);
+}
+
 int main(void)
 {
     cJSON_InitHooks(&(cJSON_Hooks){__wrap_malloc, __wrap_free});
@@ -313,5 +352,6 @@ int main(void)
     RUN(test_decode_batch);
     RUN(test_snapshot_restore);
     dsv4_model_free(g_m);
+    RUN(test_tokenizer);
     TEST_MAIN_END();
 }
