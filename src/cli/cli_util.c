@@ -38,9 +38,9 @@ int cli_int32(const char *cmd, const char *opt, const char *s, int lo, int hi, i
 int cli_real(const char *cmd, const char *opt, const char *s, double lo, double hi, double *out)
 {
     char *end;
-    errno = 0;
     double v = bare(s) ? strtod(s, &end) : 0;
-    /* strtod's ERANGE on underflow is a tiny but valid value; overflow gives inf */
+    /* errno is not read: strtod's ERANGE on underflow is a tiny but valid
+     * value, and overflow gives inf, which isfinite refuses */
     if (!bare(s) || *end || !isfinite(v) || !(v >= lo && v <= hi)) {
         fprintf(stderr, "dsv4 %s: %s: '%s' is not a number in %g..%g\n", cmd, opt, s, lo, hi);
         return -1;

@@ -2,7 +2,6 @@
 #include "cli/textgen.h"
 
 #include <cjson/cJSON.h>
-#include <errno.h>
 #include <getopt.h>
 #include <limits.h>
 #include <math.h>
