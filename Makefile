@@ -34,8 +34,8 @@ TEST_SRC := $(wildcard tests/unit/test_*.c)
 TEST_BIN := $(TEST_SRC:tests/unit/%.c=$(BUILD)/tests/%)
 # Tests of loaders and parsers, and the allocation-failure loops: CI runs
 # these under ASan+UBSan too.
-PARSER_TESTS := $(filter %/test_safetensors %/test_config %/test_tokenizer %/test_chat %/test_dsml %/test_faults \
-                  %/test_error %/test_limits,$(TEST_BIN))
+PARSER_TESTS := $(filter %/test_safetensors %/test_gguf %/test_ggml_quant %/test_config %/test_tokenizer %/test_chat \
+                  %/test_dsml %/test_faults %/test_error %/test_limits,$(TEST_BIN))
 
 .PHONY: all test test-parsers sanitized run clean deps deb-deps
 
@@ -86,7 +86,7 @@ $(BUILD)/%.o: %.cu | $(DEPS_FIRST)
 	@mkdir -p $(@D)
 	$(NVCC) $(NVFLAGS) -c -o $@ $<
 
-$(BUILD)/tests/%: tests/unit/%.c $(BUILD)/libdsv4.a tests/test.h
+$(BUILD)/tests/%: tests/unit/%.c $(BUILD)/libdsv4.a tests/test.h tests/gguf_build.h
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) -Itests $(LDFLAGS) -o $@ $< $(BUILD)/libdsv4.a $(LDLIBS)
 
@@ -121,8 +121,8 @@ FUZZ_CC    ?= clang
 FUZZ_FLAGS ?= -std=c11 -g -O1 -D_GNU_SOURCE -Iinclude -Isrc \
               -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined
 FUZZ_TIME  ?= 20
-FUZZ_NAMES := safetensors config dsml tokenizer_load tokenizer_roundtrip
-FUZZ_SRC   := $(wildcard src/base/*.c src/io/*.c src/text/*.c)
+FUZZ_NAMES := safetensors config dsml gguf tokenizer_load tokenizer_roundtrip
+FUZZ_SRC   := $(wildcard src/base/*.c src/io/*.c src/text/*.c) src/model/config_gguf.c
 FUZZ_BIN   := $(FUZZ_NAMES:%=$(BUILD)/fuzz/fuzz_%)
 .PHONY: fuzz fuzz-smoke
 fuzz: $(FUZZ_BIN)

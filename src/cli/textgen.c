@@ -13,7 +13,7 @@
 #include "base/size.h"
 #include "cli/commands.h"
 #include "io/fileio.h"
-#include "model/config.h"
+#include "model/config_gguf.h"
 
 #define SPECIAL_OPEN "<\xEF\xBD\x9C"  /* "<｜" */
 #define SPECIAL_CLOSE "\xEF\xBD\x9C>" /* "｜>" */
@@ -174,12 +174,16 @@ int textgen_open(textgen *g, const char *cmd, const char *dir, const textgen_arg
     g->sp = a->sp;
     if (!a->seed_given) g->sp.seed = (uint64_t)time(NULL) ^ ((uint64_t)getpid() << 32);
     dsv4_config cfg;
-    if (config_load(dir, &cfg)) { cli_report(cmd, NULL); return -1; }
+    int tpl;
+    if (config_load_model(dir, &cfg, &tpl)) { cli_report(cmd, NULL); return -1; }
+    if (tpl == CHAT_TEMPLATE_OTHER)
+        fprintf(stderr, "dsv4 %s: note: %s carries a chat template that is not DeepSeek-V4's; chats are rendered "
+                "by the built-in DeepSeek-V4 encoder\n", cmd, dir);
     g->vocab = cfg.vocab;
     g->max_pos = cfg.max_pos;
-    g->bos_id = cfg.bos_id; /* config_load checked it names a token */
-    const char *tp = a->tokenizer ? a->tokenizer : dir;
-    if (!a->tokenizer) {
+    g->bos_id = cfg.bos_id; /* the config loaders checked it names a token */
+    const char *tp = a->tokenizer ? a->tokenizer : dir; /* a GGUF file carries its tokenizer */
+    if (!a->tokenizer && tpl < 0) {
         char *path = io_join(dir, "tokenizer.json");
         int missing = !path || access(path, R_OK);
         free(path);

@@ -13,8 +13,6 @@
 #include "text/bytelevel.h"
 #include "text/tokenizer_internal.h"
 
-/* Ids beyond this are surely a corrupt file; it bounds the per-id tables. */
-#define TOK_MAX_IDS (1 << 24)
 /* DeepSeek-V4's tokenizer.json is ~8 MB; a larger file is no tokenizer. */
 #define TOK_MAX_FILE_BYTES ((size_t)256 << 20)
 /* Messages quote at most this many bytes of a piece. */
@@ -344,26 +342,33 @@ static dsv4_status load_json(loader *L, struct tok *t, const cJSON *root)
     return build_decode(L, t);
 }
 
-dsv4_status tok_parse(const char *json, size_t len, const char *label, tok_t **out)
+dsv4_status tok_load_json(const char *label, const cJSON *root, tok_t **out)
 {
     *out = NULL;
-    cJSON *root = NULL;
-    struct tok *t = NULL;
-    dsv4_status st = json_parse_all(json, len, label, &root); /* strict: one value, nothing after it */
-    if (!st && !(t = calloc(1, sizeof *t))) st = dsv4_fail(DSV4_ERR_NOMEM, "%s: no memory", label);
-    if (!st) {
-        loader L = {.path = label};
-        st = load_json(&L, t, root);
-    }
-    cJSON_Delete(root);
+    struct tok *t = calloc(1, sizeof *t);
+    if (!t) return dsv4_fail(DSV4_ERR_NOMEM, "%s: no memory", label);
+    loader L = {.path = label};
+    dsv4_status st = load_json(&L, t, root);
     if (st) { tok_free(t); return st; }
     *out = t;
     return DSV4_OK;
 }
 
+dsv4_status tok_parse(const char *json, size_t len, const char *label, tok_t **out)
+{
+    *out = NULL;
+    cJSON *root = NULL;
+    dsv4_status st = json_parse_all(json, len, label, &root); /* strict: one value, nothing after it */
+    if (!st) st = tok_load_json(label, root, out);
+    cJSON_Delete(root);
+    return st;
+}
+
 dsv4_status tok_load(const char *path, tok_t **out)
 {
     *out = NULL;
+    size_t plen = strlen(path);
+    if (plen > 5 && !strcmp(path + plen - 5, ".gguf")) return tok_load_gguf(path, out);
     struct stat sb;
     char *file = stat(path, &sb) == 0 && S_ISDIR(sb.st_mode) ? io_join(path, "tokenizer.json") : strdup(path);
     if (!file) return dsv4_fail(DSV4_ERR_NOMEM, "%s: no memory", path);
