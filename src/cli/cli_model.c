@@ -8,7 +8,7 @@
 #include "base/error.h"
 #include "base/size.h"
 #include "cli/commands.h"
-#include "model/config.h"
+#include "model/config_gguf.h"
 
 /* A bar on stderr; only for checkpoints big enough to take a while. */
 static void progress(void *user, uint64_t done, uint64_t total)
@@ -45,7 +45,7 @@ dsv4_model *cli_load_model(const char *cmd, const char *dir, int threads, const 
 int cli_model_context(const char *cmd, const char *dir)
 {
     dsv4_config cfg;
-    if (config_load(dir, &cfg)) { cli_report(cmd, NULL); return -1; }
+    if (config_load_model(dir, &cfg, NULL)) { cli_report(cmd, NULL); return -1; }
     return cfg.max_pos;
 }
 

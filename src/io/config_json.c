@@ -72,15 +72,13 @@ static dsv4_status get_int(const cfg_src *s, const char *key, int64_t lo, int64_
     return to_int(s, key, v, lo, hi, out);
 }
 
-/* Every float key has a range: passing validation must mean the forward
- * stays finite (an eps of 1e39 or a RoPE base of 1e-50 overflows float).
- * Bounds are generous around real checkpoints' values. */
-#define EPS_RANGE 1e-30, 1.0         /* rms_norm_eps, hc_eps (~1e-6) */
-#define SCALE_RANGE 1e-6, 1e3        /* routed_scaling_factor (1.5, 2.5) */
-#define LIMIT_RANGE -1e6, 1e6        /* swiglu_limit (10; <= 0: off) */
-#define THETA_RANGE 1.0, 1e30        /* rope bases (1e4, 1.6e5): below 1, frequencies above 1 grow */
-#define FRACTION_RANGE 1e-6, 1.0     /* partial_rotary_factor */
-#define YARN_RANGE 1.0, 1e6          /* YaRN factor (>= 1), beta_fast, beta_slow */
+/* Every float key has a range (CFG_*_RANGE, model/config.h). */
+#define EPS_RANGE CFG_EPS_RANGE
+#define SCALE_RANGE CFG_SCALE_RANGE
+#define LIMIT_RANGE CFG_LIMIT_RANGE
+#define THETA_RANGE CFG_THETA_RANGE
+#define FRACTION_RANGE CFG_FRACTION_RANGE
+#define YARN_RANGE CFG_YARN_RANGE
 
 /* A number within [lo, hi]. */
 static dsv4_status to_num(const cfg_src *s, const char *name, const cJSON *v, double lo, double hi,
@@ -175,10 +173,6 @@ static dsv4_status parse_scalars(const cfg_src *s, dsv4_config *c)
         st = get_num(s, k_nums[i].key, k_nums[i].lo, k_nums[i].hi, k_nums[i].def,
                      (double *)((char *)c + k_nums[i].off));
     if (st) return st;
-    /* the FFN has one shared expert's weights (ffn.shared_experts.w1..w3) */
-    if (c->n_shared != 1)
-        return dsv4_fail(DSV4_ERR_UNSUPPORTED, "%s: n_shared_experts: %d is not supported (only 1)", s->path,
-                         c->n_shared);
 
     /* V4 attention is MQA: one shared KV head. */
     int kvh = 0;
@@ -215,7 +209,8 @@ static dsv4_status parse_scalars(const cfg_src *s, dsv4_config *c)
 }
 
 /* bos/eos: null means "none" (-1); eos may be a list, the first is kept.
- * An id must name a token of the vocabulary (after parse_scalars). */
+ * Every id must name a token of the vocabulary (after parse_scalars; the
+ * kept ones are checked again by config_check_common, for every source). */
 static dsv4_status parse_token_ids(const cfg_src *s, dsv4_config *c)
 {
     const cJSON *bos = cJSON_GetObjectItemCaseSensitive(s->root, "bos_token_id");
@@ -583,15 +578,28 @@ static dsv4_status check(const cfg_src *s, const dsv4_config *c)
         return dsv4_fail(DSV4_ERR_CONFIG,
                          "%s: num_experts_per_tok: %d exceeds n_routed_experts (%d)", s->path,
                          c->n_active, c->n_experts);
+    return config_check_common(c, s->path);
+}
+
+dsv4_status config_check_common(const dsv4_config *c, const char *path)
+{
+    /* the FFN has one shared expert's weights (ffn.shared_experts.w1..w3) */
+    if (c->n_shared != 1)
+        return dsv4_fail(DSV4_ERR_UNSUPPORTED, "%s: n_shared_experts: %d is not supported (only 1)", path,
+                         c->n_shared);
+    if (c->bos_id >= c->vocab || c->eos_id >= c->vocab)
+        return dsv4_fail(DSV4_ERR_CONFIG, "%s: %s_token_id: %d is outside the vocabulary (%d ids)", path,
+                         c->bos_id >= c->vocab ? "bos" : "eos", c->bos_id >= c->vocab ? c->bos_id : c->eos_id,
+                         c->vocab);
     /* session state is allocated by these (window rows, ratio open rows per
      * layer): longer than the context they are never filled */
     if (c->window > c->max_pos)
         return dsv4_fail(DSV4_ERR_CONFIG, "%s: sliding_window: %d is longer than max_position_embeddings (%d)",
-                         s->path, c->window, c->max_pos);
+                         path, c->window, c->max_pos);
     int rate = c->ratio_csa > c->ratio_hca ? c->ratio_csa : c->ratio_hca;
     if (rate > c->max_pos)
         return dsv4_fail(DSV4_ERR_CONFIG, "%s: compression rate %d is longer than max_position_embeddings (%d)",
-                         s->path, rate, c->max_pos);
+                         path, rate, c->max_pos);
     return DSV4_OK;
 }
 

@@ -105,6 +105,19 @@ for kv in hc_eps=1e39 routed_scaling_factor=1e39; do
         $T "$BIN" score --device cpu --model $tmp/f_$k --tokens 1,2,3 --logits-out $tmp/o.f32
 done
 
+# the same limits for a GGUF model's metadata
+G=tests/fixtures/gguf-all-types/model.gguf
+gg() { $PY tests/cli/gguf_edit.py $G $tmp/$1.gguf "${@:2}"; }
+gscore() { $T "$BIN" score --device cpu --model $tmp/$1.gguf --tokens 1,2,3 --logits-out $tmp/o.f32; }
+gg g_eps setf32 deepseek4.hyper_connection.epsilon 1e30
+case_ d6_gguf_hc_eps "deepseek4.hyper_connection.epsilon: 1e+30 is outside" -- gscore g_eps
+gg g_theta setf32 deepseek4.rope.freq_base 1e-30
+case_ d6_gguf_rope_base "deepseek4.rope.freq_base: 1e-30 is outside" -- gscore g_theta
+gg g_shared setu32 deepseek4.expert_shared_count 2
+case_ d14_gguf_shared_experts "n_shared_experts: 2 is not supported (only 1)" -- gscore g_shared
+gg g_bos setu32 tokenizer.ggml.bos_token_id 1000000
+case_ d14_gguf_bos_outside_vocab "bos_token_id: 1000000 is outside the vocabulary" -- gscore g_bos
+
 # ---- 7: one strict number parser for every numeric option ----
 case_ d7_n_exponent "-n: '1e3' is not an integer" -- gen --model $FX --tokens 1 -n 1e3
 case_ d7_n_letters "-n: 'abc' is not an integer" -- gen --model $FX --tokens 1 -n abc
