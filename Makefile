@@ -6,7 +6,7 @@ BUILD   ?= build
 CC      ?= cc
 OPT     ?= -O3
 CFLAGS  += -std=c11 $(OPT) -g -Wall -Wextra -D_GNU_SOURCE -Iinclude -Isrc -pthread -MMD -MP
-LDLIBS  += -lcjson -lpcre2-8 -lreadline -lm -pthread
+LDLIBS  += -lcjson -lpcre2-8 -lreadline -lmicrohttpd -lm -pthread
 ifeq ($(SAN),1)
 CFLAGS  += -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
 LDFLAGS += -fsanitize=address,undefined
@@ -16,8 +16,10 @@ endif
 # backend reports at run time that this build has no CUDA.
 NVCC    ?= $(shell command -v nvcc 2>/dev/null || ls /usr/local/cuda/bin/nvcc 2>/dev/null)
 CUDA_HOME ?= $(patsubst %/bin/nvcc,%,$(NVCC))
-LIB_SRC := $(shell find src -name '*.c' -not -path 'src/cli/*' -not -path 'src/cuda/*' | sort)
+LIB_SRC := $(shell find src -name '*.c' -not -path 'src/cli/*' -not -path 'src/serve/*' -not -path 'src/cuda/*' | sort)
 CLI_SRC := $(wildcard src/cli/*.c)
+# The server is part of the program, not of the library (it brings libmicrohttpd).
+SERVE_SRC := $(wildcard src/serve/*.c)
 CU_SRC  := $(wildcard src/cuda/*.cu)
 ifneq ($(NVCC),)
 ifneq ($(CU_SRC),)
@@ -29,13 +31,13 @@ endif
 endif
 
 LIB_OBJ := $(LIB_SRC:%.c=$(BUILD)/%.o) $(CU_OBJ)
-CLI_OBJ := $(CLI_SRC:%.c=$(BUILD)/%.o)
+CLI_OBJ := $(CLI_SRC:%.c=$(BUILD)/%.o) $(SERVE_SRC:%.c=$(BUILD)/%.o)
 TEST_SRC := $(wildcard tests/unit/test_*.c)
 TEST_BIN := $(TEST_SRC:tests/unit/%.c=$(BUILD)/tests/%)
 # Tests of loaders and parsers, and the allocation-failure loops: CI runs
 # these under ASan+UBSan too.
 PARSER_TESTS := $(filter %/test_safetensors %/test_gguf %/test_ggml_quant %/test_config %/test_tokenizer %/test_chat \
-                  %/test_dsml %/test_faults %/test_error %/test_limits,$(TEST_BIN))
+                  %/test_dsml %/test_dsml_stream %/test_snapshot_data %/test_faults %/test_error %/test_limits,$(TEST_BIN))
 
 .PHONY: all test test-parsers sanitized run clean deps deb-deps
 
@@ -48,15 +50,16 @@ DEPS_FIRST := $(filter deps,$(MAKECMDGOALS))
 #  - a Python virtual environment $(VENV) with tests/requirements.txt
 #    (rebuilt when that file changes). Tests find Python only through
 #    $DSV4_PYTHON, which `make test` points at $(VENV)/bin/python.
-DEB_DEPS := build-essential clang libcjson-dev libpcre2-dev libreadline-dev python3 python3-venv
+DEB_DEPS := build-essential clang libcjson-dev libpcre2-dev libreadline-dev libmicrohttpd-dev curl python3 \
+            python3-venv
 VENV     := $(BUILD)/venv
 PYTHON   := $(VENV)/bin/python
 APT      := SUDO=; [ "$$(id -u)" = 0 ] || SUDO=sudo; export DEBIAN_FRONTEND=noninteractive; \
             $$SUDO apt-get update -qq && $$SUDO apt-get install -y -qq
 deps: $(VENV)/installed
 deb-deps:
-	@if ! printf '#include <cjson/cJSON.h>\n#include <stdint.h>\n#define PCRE2_CODE_UNIT_WIDTH 8\n#include <pcre2.h>\n#include <stdio.h>\n#include <readline/readline.h>\n' | $(CC) -E -x c - >/dev/null 2>&1 || \
-	     ! command -v $(FUZZ_CC) >/dev/null || ! command -v python3 >/dev/null; then \
+	@if ! printf '#include <cjson/cJSON.h>\n#include <stdint.h>\n#define PCRE2_CODE_UNIT_WIDTH 8\n#include <pcre2.h>\n#include <stdio.h>\n#include <readline/readline.h>\n#include <microhttpd.h>\n' | $(CC) -E -x c - >/dev/null 2>&1 || \
+	     ! command -v $(FUZZ_CC) >/dev/null || ! command -v curl >/dev/null || ! command -v python3 >/dev/null; then \
 	    echo "installing $(DEB_DEPS)"; \
 	    $(APT) $(DEB_DEPS) >/dev/null; \
 	fi
@@ -121,8 +124,8 @@ FUZZ_CC    ?= clang
 FUZZ_FLAGS ?= -std=c11 -g -O1 -D_GNU_SOURCE -Iinclude -Isrc \
               -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined
 FUZZ_TIME  ?= 20
-FUZZ_NAMES := safetensors config dsml gguf tokenizer_load tokenizer_roundtrip
-FUZZ_SRC   := $(wildcard src/base/*.c src/io/*.c src/text/*.c) src/model/config_gguf.c
+FUZZ_NAMES := safetensors config dsml gguf request tokenizer_load tokenizer_roundtrip
+FUZZ_SRC   := $(wildcard src/base/*.c src/io/*.c src/text/*.c) src/model/config_gguf.c src/serve/request.c
 FUZZ_BIN   := $(FUZZ_NAMES:%=$(BUILD)/fuzz/fuzz_%)
 .PHONY: fuzz fuzz-smoke
 fuzz: $(FUZZ_BIN)

@@ -286,16 +286,16 @@ static void turn(chat *c, const char *line)
     c->prev_mode = c->mode;
     textgen_result r;
     g_cancel = 0;
-    /* a reply cut by the context ends with TG_END_CONTEXT, which says so */
+    /* a reply cut by the context ends with GEN_END_CONTEXT, which says so */
     bad = textgen_run(&c->g, c->s, c->smp, c->logits, c->max_tokens, stdout, &g_cancel, &r);
-    if (r.end == TG_END_OUTPUT) c->out_failed = 1;
+    if (r.out_failed) c->out_failed = 1;
     /* After an error the state may be poisoned: start the next turn afresh
      * (what was produced stays in the transcript). */
     if (bad || hold(c, r.ids, r.n_fed)) forget(c);
     fputc('\n', stdout);
     fflush(stdout);
-    if (r.end == TG_END_CANCEL) fprintf(stderr, "[stopped]\n");
-    if (r.end == TG_END_CONTEXT) fprintf(stderr, "dsv4 chat: the context is full; /reset to start over\n");
+    if (r.end == GEN_END_CANCEL) fprintf(stderr, "[stopped]\n");
+    if (r.end == GEN_END_CONTEXT) fprintf(stderr, "dsv4 chat: the context is full; /reset to start over\n");
     /* The reply as the encoding renders it back: in thinking modes the text
      * up to the first </think> is the reasoning. */
     char *content = r.text ? r.text : "", *reasoning = NULL, *end;

@@ -89,7 +89,7 @@ static int room(int n_gen, int longest, int max_pos)
 
 static int generate_batch(dsv4_model *m, int **ids, const int *lens, int n, int n_gen, int serial, double deadline)
 {
-    int rc = 1, V = dsv4_model_vocab(m), longest = 0, max_pos = dsv4_model_context(m);
+    int rc = 1, V = dsv4_model_vocab(m), longest = 0, max_pos = dsv4_model_max_positions(m);
     for (int i = 0; i < n; i++) longest = lens[i] > longest ? lens[i] : longest;
     int todo = room(n_gen, longest, max_pos);
     dsv4_session **s = calloc((size_t)n, sizeof *s);
@@ -138,7 +138,7 @@ done:
 
 static int generate_one(dsv4_model *m, const int *ids, int n, int n_gen)
 {
-    int V = dsv4_model_vocab(m), rc = 1, max_pos = dsv4_model_context(m), todo = room(n_gen, n, max_pos);
+    int V = dsv4_model_vocab(m), rc = 1, max_pos = dsv4_model_max_positions(m), todo = room(n_gen, n, max_pos);
     float *logits = malloc((size_t)V * sizeof *logits);
     dsv4_session *s = NULL;
     if (!logits || dsv4_session_new(m, &s)) { cli_report("generate", NULL); goto done; }

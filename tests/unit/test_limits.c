@@ -24,7 +24,7 @@ static unsigned char *image(dsv4_session *s, size_t *len)
 
 static void test_context_bound(void)
 {
-    int ctx = dsv4_model_context(g_m);
+    int ctx = dsv4_model_max_positions(g_m);
     CHECK(ctx == 65536); /* the fixture's config */
     int32_t *tok = calloc((size_t)ctx + 1, sizeof *tok);
     dsv4_session *s = NULL, *t = NULL;
