@@ -34,19 +34,44 @@ LIB_OBJ := $(LIB_SRC:%.c=$(BUILD)/%.o) $(CU_OBJ)
 CLI_OBJ := $(CLI_SRC:%.c=$(BUILD)/%.o) $(SERVE_SRC:%.c=$(BUILD)/%.o)
 TEST_SRC := $(wildcard tests/unit/test_*.c)
 TEST_BIN := $(TEST_SRC:tests/unit/%.c=$(BUILD)/tests/%)
-# Tests of loaders, parsers and weight-format decoders: CI runs these under ASan+UBSan.
-PARSER_TESTS := $(filter %/test_safetensors %/test_gguf %/test_ggml_quant %/test_config %/test_tokenizer %/test_chat %/test_dsml %/test_dsml_stream %/test_snapshot_data %/test_wformat,$(TEST_BIN))
+# Tests of loaders, parsers and weight-format decoders, and the allocation-failure
+# loops: CI runs these under ASan+UBSan too.
+PARSER_TESTS := $(filter %/test_safetensors %/test_gguf %/test_ggml_quant %/test_config %/test_tokenizer %/test_chat \
+                  %/test_dsml %/test_dsml_stream %/test_snapshot_data %/test_wformat %/test_faults %/test_error %/test_limits,$(TEST_BIN))
 
-.PHONY: all test test-parsers sanitized run clean deps
+.PHONY: all test test-parsers sanitized run clean deps deb-deps
 
-# Debian packages the build needs; installed only when a header is missing.
-DEB_DEPS := build-essential libcjson-dev libpcre2-dev libreadline-dev libmicrohttpd-dev curl python3
-deps:
-	@if ! printf '#include <cjson/cJSON.h>\n#include <stdint.h>\n#define PCRE2_CODE_UNIT_WIDTH 8\n#include <pcre2.h>\n#include <stdio.h>\n#include <readline/readline.h>\n#include <microhttpd.h>\n' | $(CC) -E -x c - >/dev/null 2>&1; then \
+# `make deps test` (README) with -j: nothing is built before deps are in.
+DEPS_FIRST := $(filter deps,$(MAKECMDGOALS))
+
+# `make deps` installs everything the build and the tests need, and is the
+# only target that installs anything:
+#  - the Debian packages (only when a header, clang or python3 is missing);
+#  - a Python virtual environment $(VENV) with tests/requirements.txt
+#    (rebuilt when that file changes). Tests find Python only through
+#    $DSV4_PYTHON, which `make test` points at $(VENV)/bin/python.
+DEB_DEPS := build-essential clang libcjson-dev libpcre2-dev libreadline-dev libmicrohttpd-dev curl python3 \
+            python3-venv
+VENV     := $(BUILD)/venv
+PYTHON   := $(VENV)/bin/python
+APT      := SUDO=; [ "$$(id -u)" = 0 ] || SUDO=sudo; export DEBIAN_FRONTEND=noninteractive; \
+            $$SUDO apt-get update -qq && $$SUDO apt-get install -y -qq
+deps: $(VENV)/installed
+deb-deps:
+	@if ! printf '#include <cjson/cJSON.h>\n#include <stdint.h>\n#define PCRE2_CODE_UNIT_WIDTH 8\n#include <pcre2.h>\n#include <stdio.h>\n#include <readline/readline.h>\n#include <microhttpd.h>\n' | $(CC) -E -x c - >/dev/null 2>&1 || \
+	     ! command -v $(FUZZ_CC) >/dev/null || ! command -v curl >/dev/null || ! command -v python3 >/dev/null; then \
 	    echo "installing $(DEB_DEPS)"; \
-	    SUDO=; [ "$$(id -u)" = 0 ] || SUDO=sudo; \
-	    $$SUDO apt-get update -qq && $$SUDO apt-get install -y -qq $(DEB_DEPS) >/dev/null; \
+	    $(APT) $(DEB_DEPS) >/dev/null; \
 	fi
+# python3 -m venv needs ensurepip, which Debian ships separately
+# (python3-venv): when the first python3 on PATH cannot make one, install
+# that and use Debian's python3.
+$(VENV)/installed: tests/requirements.txt | deb-deps
+	@rm -rf $(VENV)
+	@python3 -m venv $(VENV) 2>/dev/null || { rm -rf $(VENV); echo "installing python3-venv"; \
+	    $(APT) python3-venv >/dev/null && /usr/bin/python3 -m venv $(VENV); }
+	$(PYTHON) -m pip install -q --disable-pip-version-check -r tests/requirements.txt
+	@touch $@
 all: $(BUILD)/dsv4
 
 $(BUILD)/libdsv4.a: $(LIB_OBJ)
@@ -56,11 +81,11 @@ $(BUILD)/libdsv4.a: $(LIB_OBJ)
 $(BUILD)/dsv4: $(CLI_OBJ) $(BUILD)/libdsv4.a
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
-$(BUILD)/%.o: %.c
+$(BUILD)/%.o: %.c | $(DEPS_FIRST)
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) -c -o $@ $<
 
-$(BUILD)/%.o: %.cu
+$(BUILD)/%.o: %.cu | $(DEPS_FIRST)
 	@mkdir -p $(@D)
 	$(NVCC) $(NVFLAGS) -c -o $@ $<
 
@@ -68,14 +93,20 @@ $(BUILD)/tests/%: tests/unit/%.c $(BUILD)/libdsv4.a tests/test.h tests/gguf_buil
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) -Itests $(LDFLAGS) -o $@ $< $(BUILD)/libdsv4.a $(LDLIBS)
 
+# The allocation-failure loops count and fail every allocation the library
+# makes: its malloc family goes through tests/unit/test_faults.c.
+$(BUILD)/tests/test_faults: LDFLAGS += -Wl,--wrap=malloc,--wrap=calloc,--wrap=realloc,--wrap=free,--wrap=strdup
+
 # The main job: greedy generation on the tiny checkpoint shipped in the repo.
 run: $(BUILD)/dsv4
 	$(BUILD)/dsv4 generate --model tests/fixtures/tiny-mixed-f32 --tokens 1,2,3,4,5 -n 16
 
 ASAN_BUILD ?= build-asan
 test: $(BUILD)/dsv4 $(TEST_BIN) fuzz
+	@[ -x $(PYTHON) ] || { echo "make test: $(PYTHON) is missing: run make deps first (README)"; exit 1; }
 	$(MAKE) --no-print-directory SAN=1 BUILD=$(ASAN_BUILD) NVCC= sanitized
-	DSV4_BIN=$(BUILD)/dsv4 DSV4_ASAN_BUILD=$(ASAN_BUILD) tests/run.sh $(TEST_BIN) tests/cli/*.sh
+	DSV4_BIN=$(BUILD)/dsv4 DSV4_ASAN_BUILD=$(ASAN_BUILD) DSV4_PYTHON=$(abspath $(PYTHON)) \
+	    tests/run.sh $(TEST_BIN) tests/cli/*.sh
 
 # What tests/cli/sanitized.sh runs (built with SAN=1 BUILD=build-asan).
 sanitized: $(BUILD)/dsv4 $(PARSER_TESTS)
@@ -93,13 +124,13 @@ FUZZ_CC    ?= clang
 FUZZ_FLAGS ?= -std=c11 -g -O1 -D_GNU_SOURCE -Iinclude -Isrc \
               -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined
 FUZZ_TIME  ?= 20
-FUZZ_NAMES := safetensors config dsml gguf request
+FUZZ_NAMES := safetensors config dsml gguf request tokenizer_load tokenizer_roundtrip
 FUZZ_SRC   := $(wildcard src/base/*.c src/io/*.c src/text/*.c) src/model/config_gguf.c src/serve/request.c
 FUZZ_BIN   := $(FUZZ_NAMES:%=$(BUILD)/fuzz/fuzz_%)
 .PHONY: fuzz fuzz-smoke
 fuzz: $(FUZZ_BIN)
 
-$(BUILD)/fuzz/fuzz_%: tests/fuzz/fuzz_%.c $(FUZZ_SRC)
+$(BUILD)/fuzz/fuzz_%: tests/fuzz/fuzz_%.c $(FUZZ_SRC) | $(DEPS_FIRST)
 	@mkdir -p $(@D)
 	$(FUZZ_CC) $(FUZZ_FLAGS) -o $@ $< $(FUZZ_SRC) -lcjson -lpcre2-8 -lm
 

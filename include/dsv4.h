@@ -68,7 +68,8 @@ dsv4_cache_mode dsv4_model_cache_mode(const dsv4_model *m);
 /* Model facts for callers (sizes of buffers they pass in). */
 int dsv4_model_vocab(const dsv4_model *m);
 int dsv4_model_n_layers(const dsv4_model *m);
-/* max_position_embeddings: the most tokens a session can hold. */
+/* max_position_embeddings: the most tokens a session can hold. Evaluating
+ * past it fails with DSV4_ERR_ARG and changes nothing. */
 int dsv4_model_max_positions(const dsv4_model *m);
 /* Checkpoint tensors that were neither bound nor recognized (reported, not fatal). */
 int dsv4_model_unknown_count(const dsv4_model *m);
@@ -98,7 +99,10 @@ int64_t dsv4_session_pos(const dsv4_session *s);
 
 /* Feed n tokens at the session's current position. If logits != NULL it
  * receives n rows of vocab floats (one per input position). On failure the
- * session is unchanged, or poisoned if state was already partly written. */
+ * session is unchanged, or poisoned if state was already partly written.
+ * Every logit written is checked: a NaN or infinity fails the call
+ * (DSV4_ERR_DEVICE, naming lane, position and token; the session is
+ * poisoned), here and in dsv4_decode_batch alike. */
 dsv4_status dsv4_session_eval(dsv4_session *s, const int32_t *tokens, int n,
                               float *logits);
 /* Same, but logits (if not NULL) receives only the row of the last token. */
@@ -116,11 +120,10 @@ typedef struct {
     dsv4_gate_fn fn;        /* may be NULL */
     void *user;
     double deadline_ms;     /* > 0: veto a step whose execution took longer */
-    int check_finite;       /* 1: a non-finite logit is a fault */
 } dsv4_gate;
 
 /* Decode one token for each of n_lanes distinct sessions (1..DSV4_MAX_LANES,
- * any positions) in one step. logits (may be NULL): n_lanes rows of vocab.
+ * any positions before the end of the context) in one step. logits (may be NULL): n_lanes rows of vocab.
  * Each lane's logits and state are bit-identical to decoding it alone.
  * Either every lane advances or none does: a veto (DSV4_ERR_VETO) or an
  * error before the run leaves every session exactly as it was; a fault

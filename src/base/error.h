@@ -15,5 +15,8 @@ dsv4_status dsv4_fail(dsv4_status st, const char *fmt, ...) DSV4_PRINTF(2, 3);
 /* Prefix the current message ("file: " + old message), keeping the status. */
 dsv4_status dsv4_fail_prefix(dsv4_status st, const char *prefix);
 void dsv4_clear_error(void);
+/* s as messages spell it (control characters escaped, see error.c), for
+ * callers that print names read from files themselves; cut to cap bytes. */
+void error_escape(const char *s, char *out, size_t cap);
 
 #endif

@@ -5,7 +5,10 @@
 #include <stdlib.h>
 #include <unistd.h>
 
+#include "base/error.h"
+#include "base/size.h"
 #include "cli/commands.h"
+#include "model/config_gguf.h"
 
 /* A bar on stderr; only for checkpoints big enough to take a while. */
 static void progress(void *user, uint64_t done, uint64_t total)
@@ -43,22 +46,42 @@ dsv4_model *cli_load_model(const char *cmd, const char *dir, int threads, const 
         return NULL;
     }
     int nu = dsv4_model_unknown_count(m);
-    for (int i = 0; i < nu && i < 8; i++)
-        fprintf(stderr, "dsv4 %s: warning: unknown tensor '%s' ignored\n", cmd, dsv4_model_unknown_name(m, i));
+    for (int i = 0; i < nu && i < 8; i++) {
+        char name[1024]; /* a name from the file: one line whatever it holds */
+        error_escape(dsv4_model_unknown_name(m, i), name, sizeof name);
+        fprintf(stderr, "dsv4 %s: warning: unknown tensor '%s' ignored\n", cmd, name);
+    }
     if (nu > 8) fprintf(stderr, "dsv4 %s: warning: %d more unknown tensors ignored\n", cmd, nu - 8);
     return m;
 }
 
-int cli_token_arg(const char *cmd, const char *tokens, const char *file, int **ids, int *n)
+int cli_model_context(const char *cmd, const char *dir)
+{
+    dsv4_config cfg;
+    if (config_load_model(dir, &cfg, NULL)) { cli_report(cmd, NULL); return -1; }
+    return cfg.max_pos;
+}
+
+int cli_token_arg(const char *cmd, const char *tokens, const char *file, int max_pos, int **ids, int *n)
 {
     if (!!tokens == !!file) {
         fprintf(stderr, "dsv4 %s: give exactly one of --tokens or --tokens-file\n", cmd);
         return -1;
     }
-    if (tokens) return cli_parse_ids(tokens, ids, n, "--tokens");
-    char *text = cli_read_file(file, NULL);
-    if (!text) return -1;
-    int r = cli_parse_ids(text, ids, n, file);
-    free(text);
+    int r;
+    if (tokens) {
+        r = cli_parse_ids(tokens, ids, n, "--tokens");
+    } else {
+        size_t len;
+        char *text = cli_read_file(cmd, file, size_mul((size_t)max_pos, CLI_ID_BYTES), &len);
+        if (!text) return -1;
+        r = cli_no_nul(cmd, file, text, len) ? -1 : cli_parse_ids(text, ids, n, file);
+        free(text);
+    }
+    if (!r && cli_prompt_fits(cmd, tokens ? "--tokens" : file, (size_t)*n, max_pos)) {
+        free(*ids);
+        *ids = NULL;
+        r = -1;
+    }
     return r;
 }

@@ -1,12 +1,53 @@
 /* Helpers shared by the CLI subcommands. */
+#include <ctype.h>
 #include <errno.h>
 #include <limits.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "cli/commands.h"
 #include "dsv4.h"
+
+/* strtoll/strtod accept leading whitespace; a value must be the number
+ * alone, so "", " 5" and "5 " are all refused. */
+static int bare(const char *s) { return *s && !isspace((unsigned char)*s); }
+
+int cli_int(const char *cmd, const char *opt, const char *s, long long lo, long long hi, long long *out)
+{
+    char *end;
+    errno = 0;
+    long long v = bare(s) ? strtoll(s, &end, 10) : 0;
+    if (!bare(s) || *end || errno || v < lo || v > hi) {
+        fprintf(stderr, "dsv4 %s: %s: '%s' is not an integer in %lld..%lld\n", cmd, opt, s, lo, hi);
+        return -1;
+    }
+    *out = v;
+    return 0;
+}
+
+int cli_int32(const char *cmd, const char *opt, const char *s, int lo, int hi, int *out)
+{
+    long long v;
+    if (cli_int(cmd, opt, s, lo, hi, &v)) return -1;
+    *out = (int)v;
+    return 0;
+}
+
+int cli_real(const char *cmd, const char *opt, const char *s, double lo, double hi, double *out)
+{
+    char *end;
+    double v = bare(s) ? strtod(s, &end) : 0;
+    /* errno is not read: strtod's ERANGE on underflow is a tiny but valid
+     * value, and overflow gives inf, which isfinite refuses */
+    if (!bare(s) || *end || !isfinite(v) || !(v >= lo && v <= hi)) {
+        fprintf(stderr, "dsv4 %s: %s: '%s' is not a number in %g..%g\n", cmd, opt, s, lo, hi);
+        return -1;
+    }
+    *out = v;
+    return 0;
+}
 
 int cli_parse_ids(const char *text, int **ids, int *n, const char *what)
 {
@@ -40,26 +81,89 @@ int cli_parse_ids(const char *text, int **ids, int *n, const char *what)
     return 0;
 }
 
-char *cli_read_file(const char *path, size_t *len)
+char *cli_read_file(const char *cmd, const char *path, size_t max, size_t *len)
 {
+    if (max > CLI_INPUT_MAX) max = CLI_INPUT_MAX;
     FILE *f = fopen(path, "rb");
-    if (!f) { fprintf(stderr, "dsv4: %s: %s\n", path, strerror(errno)); return NULL; }
-    size_t cap = 1 << 16, n = 0;
+    if (!f) { fprintf(stderr, "dsv4 %s: %s: %s\n", cmd, path, strerror(errno)); return NULL; }
+    /* read in growing steps up to max + 1 bytes (pipes and devices have no
+     * size to ask for): one byte more than max means too long */
+    size_t cap = max < 65536 ? max + 1 : 65536, n = 0;
     char *buf = malloc(cap + 1);
-    for (size_t r; buf && (r = fread(buf + n, 1, cap - n, f)) > 0;) {
+    int err = 0, nomem = !buf, big = 0;
+    while (buf) {
+        errno = 0;
+        size_t r = fread(buf + n, 1, cap - n, f);
         n += r;
-        if (n == cap) {
-            char *g = realloc(buf, (cap *= 2) + 1);
-            if (!g) { free(buf); buf = NULL; }
-            buf = g;
-        }
+        if (n > max) { big = 1; break; }
+        if (n < cap) { err = ferror(f) ? (errno ? errno : EIO) : 0; break; }
+        size_t c = cap > (max + 1) / 2 ? max + 1 : cap * 2;
+        char *g = realloc(buf, c + 1);
+        if (!g) { nomem = 1; break; }
+        buf = g;
+        cap = c;
     }
-    int err = ferror(f);
     fclose(f);
-    if (!buf || err) { free(buf); fprintf(stderr, "dsv4: %s: read failed\n", path); return NULL; }
+    if (nomem || err || big) {
+        if (big) fprintf(stderr, "dsv4 %s: %s: larger than %zu bytes, more than this input can use\n", cmd, path, max);
+        else fprintf(stderr, "dsv4 %s: %s: %s\n", cmd, path, nomem ? "out of memory" : strerror(err));
+        free(buf);
+        return NULL;
+    }
     buf[n] = 0;
     if (len) *len = n;
     return buf;
+}
+
+int cli_no_nul(const char *cmd, const char *what, const char *buf, size_t len)
+{
+    const char *z = memchr(buf, 0, len);
+    if (!z) return 0;
+    fprintf(stderr, "dsv4 %s: %s: NUL byte at offset %zu\n", cmd, what, (size_t)(z - buf));
+    return -1;
+}
+
+int cli_prompt_fits(const char *cmd, const char *what, size_t n, int max_pos)
+{
+    if (n <= (size_t)max_pos) return 0;
+    fprintf(stderr, "dsv4 %s: %s is %zu tokens, longer than the context (%d, config "
+            "max_position_embeddings)\n", cmd, what, n, max_pos);
+    return -1;
+}
+
+int cli_read_line(FILE *f, size_t max, char **line, size_t *len)
+{
+    size_t cap = 256, n = 0;
+    char *b = malloc(cap);
+    int ch = EOF;
+    while (b && (ch = getc(f)) != EOF && ch != '\n') {
+        if (n == max) break; /* one byte more than max: too long */
+        if (n + 1 == cap) {
+            char *g = realloc(b, cap *= 2);
+            if (!g) { free(b); b = NULL; break; }
+            b = g;
+        }
+        b[n++] = (char)ch;
+    }
+    if (!b || (n == max && ch != EOF && ch != '\n') || ferror(f)) { free(b); return -1; }
+    if (ch == EOF && n == 0) { free(b); return 0; }
+    if (n && b[n - 1] == '\r') n--;
+    b[n] = 0;
+    *line = b;
+    *len = n;
+    return 1;
+}
+
+void cli_context_full(const char *cmd, int max_pos)
+{
+    fprintf(stderr, "dsv4 %s: stopped: the context is full (%d tokens)\n", cmd, max_pos);
+}
+
+int cli_output_ok(const char *cmd)
+{
+    if (!fflush(stdout) && !ferror(stdout)) return 1;
+    fprintf(stderr, "dsv4 %s: writing the output failed: %s\n", cmd, errno ? strerror(errno) : "stream error");
+    return 0;
 }
 
 void cli_report(const char *cmd, const char *what)

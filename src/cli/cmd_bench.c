@@ -1,6 +1,7 @@
 /* dsv4 bench: decode and prefill speed on a real or synthetic checkpoint,
  * against the memory-bandwidth limit measured (CPU) or nominal (GPU). */
 #include <getopt.h>
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -73,18 +74,21 @@ static double host_read_gbs(int threads)
     return best;
 }
 
-static int parse_list(const char *s, int64_t *out, int max)
+/* "a,b,c": each item through cli_int; returns the count, -1 after a message. */
+static int parse_list(const char *opt, const char *s, long long lo, long long hi, int64_t *out, int max)
 {
     int n = 0;
-    while (*s && n < max) {
-        char *end;
-        long long v = strtoll(s, &end, 10);
-        if (end == s || v < 0) return -1;
+    for (;;) {
+        size_t k = strcspn(s, ",");
+        char item[32];
+        if (n == max) { fprintf(stderr, "dsv4 bench: %s: more than %d values\n", opt, max); return -1; }
+        snprintf(item, sizeof item, "%.*s", k < sizeof item ? (int)k : (int)sizeof item - 1, s);
+        long long v;
+        if (cli_int("bench", opt, k < sizeof item ? item : s, lo, hi, &v)) return -1;
         out[n++] = v;
-        s = *end == ',' ? end + 1 : end;
-        if (*end && *end != ',') return -1;
+        if (!s[k]) return n;
+        s += k + 1;
     }
-    return n;
 }
 
 static int random_token(uint32_t *x, int vocab)
@@ -113,18 +117,14 @@ out:
 }
 
 /* Aggregate decode speed of batched steps with n lanes at context ctx. */
-static int bench_lanes(dsv4_model *m, const char *list, int64_t ctx, int n_dec, double limit)
+static int bench_lanes(dsv4_model *m, const int64_t *nl, int cnt, int64_t ctx, int n_dec, double limit)
 {
-    int64_t nl[16];
-    int cnt = parse_list(list, nl, 16);
-    if (cnt <= 0) { fprintf(stderr, "dsv4 bench: bad --lanes list '%s'\n", list); return -1; }
     const dsv4_config *cf = &m->cfg;
     printf("batched decode at context %lld:\n%-6s %12s %10s %10s %14s %9s %8s\n", (long long)ctx, "lanes",
            "agg tok/s", "ms/step", "speedup", "bytes/step MB", "GB/s", "% limit");
     double one = 0;
     for (int i = 0; i < cnt; i++) {
         int n = (int)nl[i];
-        if (n < 1 || n > DSV4_MAX_LANES) { fprintf(stderr, "dsv4 bench: --lanes %d out of range\n", n); return -1; }
         dsv4_session *s[DSV4_MAX_LANES] = {0};
         int32_t tok[DSV4_MAX_LANES];
         float *lg = malloc((size_t)n * (size_t)cf->vocab * sizeof *lg);
@@ -194,13 +194,13 @@ int cmd_bench(int argc, char **argv)
         switch (c) {
         case 'm': model = optarg; break;
         case 's': synth = optarg; break;
-        case 'L': layers = atoi(optarg); break;
-        case 'E': experts = atoi(optarg); break;
+        case 'L': if (cli_int32("bench", "--layers", optarg, 0, DSV4_MAX_LAYERS, &layers)) return 2; break;
+        case 'E': if (cli_int32("bench", "--experts", optarg, 0, 1 << 16, &experts)) return 2; break;
         case 'd': device = optarg; break;
-        case 'j': threads = atoi(optarg); break;
+        case 'j': if (cli_int32("bench", "--threads", optarg, 0, CLI_MAX_THREADS, &threads)) return 2; break;
         case 'c': ctxs = optarg; break;
-        case 'n': n_dec = atoi(optarg); break;
-        case 'p': n_pre = atoi(optarg); break;
+        case 'n': if (cli_int32("bench", "--decode", optarg, 1, INT_MAX, &n_dec)) return 2; break;
+        case 'p': if (cli_int32("bench", "--prefill", optarg, 0, INT_MAX, &n_pre)) return 2; break;
         case 'H': hf = 1; break;
         case 'l': lanes_arg = optarg; break;
         case 'W': weights = optarg; break;
@@ -210,11 +210,11 @@ int cmd_bench(int argc, char **argv)
         }
     }
     int64_t ctx[16];
-    int n_ctx = parse_list(ctxs, ctx, 16);
-    if (!!model == !!synth || n_ctx <= 0 || n_dec < 1 || n_pre < 0 || (hf && !synth) || (weights && !synth)) {
-        usage(stderr);
+    int n_ctx = parse_list("--contexts", ctxs, 0, INT_MAX, ctx, 16), n_lanes = 0;
+    int64_t lanes[16];
+    if (n_ctx < 0 || (lanes_arg && (n_lanes = parse_list("--lanes", lanes_arg, 1, DSV4_MAX_LANES, lanes, 16)) < 0))
         return 2;
-    }
+    if (!!model == !!synth || (hf && !synth) || (weights && !synth)) { usage(stderr); return 2; }
     dsv4_model *m = NULL;
     double t0 = now();
     if (synth) {
@@ -230,6 +230,20 @@ int cmd_bench(int argc, char **argv)
         return 1;
     }
     const dsv4_config *cf = &m->cfg;
+    /* every timed session must stay inside the model's context */
+    for (int i = 0; i < n_ctx; i++)
+        if (ctx[i] > (int64_t)cf->max_pos - 2 - n_dec) {
+            fprintf(stderr, "dsv4 bench: --contexts %lld: with %d decode tokens (+2 warm-up) it passes the model's "
+                    "context of %d positions (max_position_embeddings)\n", (long long)ctx[i], n_dec, cf->max_pos);
+            dsv4_model_free(m);
+            return 2;
+        }
+    if (n_pre > cf->max_pos) {
+        fprintf(stderr, "dsv4 bench: --prefill %d is longer than the model's context of %d positions "
+                "(max_position_embeddings)\n", n_pre, cf->max_pos);
+        dsv4_model_free(m);
+        return 2;
+    }
     int is_cpu = !strcmp(m->be->name, "cpu");
     static const char *const wf[] = {"bf16", "fp8", "fp4"};
     printf("# dsv4 bench: %s on %s, %d layers, %d routed experts, vocab %d, weights %s dense / %s experts, "
@@ -275,7 +289,7 @@ int cmd_bench(int argc, char **argv)
         dsv4_session_free(s);
         free(tok);
     }
-    if (lanes_arg && bench_lanes(m, lanes_arg, ctx[0], n_dec, limit)) { free(logits); dsv4_model_free(m); return 1; }
+    if (n_lanes && bench_lanes(m, lanes, n_lanes, ctx[0], n_dec, limit)) { free(logits); dsv4_model_free(m); return 1; }
     if (hf) {
         double hf_ms = hf_decode_ms(synth, cf->n_layers, cf->n_experts, n_dec);
         if (hf_ms > 0)

@@ -23,6 +23,7 @@
  * changes how every earlier turn renders, so these render and evaluate
  * everything again. */
 #include <getopt.h>
+#include <limits.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -74,6 +75,7 @@ typedef struct {
     int max_tokens;
     int check; /* --check-session */
     int check_failed;
+    int out_failed;   /* stdout lost a reply: stop (main() reports it) */
     int turn;
     msg *msgs;
     int n_msgs, cap_msgs;
@@ -284,8 +286,9 @@ static void turn(chat *c, const char *line)
     c->prev_mode = c->mode;
     textgen_result r;
     g_cancel = 0;
-    int max = c->max_tokens < c->g.max_pos - c->n_held ? c->max_tokens : c->g.max_pos - c->n_held;
-    bad = textgen_run(&c->g, c->s, c->smp, c->logits, max, stdout, &g_cancel, &r);
+    /* a reply cut by the context ends with GEN_END_CONTEXT, which says so */
+    bad = textgen_run(&c->g, c->s, c->smp, c->logits, c->max_tokens, stdout, &g_cancel, &r);
+    if (r.out_failed) c->out_failed = 1;
     /* After an error the state may be poisoned: start the next turn afresh
      * (what was produced stays in the transcript). */
     if (bad || hold(c, r.ids, r.n_fed)) forget(c);
@@ -334,18 +337,30 @@ static int command(chat *c, const char *line, int n_fixed, int tty)
     return 0;
 }
 
-static char *next_line(int tty)
+/* The next input line (NULL at the end of input); *bad is set when the
+ * line is refused: a NUL byte in it (reported; the chat goes on), or more
+ * text than the context can hold (reported; the chat ends: status 1). */
+static char *next_line(chat *c, int tty, int lineno, int *bad)
 {
+    *bad = 0;
     if (tty) {
         char *l = readline("> ");
         if (l && *l) add_history(l);
         return l;
     }
+    size_t max = textgen_max_text(&c->g), len;
     char *l = NULL;
-    size_t cap = 0;
-    ssize_t k = getline(&l, &cap, stdin);
-    if (k < 0) { free(l); return NULL; }
-    while (k > 0 && (l[k - 1] == '\n' || l[k - 1] == '\r')) l[--k] = 0;
+    int r = cli_read_line(stdin, max, &l, &len);
+    if (r < 0) {
+        fprintf(stderr, "dsv4 chat: input line %d: longer than the %zu bytes the context can hold, or unreadable\n",
+                lineno, max);
+        *bad = 2;
+        return NULL;
+    }
+    if (r == 0) return NULL;
+    char what[32];
+    snprintf(what, sizeof what, "input line %d", lineno);
+    if (cli_no_nul("chat", what, l, len)) *bad = 1;
     return l;
 }
 
@@ -385,8 +400,7 @@ int cmd_chat(int argc, char **argv)
         switch (o) {
         case 'm': model = optarg; break;
         case 'n':
-            c.max_tokens = atoi(optarg);
-            if (c.max_tokens < 1) { fprintf(stderr, "dsv4 chat: -n must be >= 1\n"); textgen_args_free(&a); return 2; }
+            if (cli_int32("chat", "-n", optarg, 1, INT_MAX, &c.max_tokens)) { textgen_args_free(&a); return 2; }
             break;
         case OPT_NOTHINK: c.mode = CHAT_NOTHINK; break;
         case OPT_THINK: c.mode = CHAT_THINK; break;
@@ -429,15 +443,17 @@ int cmd_chat(int argc, char **argv)
         rl_signal_event_hook = prompt_interrupted;
         printf("dsv4 chat: %s. /help for commands, Ctrl-D to leave.\n", model);
     }
-    int n_fixed = c.n_msgs;
-    for (char *line; (line = next_line(tty));) {
+    int n_fixed = c.n_msgs, bad = 0;
+    for (int lineno = 1;; lineno++) {
+        char *line = next_line(&c, tty, lineno, &bad);
+        if (!line) break;
         int quit = 0;
-        if (line[0] == '/') quit = command(&c, line, n_fixed, tty);
-        else if (line[0]) turn(&c, line);
+        if (!bad && line[0] == '/') quit = command(&c, line, n_fixed, tty);
+        else if (!bad && line[0]) turn(&c, line);
         free(line);
-        if (quit) break;
+        if (quit || c.out_failed) break;
     }
-    rc = c.check_failed ? 1 : 0;
+    rc = c.check_failed || bad == 2 ? 1 : 0;
 done:
     drop_msgs(&c, 0);
     free(c.msgs);

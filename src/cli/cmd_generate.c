@@ -2,10 +2,12 @@
  * of prompts decoded together (one transaction per step). A text prompt
  * (-p / --prompt-file) goes to cmd_generate_text.c instead. */
 #include <getopt.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/size.h"
 #include "cli/commands.h"
 
 static void usage(FILE *f)
@@ -40,30 +42,32 @@ static int argmax(const float *v, int n)
     return best;
 }
 
-/* Prompts of a --batch file: one line each, blank lines skipped. */
-static int read_batch(const char *path, int ***ids, int **lens, int *n)
+/* Prompts of a --batch file: one line each, blank lines skipped; at most
+ * DSV4_MAX_LANES of at most max_pos tokens. */
+static int read_batch(const char *path, int max_pos, int ***ids, int **lens, int *n)
 {
-    char *text = cli_read_file(path, NULL);
+    size_t len;
+    char *text = cli_read_file("generate", path, size_mul3(DSV4_MAX_LANES, (size_t)max_pos, CLI_ID_BYTES), &len);
     if (!text) return -1;
-    int cap = 8, cnt = 0, rc = 0;
-    int **v = malloc((size_t)cap * sizeof *v), *l = malloc((size_t)cap * sizeof *l);
-    for (char *line = strtok(text, "\n"); line && v && l; line = strtok(NULL, "\n")) {
+    if (cli_no_nul("generate", path, text, len)) { free(text); return -1; }
+    int cnt = 0, rc = 0;
+    int **v = calloc(DSV4_MAX_LANES, sizeof *v), *l = calloc(DSV4_MAX_LANES, sizeof *l);
+    if (!v || !l) { fprintf(stderr, "dsv4 generate: out of memory\n"); rc = -1; }
+    for (char *line = strtok(text, "\n"); line && !rc; line = strtok(NULL, "\n")) {
         if (strspn(line, " \t\r,") == strlen(line)) continue;
-        if (cnt == cap) {
-            cap *= 2;
-            int **g = realloc(v, (size_t)cap * sizeof *g);
-            int *h = realloc(l, (size_t)cap * sizeof *h);
-            if (g) v = g;
-            if (h) l = h;
-            if (!g || !h) { rc = -1; break; }
+        if (cnt == DSV4_MAX_LANES) {
+            fprintf(stderr, "dsv4 generate: %s has more than %d prompts\n", path, DSV4_MAX_LANES);
+            rc = -1;
+            break;
         }
-        char what[64];
+        char what[4200]; /* a PATH_MAX path and the line */
         snprintf(what, sizeof what, "%s line %d", path, cnt + 1);
         if (cli_parse_ids(line, &v[cnt], &l[cnt], what)) { rc = -1; break; }
         cnt++;
+        if (cli_prompt_fits("generate", what, (size_t)l[cnt - 1], max_pos)) rc = -1;
     }
     free(text);
-    if (!v || !l || rc || !cnt) {
+    if (rc || !cnt) {
         if (!cnt && !rc) fprintf(stderr, "dsv4 generate: %s: no prompts\n", path);
         for (int i = 0; v && i < cnt; i++) free(v[i]);
         free(v);
@@ -76,17 +80,23 @@ static int read_batch(const char *path, int ***ids, int **lens, int *n)
     return 0;
 }
 
-static int generate_batch(dsv4_model *m, const char *file, int n_gen, int serial, double deadline)
+/* How many tokens a greedy run can print after a prompt of `longest`
+ * tokens: each one but the last is fed back, so at most max_pos - longest + 1. */
+static int room(int n_gen, int longest, int max_pos)
 {
-    int **ids = NULL, *lens = NULL, n = 0, rc = 1, V = dsv4_model_vocab(m);
-    if (read_batch(file, &ids, &lens, &n)) return 2;
-    if (!serial && n > DSV4_MAX_LANES) {
-        fprintf(stderr, "dsv4 generate: %s has %d prompts; at most %d decode together\n", file, n, DSV4_MAX_LANES);
-        goto out;
-    }
+    int most = max_pos - longest + 1;
+    return n_gen < most ? n_gen : most;
+}
+
+static int generate_batch(dsv4_model *m, int **ids, const int *lens, int n, int n_gen, int serial, double deadline)
+{
+    int rc = 1, V = dsv4_model_vocab(m), longest = 0, max_pos = dsv4_model_max_positions(m);
+    for (int i = 0; i < n; i++) longest = lens[i] > longest ? lens[i] : longest;
+    int todo = room(n_gen, longest, max_pos);
     dsv4_session **s = calloc((size_t)n, sizeof *s);
-    int32_t *next = calloc((size_t)n, sizeof *next), *out_ids = calloc((size_t)n * (size_t)(n_gen + 1), sizeof *out_ids);
-    float *logits = malloc((size_t)n * (size_t)V * sizeof *logits);
+    int32_t *next = calloc((size_t)n, sizeof *next);
+    int32_t *out_ids = malloc(size_mul3((size_t)n, (size_t)todo + 1, sizeof *out_ids));
+    float *logits = malloc(size_mul3((size_t)n, (size_t)V, sizeof *logits));
     if (!s || !next || !out_ids || !logits) { fprintf(stderr, "dsv4 generate: out of memory\n"); goto done; }
     for (int i = 0; i < n; i++) {
         if (dsv4_session_new(m, &s[i]) || dsv4_session_eval_last(s[i], (const int32_t *)ids[i], lens[i], logits)) {
@@ -95,10 +105,10 @@ static int generate_batch(dsv4_model *m, const char *file, int n_gen, int serial
         }
         next[i] = argmax(logits, V);
     }
-    dsv4_gate gate = {NULL, NULL, deadline, 1};
-    for (int k = 0; k < n_gen; k++) {
-        for (int i = 0; i < n; i++) out_ids[(size_t)i * n_gen + k] = next[i];
-        if (k + 1 == n_gen) break;
+    dsv4_gate gate = {NULL, NULL, deadline};
+    for (int k = 0; k < todo; k++) {
+        for (int i = 0; i < n; i++) out_ids[(size_t)i * todo + k] = next[i];
+        if (k + 1 == todo) break;
         if (serial) {
             for (int i = 0; i < n; i++) {
                 if (dsv4_session_eval_last(s[i], &next[i], 1, logits + (size_t)i * V)) {
@@ -112,8 +122,11 @@ static int generate_batch(dsv4_model *m, const char *file, int n_gen, int serial
         }
         for (int i = 0; i < n; i++) next[i] = argmax(logits + (size_t)i * V, V);
     }
-    for (int i = 0; i < n; i++)
-        for (int k = 0; k < n_gen; k++) printf("%d%s", out_ids[(size_t)i * n_gen + k], k + 1 < n_gen ? "," : "\n");
+    for (int i = 0; i < n; i++) { /* one line per prompt, empty for -n 0 as with --tokens */
+        for (int k = 0; k < todo; k++) printf("%s%d", k ? "," : "", out_ids[(size_t)i * todo + k]);
+        printf("\n");
+    }
+    if (todo < n_gen) cli_context_full("generate", max_pos);
     rc = 0;
 done:
     for (int i = 0; s && i < n; i++) dsv4_session_free(s[i]);
@@ -121,31 +134,28 @@ done:
     free(next);
     free(out_ids);
     free(logits);
-out:
-    for (int i = 0; i < n; i++) free(ids[i]);
-    free(ids);
-    free(lens);
     return rc;
 }
 
 static int generate_one(dsv4_model *m, const int *ids, int n, int n_gen)
 {
-    int V = dsv4_model_vocab(m), rc = 1;
+    int V = dsv4_model_vocab(m), rc = 1, max_pos = dsv4_model_max_positions(m), todo = room(n_gen, n, max_pos);
     float *logits = malloc((size_t)V * sizeof *logits);
     dsv4_session *s = NULL;
     if (!logits || dsv4_session_new(m, &s)) { cli_report("generate", NULL); goto done; }
     if (dsv4_session_eval_last(s, (const int32_t *)ids, n, logits)) { cli_report("generate", "prompt"); goto done; }
-    for (int i = 0; i < n_gen; i++) {
+    for (int i = 0; i < todo; i++) {
         int32_t next = argmax(logits, V);
         printf("%s%d", i ? "," : "", next);
         fflush(stdout);
-        if (i + 1 < n_gen && dsv4_session_eval_last(s, &next, 1, logits)) {
+        if (i + 1 < todo && dsv4_session_eval_last(s, &next, 1, logits)) {
             printf("\n");
             cli_report("generate", NULL);
             goto done;
         }
     }
     printf("\n");
+    if (todo < n_gen) cli_context_full("generate", max_pos);
     rc = 0;
 done:
     dsv4_session_free(s);
@@ -173,9 +183,9 @@ int cmd_generate(int argc, char **argv)
         case 'f': file = optarg; break;
         case 'b': batch = optarg; break;
         case 'S': serial = 1; break;
-        case 'D': deadline = atof(optarg); if (deadline <= 0) { fprintf(stderr, "dsv4 generate: --step-deadline-ms must be > 0\n"); return 2; } break;
-        case 'n': n_gen = atoi(optarg); if (n_gen < 0) { fprintf(stderr, "dsv4 generate: -n must be >= 0\n"); return 2; } break;
-        case 'j': threads = atoi(optarg); break;
+        case 'D': if (cli_real("generate", "--step-deadline-ms", optarg, 1e-9, 1e9, &deadline)) return 2; break;
+        case 'n': if (cli_int32("generate", "-n", optarg, 0, INT_MAX, &n_gen)) return 2; break;
+        case 'j': if (cli_int32("generate", "--threads", optarg, 0, CLI_MAX_THREADS, &threads)) return 2; break;
         case 'd': device = optarg; break;
         case 'c': cache = optarg; break;
         case 'h': usage(stdout); return 0;
@@ -184,12 +194,17 @@ int cmd_generate(int argc, char **argv)
     }
     if (!model) { usage(stderr); return 2; }
     if (batch && (tokens || file)) { fprintf(stderr, "dsv4 generate: --batch replaces --tokens/--tokens-file\n"); return 2; }
-    int *ids = NULL, n = 0;
-    if (!batch && cli_token_arg("generate", tokens, file, &ids, &n)) return 2;
+    int max_pos = cli_model_context("generate", model);
+    if (max_pos < 0) return 1;
+    int *ids = NULL, n = 0, **prompts = NULL, *lens = NULL;
+    if (batch ? read_batch(batch, max_pos, &prompts, &lens, &n) : cli_token_arg("generate", tokens, file, max_pos, &ids, &n))
+        return 2;
     dsv4_model *m = cli_load_model("generate", model, threads, device, cache);
-    if (!m) { free(ids); return 1; }
-    int rc = batch ? generate_batch(m, batch, n_gen, serial, deadline) : generate_one(m, ids, n, n_gen);
+    int rc = !m ? 1 : batch ? generate_batch(m, prompts, lens, n, n_gen, serial, deadline) : generate_one(m, ids, n, n_gen);
     dsv4_model_free(m);
+    for (int i = 0; prompts && i < n; i++) free(prompts[i]);
+    free(prompts);
+    free(lens);
     free(ids);
     return rc;
 }

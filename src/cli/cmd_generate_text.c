@@ -2,6 +2,7 @@
  * completion, or rendered as one chat user turn with --chat), prefilled, and
  * the sampled continuation is printed as it is produced. */
 #include <getopt.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -82,8 +83,7 @@ int cmd_generate_text(int argc, char **argv)
         case OPT_SYSTEM: system = optarg; break;
         case OPT_NOBOS: no_bos = 1; break;
         case 'n':
-            n_gen = atoi(optarg);
-            if (n_gen < 0) { fprintf(stderr, "dsv4 generate: -n must be >= 0\n"); textgen_args_free(&a); return 2; }
+            if (cli_int32("generate", "-n", optarg, 0, INT_MAX, &n_gen)) { textgen_args_free(&a); return 2; }
             break;
         case 'h': generate_text_usage(stdout); textgen_args_free(&a); return 0;
         default:
@@ -111,14 +111,10 @@ int cmd_generate_text(int argc, char **argv)
     sampler *smp = NULL;
     textgen_result res = {0};
     if (textgen_open(&g, "generate", model, &a)) { textgen_args_free(&a); return 1; }
-    if (pfile && !(text = cli_read_file(pfile, &len))) goto done;
+    if (pfile && !(text = cli_read_file("generate", pfile, textgen_max_text(&g), &len))) goto done;
     if (prompt_ids(&g, prompt ? prompt : text, len, chat, mode, system, no_bos, &ids, &n)) goto done;
     if (n == 0) { fprintf(stderr, "dsv4 generate: the prompt is empty (no tokens)\n"); goto done; }
-    if (n > (size_t)g.max_pos) {
-        fprintf(stderr, "dsv4 generate: the prompt is %zu tokens, longer than the context (%d, config "
-                "max_position_embeddings)\n", n, g.max_pos);
-        goto done;
-    }
+    if (cli_prompt_fits("generate", "the prompt", n, g.max_pos)) goto done;
     if (n_gen > g.max_pos) n_gen = g.max_pos;
     if (textgen_load_model(&g, model, &a)) goto done;
     logits = malloc((size_t)g.vocab * sizeof *logits);
@@ -129,8 +125,7 @@ int cmd_generate_text(int argc, char **argv)
     if (dsv4_session_eval_last(s, ids, (int)n, logits)) { cli_report("generate", "prompt"); goto done; }
     int bad = textgen_run(&g, s, smp, logits, n_gen, stdout, NULL, &res);
     printf("\n");
-    if (!bad && res.end == GEN_END_CONTEXT)
-        fprintf(stderr, "dsv4 generate: stopped: the context is full (%d tokens)\n", g.max_pos);
+    if (!bad && res.end == GEN_END_CONTEXT) cli_context_full("generate", g.max_pos);
     rc = bad ? 1 : 0;
 done:
     textgen_result_free(&res);

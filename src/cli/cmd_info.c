@@ -46,7 +46,7 @@ static void print_state(const dsv4_config *cf, double budget_gib)
 static int info_config(const char *path, double budget)
 {
     size_t len;
-    char *text = cli_read_file(path, &len);
+    char *text = cli_read_file("info", path, (size_t)16 << 20, &len); /* a config.json is a few KB */
     if (!text) return 1;
     static dsv4_config cf;
     dsv4_status st = config_parse(text, len, path, &cf);

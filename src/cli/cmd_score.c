@@ -1,8 +1,10 @@
 /* dsv4 score: logits of every input position, computed in chunks of K. */
 #include <getopt.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "base/size.h"
 #include "cli/commands.h"
 
 static void usage(FILE *f)
@@ -34,9 +36,9 @@ int cmd_score(int argc, char **argv)
         case 'm': model = optarg; break;
         case 't': tokens = optarg; break;
         case 'f': file = optarg; break;
-        case 'k': chunk = atoi(optarg); if (chunk < 1) { fprintf(stderr, "dsv4 score: --chunk must be >= 1\n"); return 2; } break;
+        case 'k': if (cli_int32("score", "--chunk", optarg, 1, INT_MAX, &chunk)) return 2; break;
         case 'o': out = optarg; break;
-        case 'j': threads = atoi(optarg); break;
+        case 'j': if (cli_int32("score", "--threads", optarg, 0, CLI_MAX_THREADS, &threads)) return 2; break;
         case 'd': device = optarg; break;
         case 'c': cache = optarg; break;
         case 'h': usage(stdout); return 0;
@@ -44,12 +46,13 @@ int cmd_score(int argc, char **argv)
         }
     }
     if (!model || !out) { usage(stderr); return 2; }
-    int *ids = NULL, n = 0;
-    if (cli_token_arg("score", tokens, file, &ids, &n)) return 2;
+    int *ids = NULL, n = 0, max_pos = cli_model_context("score", model);
+    if (max_pos < 0) return 1;
+    if (cli_token_arg("score", tokens, file, max_pos, &ids, &n)) return 2;
     dsv4_model *m = cli_load_model("score", model, threads, device, cache);
     if (!m) { free(ids); return 1; }
     int V = dsv4_model_vocab(m), rc = 1;
-    float *logits = malloc((size_t)n * (size_t)V * sizeof *logits);
+    float *logits = malloc(size_mul3((size_t)n, (size_t)V, sizeof *logits));
     dsv4_session *s = NULL;
     FILE *fo = NULL;
     if (!logits) { fprintf(stderr, "dsv4 score: out of memory for %d x %d logits\n", n, V); goto done; }

@@ -1,5 +1,4 @@
 /* dsv4 serve: the OpenAI- and Anthropic-compatible HTTP server (src/serve). */
-#include <errno.h>
 #include <getopt.h>
 #include <limits.h>
 #include <stdio.h>
@@ -35,22 +34,18 @@ static void usage(FILE *f)
             DSV4_MAX_LANES);
 }
 
+/* --NAME through the CLI's one number parser */
 static int num(const char *name, const char *s, long long lo, long long hi, long long *v)
 {
-    char *end;
-    errno = 0;
-    *v = strtoll(s, &end, 10);
-    if (end == s || *end || errno || *v < lo || *v > hi) {
-        fprintf(stderr, "dsv4 serve: --%s: '%s' is not an integer in %lld..%lld\n", name, s, lo, hi);
-        return -1;
-    }
-    return 0;
+    char opt[64];
+    snprintf(opt, sizeof opt, "--%s", name);
+    return cli_int("serve", opt, s, lo, hi, v);
 }
 
 /* The key file's first line. */
 static char *read_key(const char *path)
 {
-    char *t = cli_read_file(path, NULL);
+    char *t = cli_read_file("serve", path, 1 << 16, NULL); /* a key, not a document */
     if (!t) return NULL;
     t[strcspn(t, "\r\n")] = 0;
     if (!t[0]) {

@@ -30,35 +30,6 @@ static void report(const char *cmd, const char *what)
     fprintf(stderr, "dsv4 %s: %s%s%s\n", cmd, what ? what : "", what ? ": " : "", dsv4_last_error());
 }
 
-static char *read_all(const char *cmd, const char *path, size_t *len)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f) {
-        fprintf(stderr, "dsv4 %s: %s: %s\n", cmd, path, strerror(errno));
-        return NULL;
-    }
-    size_t cap = 1 << 16, n = 0;
-    char *buf = malloc(cap);
-    for (;;) {
-        if (!buf) break;
-        n += fread(buf + n, 1, cap - n - 1, f);
-        if (n < cap - 1) break;
-        char *b = realloc(buf, cap *= 2);
-        if (!b) { free(buf); buf = NULL; }
-        buf = b;
-    }
-    int err = ferror(f);
-    fclose(f);
-    if (!buf || err) {
-        fprintf(stderr, "dsv4 %s: %s: %s\n", cmd, path, buf ? "read error" : "out of memory");
-        free(buf);
-        return NULL;
-    }
-    buf[n] = 0;
-    *len = n;
-    return buf;
-}
-
 static void print_ids(const int32_t *ids, size_t n)
 {
     for (size_t i = 0; i < n; i++) printf(i ? ",%d" : "%d", ids[i]);
@@ -115,7 +86,7 @@ static int encode_json_line(void *vctx, char *line, size_t len, size_t lineno)
         cJSON_Delete(j);
         return 1;
     }
-    char what[512];
+    char what[4200]; /* a PATH_MAX path and the line */
     snprintf(what, sizeof what, "%s:%zu", c->file, lineno);
     int rc = encode_print(c->tok, j->valuestring, strlen(j->valuestring), c->flags, what);
     cJSON_Delete(j);
@@ -156,14 +127,13 @@ int cmd_tokenize(int argc, char **argv)
         rc = encode_print(tok, text, strlen(text), flags, NULL);
     } else {
         size_t len;
-        char *buf = read_all("tokenize", file ? file : jsonl, &len);
-        if (!buf) rc = 1;
+        char *buf = cli_read_file("tokenize", file ? file : jsonl, CLI_INPUT_MAX /* no context bounds these */, &len);
+        if (!buf || (jsonl && cli_no_nul("tokenize", jsonl, buf, len))) rc = 1;
         else if (file) rc = encode_print(tok, buf, len, flags, file);
         else rc = each_line(buf, len, encode_json_line, &(line_ctx){tok, jsonl, flags});
         free(buf);
     }
     tok_free(tok);
-    if (!rc && fflush(stdout)) { perror("dsv4 tokenize: stdout"); rc = 1; }
     return rc;
 }
 
@@ -200,7 +170,7 @@ static int parse_ids(const char *s, int32_t **ids, size_t *n, const char *where)
 static int decode_json_line(void *vctx, char *line, size_t len, size_t lineno)
 {
     line_ctx *c = vctx;
-    char what[512];
+    char what[4200]; /* a PATH_MAX path and the line */
     snprintf(what, sizeof what, "%s:%zu", c->file, lineno);
     cJSON *j = parse_line(line, len), *it;
     size_t n = 0;
@@ -270,12 +240,12 @@ int cmd_detokenize(int argc, char **argv)
         }
     } else if (!rc) {
         size_t len;
-        char *buf = read_all("detokenize", jsonl, &len);
-        rc = buf ? each_line(buf, len, decode_json_line, &(line_ctx){tok, jsonl, flags}) : 1;
+        char *buf = cli_read_file("detokenize", jsonl, CLI_INPUT_MAX, &len);
+        rc = !buf || cli_no_nul("detokenize", jsonl, buf, len) ? 1
+             : each_line(buf, len, decode_json_line, &(line_ctx){tok, jsonl, flags});
         free(buf);
     }
     free(ids);
     tok_free(tok);
-    if (!rc && fflush(stdout)) { perror("dsv4 detokenize: stdout"); rc = 1; }
     return rc;
 }

@@ -29,12 +29,17 @@ static void usage(FILE *f)
 int main(int argc, char **argv)
 {
     if (argc < 2) { usage(stderr); return 2; }
+    cli_catch_sigbus();
     if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help")) {
         usage(stdout);
-        return 0;
+        return cli_output_ok("help") ? 0 : 1;
     }
     for (size_t i = 0; i < sizeof k_cmds / sizeof k_cmds[0]; i++)
-        if (!strcmp(argv[1], k_cmds[i].name)) return k_cmds[i].fn(argc - 1, argv + 1);
+        if (!strcmp(argv[1], k_cmds[i].name)) {
+            int rc = k_cmds[i].fn(argc - 1, argv + 1);
+            /* every command's output: lost output (a full disk) is a failure */
+            return !rc && !cli_output_ok(k_cmds[i].name) ? 1 : rc;
+        }
     fprintf(stderr, "dsv4: unknown command '%s'\n", argv[1]);
     usage(stderr);
     return 2;

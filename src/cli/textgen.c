@@ -2,7 +2,6 @@
 #include "cli/textgen.h"
 
 #include <cjson/cJSON.h>
-#include <errno.h>
 #include <getopt.h>
 #include <limits.h>
 #include <math.h>
@@ -11,7 +10,9 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "base/size.h"
 #include "cli/commands.h"
+#include "io/fileio.h"
 #include "model/config_gguf.h"
 
 #define SPECIAL_OPEN "<\xEF\xBD\x9C"  /* "<｜" */
@@ -31,30 +32,6 @@ void textgen_args_free(textgen_args *a)
     a->stop_ids = NULL;
 }
 
-static int num(const char *cmd, const char *name, const char *s, double *v)
-{
-    char *end;
-    errno = 0;
-    *v = strtod(s, &end);
-    if (end == s || *end || errno || !isfinite(*v)) {
-        fprintf(stderr, "dsv4 %s: --%s: '%s' is not a number\n", cmd, name, s);
-        return -1;
-    }
-    return 0;
-}
-
-static int integer(const char *cmd, const char *name, const char *s, long long lo, long long hi, long long *v)
-{
-    char *end;
-    errno = 0;
-    *v = strtoll(s, &end, 10);
-    if (end == s || *end || errno || *v < lo || *v > hi) {
-        fprintf(stderr, "dsv4 %s: --%s: '%s' is not an integer in %lld..%lld\n", cmd, name, s, lo, hi);
-        return -1;
-    }
-    return 0;
-}
-
 static int push(void *arr, int *n, size_t size, const void *item)
 {
     void **p = arr;
@@ -72,28 +49,39 @@ int textgen_option(const char *cmd, textgen_args *a, int c, const char *arg)
     long long i;
     sampling_params *p = &a->sp;
     switch (c) {
-    case TG_TEMP: if (num(cmd, "temperature", arg, &d)) return -1; p->temperature = (float)d; return 1;
-    case TG_TOPK: if (integer(cmd, "top-k", arg, 0, INT_MAX, &i)) return -1; p->top_k = (int)i; return 1;
-    case TG_TOPP: if (num(cmd, "top-p", arg, &d)) return -1; p->top_p = (float)d; return 1;
-    case TG_MINP: if (num(cmd, "min-p", arg, &d)) return -1; p->min_p = (float)d; return 1;
-    case TG_REP: if (num(cmd, "repetition-penalty", arg, &d)) return -1; p->repetition_penalty = (float)d; return 1;
-    case TG_PRES: if (num(cmd, "presence-penalty", arg, &d)) return -1; p->presence_penalty = (float)d; return 1;
-    case TG_FREQ: if (num(cmd, "frequency-penalty", arg, &d)) return -1; p->frequency_penalty = (float)d; return 1;
+    /* float ranges: the sampler's own checks (top-p > 0, repetition > 0)
+     * come on top; the bounds keep every value a finite float */
+    case TG_TEMP: if (cli_real(cmd, "--temperature", arg, 0, 100, &d)) return -1; p->temperature = (float)d; return 1;
+    case TG_TOPK: if (cli_int(cmd, "--top-k", arg, 0, INT_MAX, &i)) return -1; p->top_k = (int)i; return 1;
+    case TG_TOPP: if (cli_real(cmd, "--top-p", arg, 0, 1, &d)) return -1; p->top_p = (float)d; return 1;
+    case TG_MINP: if (cli_real(cmd, "--min-p", arg, 0, 1, &d)) return -1; p->min_p = (float)d; return 1;
+    case TG_REP:
+        if (cli_real(cmd, "--repetition-penalty", arg, 0, 100, &d)) return -1;
+        p->repetition_penalty = (float)d;
+        return 1;
+    case TG_PRES:
+        if (cli_real(cmd, "--presence-penalty", arg, -100, 100, &d)) return -1;
+        p->presence_penalty = (float)d;
+        return 1;
+    case TG_FREQ:
+        if (cli_real(cmd, "--frequency-penalty", arg, -100, 100, &d)) return -1;
+        p->frequency_penalty = (float)d;
+        return 1;
     case TG_SEED:
-        if (integer(cmd, "seed", arg, 0, LLONG_MAX, &i)) return -1;
+        if (cli_int(cmd, "--seed", arg, 0, LLONG_MAX, &i)) return -1;
         p->seed = (uint64_t)i;
         a->seed_given = 1;
         return 1;
     case TG_STOP: return push(&a->stops, &a->n_stops, sizeof *a->stops, &arg) ? -1 : 1;
     case TG_STOP_ID: {
-        if (integer(cmd, "stop-id", arg, 0, INT_MAX, &i)) return -1;
-        int id = (int)i;
+        int id;
+        if (cli_int32(cmd, "--stop-id", arg, 0, INT_MAX, &id)) return -1;
         return push(&a->stop_ids, &a->n_stop_ids, sizeof id, &id) ? -1 : 1;
     }
     case TG_IGNORE_EOS: a->ignore_eos = 1; return 1;
-    case TG_LOGPROBS: if (integer(cmd, "logprobs", arg, 0, 20, &i)) return -1; a->logprobs = (int)i; return 1;
+    case TG_LOGPROBS: return cli_int32(cmd, "--logprobs", arg, 0, 20, &a->logprobs) ? -1 : 1;
     case TG_TOKENIZER: a->tokenizer = arg; return 1;
-    case TG_THREADS: if (integer(cmd, "threads", arg, 0, 4096, &i)) return -1; a->threads = (int)i; return 1;
+    case TG_THREADS: return cli_int32(cmd, "--threads", arg, 0, CLI_MAX_THREADS, &a->threads) ? -1 : 1;
     case TG_DEVICE: a->device = arg; return 1;
     case TG_CACHE: a->cache = arg; return 1;
     default: return 0;
@@ -194,12 +182,13 @@ int textgen_open(textgen *g, const char *cmd, const char *dir, const textgen_arg
                 "by the built-in DeepSeek-V4 encoder\n", cmd, dir);
     g->vocab = cfg.vocab;
     g->max_pos = cfg.max_pos;
-    g->bos_id = cfg.bos_id < cfg.vocab ? cfg.bos_id : -1;
+    g->bos_id = cfg.bos_id; /* the config loaders checked it names a token */
     const char *tp = a->tokenizer ? a->tokenizer : dir; /* a GGUF file carries its tokenizer */
     if (!a->tokenizer && tpl < 0) {
-        char path[4096];
-        snprintf(path, sizeof path, "%s/tokenizer.json", dir);
-        if (access(path, R_OK)) {
+        char *path = io_join(dir, "tokenizer.json");
+        int missing = !path || access(path, R_OK);
+        free(path);
+        if (missing) {
             fprintf(stderr, "dsv4 %s: %s has no tokenizer.json (pass --tokenizer PATH)\n", cmd, dir);
             return -1;
         }
@@ -217,7 +206,7 @@ int textgen_open(textgen *g, const char *cmd, const char *dir, const textgen_arg
         textgen_close(g);
         return -1;
     }
-    if (!a->ignore_eos && cfg.eos_id >= 0 && cfg.eos_id < g->vocab && add_id(g, cfg.eos_id)) {
+    if (!a->ignore_eos && cfg.eos_id >= 0 && add_id(g, cfg.eos_id)) {
         textgen_close(g);
         return -1;
     }
@@ -252,6 +241,8 @@ void textgen_close(textgen *g)
     free(g->masked);
     memset(g, 0, sizeof *g);
 }
+
+size_t textgen_max_text(const textgen *g) { return size_mul((size_t)g->max_pos, tok_max_token_bytes(g->tok)); }
 
 int textgen_encode(const textgen *g, const char *text, size_t len, int32_t **ids, size_t *n)
 {
@@ -297,6 +288,10 @@ int textgen_run(const textgen *g, dsv4_session *s, sampler *smp, float *logits, 
                 volatile sig_atomic_t *cancel, textgen_result *r)
 {
     memset(r, 0, sizeof *r);
+    /* the context ends the run after max_pos - pos + 1 sampled tokens; one
+     * more of room lets it end as GEN_END_CONTEXT, which says so */
+    int64_t room = (int64_t)g->max_pos - dsv4_session_pos(s) + 2;
+    if (max_tokens > room) max_tokens = (int)room;
     gen_model gm = {g->tok, g->vocab, g->masked, g->n_masked};
     gen_params p = {g->sp, max_tokens, g->stop_ids, g->n_stop_ids, g->stops, g->n_stops, g->logprobs, smp};
     gen_req q;
@@ -311,10 +306,10 @@ int textgen_run(const textgen *g, dsv4_session *s, sampler *smp, float *logits, 
         if (q.end == GEN_END_ERROR) { fprintf(stderr, "dsv4 %s: %s\n", g->cmd, dsv4_last_error()); rc = -1; }
         if (out && q.visible > shown) {
             fwrite(q.text + shown, 1, q.visible - shown, out);
-            fflush(out);
+            r->out_failed = fflush(out) || ferror(out);
             shown = q.visible;
         }
-        if (!more) break;
+        if (!more || r->out_failed) break;
         if (cancel && *cancel) { gen_finish(&q, GEN_END_CANCEL); break; }
         if (dsv4_session_pos(s) >= g->max_pos) { gen_finish(&q, GEN_END_CONTEXT); break; }
         if (dsv4_session_eval_last(s, &q.ids[q.n_ids - 1], 1, logits)) {
@@ -324,9 +319,9 @@ int textgen_run(const textgen *g, dsv4_session *s, sampler *smp, float *logits, 
         }
         q.n_fed++;
     }
-    if (out && q.visible > shown) {
+    if (out && q.visible > shown && !r->out_failed) {
         fwrite(q.text + shown, 1, q.visible - shown, out);
-        fflush(out);
+        r->out_failed = fflush(out) || ferror(out);
     }
     r->ids = q.ids;
     r->n_ids = q.n_ids;

@@ -80,6 +80,9 @@ int textgen_open(textgen *g, const char *cmd, const char *dir, const textgen_arg
 int textgen_load_model(textgen *g, const char *dir, const textgen_args *a);
 void textgen_close(textgen *g);
 
+/* The most bytes of text the context can hold (bounds text inputs). */
+size_t textgen_max_text(const textgen *g);
+
 /* Encodes UTF-8 text (special tokens written in it are recognized); prints
  * the error (invalid UTF-8 names the byte offset). */
 int textgen_encode(const textgen *g, const char *text, size_t len, int32_t **ids, size_t *n);
@@ -91,6 +94,7 @@ typedef struct {
     char *text;     /* the output text (cut before a stop string) */
     size_t len;
     gen_end end;    /* why it ended */
+    int out_failed; /* writing to `out` failed: the run stopped there (main() reports lost output) */
 } textgen_result;
 
 /* Samples from `logits` (the row after the last token the session holds),

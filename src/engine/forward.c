@@ -181,6 +181,26 @@ void forward_scratch_free(dsv4_model *m, fwd_scratch *sc)
     free(sc);
 }
 
+/* The one finiteness policy of every path (eval, batch): a NaN or infinite
+ * logit, from corrupt weights or state, fails the step and names where. */
+static dsv4_status check_finite(const dsv4_config *c, const fwd_lane *lanes, int n_lanes, const float *logits,
+                                int all_rows)
+{
+    for (int i = 0; i < n_lanes; i++) {
+        int first = all_rows ? lanes[i].row0 : i, n = all_rows ? lanes[i].T : 1;
+        for (int r = 0; r < n; r++) {
+            const float *row = logits + (size_t)(first + r) * (size_t)c->vocab;
+            for (int v = 0; v < c->vocab; v++)
+                if (!isfinite(row[v])) {
+                    int64_t pos = lanes[i].s->pos + (all_rows ? r : lanes[i].T - 1);
+                    return dsv4_fail(DSV4_ERR_DEVICE, "lane %d, position %lld: non-finite logit (%g) for token %d",
+                                     i, (long long)pos, (double)row[v], v);
+                }
+        }
+    }
+    return DSV4_OK;
+}
+
 dsv4_status forward_step(dsv4_model *m, fwd_scratch *scp, const fwd_lane *lanes, int n_lanes, const int32_t *tok,
                          int rows, float *logits, int all_rows)
 {
@@ -228,5 +248,6 @@ dsv4_status forward_step(dsv4_model *m, fwd_scratch *scp, const fwd_lane *lanes,
         st = dsv4_fail(st, "%s%s", where, b->sticky_msg);
         backend_clear_error(b);
     }
+    if (!st && logits) st = check_finite(c, lanes, n_lanes, logits, all_rows);
     return st;
 }

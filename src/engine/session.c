@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "base/error.h"
+#include "base/size.h"
 #include "engine/forward.h"
 
 /* Largest chunk the forward runs at once; longer inputs are split (the
@@ -24,12 +25,12 @@ static void layer_free(dsv4_backend *b, dsv4_layer_state *ls)
 
 static int comp_alloc(dsv4_backend *b, dsv4_comp_state *cs, int ratio, int width, int overlap)
 {
-    size_t cw = (size_t)width * (overlap ? 2 : 1);
-    cs->open_u = b->ops->alloc(b, (size_t)ratio * cw * sizeof(float));
-    cs->open_g = b->ops->alloc(b, (size_t)ratio * cw * sizeof(float));
+    size_t cw = size_mul((size_t)width, overlap ? 2 : 1);
+    cs->open_u = b->ops->alloc(b, size_mul3((size_t)ratio, cw, sizeof(float)));
+    cs->open_g = b->ops->alloc(b, size_mul3((size_t)ratio, cw, sizeof(float)));
     if (overlap) {
-        cs->prev_u = b->ops->alloc(b, (size_t)ratio * (size_t)width * sizeof(float));
-        cs->prev_g = b->ops->alloc(b, (size_t)ratio * (size_t)width * sizeof(float));
+        cs->prev_u = b->ops->alloc(b, size_mul3((size_t)ratio, (size_t)width, sizeof(float)));
+        cs->prev_g = b->ops->alloc(b, size_mul3((size_t)ratio, (size_t)width, sizeof(float)));
     }
     return cs->open_u && cs->open_g && (!overlap || (cs->prev_u && cs->prev_g));
 }
@@ -49,7 +50,7 @@ dsv4_status dsv4_session_new(dsv4_model *m, dsv4_session **out)
     for (int l = 0; l < c->n_layers && ok; l++) {
         dsv4_layer_state *ls = &s->L[l];
         int kind = c->attn_kind[l], ratio = config_ratio(c, l);
-        ok = (ls->ring = m->be->ops->alloc(m->be, (size_t)c->window * (size_t)c->head_dim * sizeof(float))) != NULL;
+        ok = (ls->ring = m->be->ops->alloc(m->be, size_mul3((size_t)c->window, (size_t)c->head_dim, sizeof(float)))) != NULL;
         if (ok && kind != ATTN_SWA) ok = comp_alloc(m->be, &ls->comp, ratio, c->head_dim, kind == ATTN_CSA);
         if (ok && kind == ATTN_CSA) ok = comp_alloc(m->be, &ls->idx, ratio, c->idx_head_dim, 1);
     }
@@ -103,7 +104,7 @@ int64_t dsv4_session_pos(const dsv4_session *s) { return s->pos; }
  * on failure *p is untouched, so the state stays valid. */
 static dsv4_status grow(dsv4_backend *b, float **p, int64_t old, int64_t cap, int width)
 {
-    float *e = b->ops->alloc(b, (size_t)cap * (size_t)width * sizeof(float));
+    float *e = b->ops->alloc(b, size_mul3((size_t)cap, (size_t)width, sizeof(float)));
     if (!e) return dsv4_fail(DSV4_ERR_NOMEM, "out of memory growing compressed KV to %lld entries", (long long)cap);
     if (*p) b->ops->copy(b, e, *p, (size_t)old * (size_t)width * sizeof(float));
     b->ops->free(b, *p);
@@ -114,6 +115,9 @@ static dsv4_status grow(dsv4_backend *b, float **p, int64_t old, int64_t cap, in
 dsv4_status session_reserve(dsv4_session *s, int64_t n_tokens)
 {
     const dsv4_config *c = &s->m->cfg;
+    if (n_tokens > c->max_pos)
+        return dsv4_fail(DSV4_ERR_ARG, "%lld positions pass the context of %d (max_position_embeddings)",
+                         (long long)n_tokens, c->max_pos);
     for (int l = 0; l < c->n_layers; l++) {
         dsv4_layer_state *ls = &s->L[l];
         int kind = c->attn_kind[l];
@@ -137,6 +141,9 @@ static dsv4_status eval(dsv4_session *s, const int32_t *tokens, int n, float *lo
         return dsv4_fail(DSV4_ERR_POISONED, "session is poisoned by an earlier failed step; reset or restore it");
     if (n <= 0 || !tokens) return dsv4_fail(DSV4_ERR_ARG, "eval: no tokens");
     const dsv4_config *c = &s->m->cfg;
+    if (n > c->max_pos - s->pos)
+        return dsv4_fail(DSV4_ERR_ARG, "%d tokens at position %lld pass the context of %d positions "
+                         "(max_position_embeddings)", n, (long long)s->pos, c->max_pos);
     for (int i = 0; i < n; i++)
         if (tokens[i] < 0 || tokens[i] >= c->vocab)
             return dsv4_fail(DSV4_ERR_ARG, "token id %d at input position %d is outside the vocabulary (0..%d)",
@@ -184,16 +191,16 @@ dsv4_status session_fill_random(dsv4_session *s, int64_t n)
 {
     const dsv4_config *c = &s->m->cfg;
     dsv4_backend *b = s->m->be;
-    dsv4_status st = session_reserve(s, n);
+    dsv4_status st = session_reserve(s, n); /* also bounds n by the context */
     if (st) return st;
-    size_t most = (size_t)c->window * (size_t)c->head_dim;
+    size_t most = size_mul((size_t)c->window, (size_t)c->head_dim);
     for (int l = 0; l < c->n_layers; l++) {
-        size_t e = (size_t)(n / (config_ratio(c, l) ? config_ratio(c, l) : 1)) * (size_t)c->head_dim;
+        size_t e = size_mul((size_t)(n / (config_ratio(c, l) ? config_ratio(c, l) : 1)), (size_t)c->head_dim);
         if (c->attn_kind[l] != ATTN_SWA && e > most) most = e;
-        size_t open = (size_t)config_ratio(c, l) * 2 * (size_t)c->head_dim;
+        size_t open = size_mul3((size_t)config_ratio(c, l), 2, (size_t)c->head_dim);
         if (open > most) most = open;
     }
-    float *h = malloc(most * sizeof *h);
+    float *h = malloc(size_mul(most, sizeof *h));
     if (!h) return dsv4_fail(DSV4_ERR_NOMEM, "out of memory");
     uint32_t x = 2463534242u;
     for (size_t i = 0; i < most; i++) { /* xorshift32, values in [-1, 1) */

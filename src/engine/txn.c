@@ -4,17 +4,17 @@
  *   prepare  everything fallible that touches no live state: capacity,
  *            an undo copy of the series-A rows that the step will replace
  *   run      the forward step over all lanes (one weight read for all)
- *   validate device faults (named by lane and layer), optionally non-finite logits
+ *   validate device faults (named by lane and layer), non-finite logits (lane, position)
  *   gate     the deadline and the caller's callback may veto
  *   publish  pos += 1 per lane: stores that cannot fail
  *
  * A single-token step writes only dead state (the ring slot of the position
  * that just left the window, the open-window row of a finished window, the
  * entry past the published count) plus the series-A rows, which the undo copy
- * restores. So a veto or a failure before the run leaves every lane exactly
- * as it was; a fault detected after the run poisons every lane of the step,
- * because a faulting kernel may have written anything. */
-#include <math.h>
+ * restores. So a veto, a failure before the run or an op that ran out of
+ * memory leaves every lane exactly as it was; a fault detected after the run
+ * poisons every lane of the step, because a faulting kernel may have written
+ * anything. */
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -97,6 +97,9 @@ static dsv4_status check_lanes(dsv4_model *m, dsv4_session *const *ss, const int
         if (!ss[i] || ss[i]->m != m) return dsv4_fail(DSV4_ERR_ARG, "decode_batch: lane %d has no session of this model", i);
         if (ss[i]->poisoned)
             return dsv4_fail(DSV4_ERR_POISONED, "decode_batch: lane %d: session is poisoned; reset or restore it", i);
+        if (ss[i]->pos >= m->cfg.max_pos)
+            return dsv4_fail(DSV4_ERR_ARG, "decode_batch: lane %d: the session holds %lld tokens, the whole context "
+                             "(max_position_embeddings)", i, (long long)ss[i]->pos);
         if (tok[i] < 0 || tok[i] >= m->cfg.vocab)
             return dsv4_fail(DSV4_ERR_ARG, "decode_batch: lane %d: token id %d is outside the vocabulary (0..%d)", i,
                              tok[i], m->cfg.vocab - 1);
@@ -143,13 +146,19 @@ dsv4_status dsv4_decode_batch(dsv4_model *m, dsv4_session *const *sessions, cons
     /* run + validate */
     st = forward_step(m, sc, lanes, n_lanes, tokens, n_lanes, logits, 0);
     forward_scratch_free(m, sc);
-    if (!st && logits && gate && gate->check_finite)
-        for (int i = 0; i < n_lanes && !st; i++)
-            for (int v = 0; v < c->vocab; v++)
-                if (!isfinite(logits[(size_t)i * c->vocab + v])) {
-                    st = dsv4_fail(DSV4_ERR_DEVICE, "lane %d: non-finite logit for token %d", i, v);
-                    break;
-                }
+    if (st == DSV4_ERR_NOMEM) {
+        /* An op that could not allocate did not run, and the ops after it
+         * wrote only what every step writes: dead state and the series-A
+         * rows, which the undo log restores. So, as for a veto, the lanes
+         * stay as they were. */
+        undo_apply(b, &undo);
+        dsv4_status rb = b->ops->sync(b); /* sets no message when it succeeds */
+        undo_free(b, &undo);
+        if (!rb) return dsv4_fail(st, "%s; no lane advanced", dsv4_last_error());
+        backend_clear_error(b);
+        for (int i = 0; i < n_lanes; i++) sessions[i]->poisoned = 1;
+        return dsv4_fail_prefix(rb, "step failed, all its lanes poisoned: ");
+    }
     if (st) {
         for (int i = 0; i < n_lanes; i++) sessions[i]->poisoned = 1;
         undo_free(b, &undo);

@@ -72,25 +72,33 @@ static dsv4_status get_int(const cfg_src *s, const char *key, int64_t lo, int64_
     return to_int(s, key, v, lo, hi, out);
 }
 
-/* Finite number; positive when pos is set. */
-static dsv4_status to_num(const cfg_src *s, const char *name, const cJSON *v, int pos,
+/* Every float key has a range (CFG_*_RANGE, model/config.h). */
+#define EPS_RANGE CFG_EPS_RANGE
+#define SCALE_RANGE CFG_SCALE_RANGE
+#define LIMIT_RANGE CFG_LIMIT_RANGE
+#define THETA_RANGE CFG_THETA_RANGE
+#define FRACTION_RANGE CFG_FRACTION_RANGE
+#define YARN_RANGE CFG_YARN_RANGE
+
+/* A number within [lo, hi]. */
+static dsv4_status to_num(const cfg_src *s, const char *name, const cJSON *v, double lo, double hi,
                           double *out)
 {
-    if (!cJSON_IsNumber(v) || !isfinite(v->valuedouble) || (pos && !(v->valuedouble > 0)))
-        return dsv4_fail(DSV4_ERR_CONFIG, "%s: %s%s: expected a %snumber", s->path, s->prefix,
-                         name, pos ? "positive " : "finite ");
+    if (!cJSON_IsNumber(v) || !(v->valuedouble >= lo && v->valuedouble <= hi))
+        return dsv4_fail(DSV4_ERR_CONFIG, "%s: %s%s: expected a number in [%g, %g]", s->path, s->prefix,
+                         name, lo, hi);
     *out = v->valuedouble;
     return DSV4_OK;
 }
 
-static dsv4_status get_num(const cfg_src *s, const char *key, int pos, double def, double *out)
+static dsv4_status get_num(const cfg_src *s, const char *key, double lo, double hi, double def, double *out)
 {
     const cJSON *v = field(s->root, key);
     if (!v) {
         *out = def;
         return DSV4_OK;
     }
-    return to_num(s, key, v, pos, out);
+    return to_num(s, key, v, lo, hi, out);
 }
 
 /* String value or NULL when absent. */
@@ -136,7 +144,7 @@ static const struct {
     {"index_topk", offsetof(dsv4_config, idx_topk), 512, 1, DIM_MAX},
     {"n_routed_experts", offsetof(dsv4_config, n_experts), 256, 1, DIM_MAX},
     {"num_experts_per_tok", offsetof(dsv4_config, n_active), 6, 1, DIM_MAX},
-    {"n_shared_experts", offsetof(dsv4_config, n_shared), 1, 0, DIM_MAX},
+    {"n_shared_experts", offsetof(dsv4_config, n_shared), 1, 0, DIM_MAX}, /* only 1 is supported (check) */
     {"moe_intermediate_size", offsetof(dsv4_config, moe_inter), 2048, 1, DIM_MAX},
     {"hc_mult", offsetof(dsv4_config, hc_mult), 4, 1, 64},
     {"hc_sinkhorn_iters", offsetof(dsv4_config, hc_iters), 20, 1, 10000},
@@ -147,13 +155,12 @@ static const struct {
 static const struct {
     const char *key;
     size_t off;
-    double def;
-    int pos;
+    double def, lo, hi;
 } k_nums[] = {
-    {"rms_norm_eps", offsetof(dsv4_config, norm_eps), 1e-6, 1},
-    {"hc_eps", offsetof(dsv4_config, hc_eps), 1e-6, 1},
-    {"routed_scaling_factor", offsetof(dsv4_config, route_scale), 1.5, 1},
-    {"swiglu_limit", offsetof(dsv4_config, swiglu_limit), 10.0, 0},
+    {"rms_norm_eps", offsetof(dsv4_config, norm_eps), 1e-6, EPS_RANGE},
+    {"hc_eps", offsetof(dsv4_config, hc_eps), 1e-6, EPS_RANGE},
+    {"routed_scaling_factor", offsetof(dsv4_config, route_scale), 1.5, SCALE_RANGE},
+    {"swiglu_limit", offsetof(dsv4_config, swiglu_limit), 10.0, LIMIT_RANGE},
 };
 
 static dsv4_status parse_scalars(const cfg_src *s, dsv4_config *c)
@@ -163,7 +170,7 @@ static dsv4_status parse_scalars(const cfg_src *s, dsv4_config *c)
         st = get_int(s, k_ints[i].key, k_ints[i].lo, k_ints[i].hi, k_ints[i].def,
                      (int *)((char *)c + k_ints[i].off));
     for (size_t i = 0; i < sizeof k_nums / sizeof k_nums[0] && !st; i++)
-        st = get_num(s, k_nums[i].key, k_nums[i].pos, k_nums[i].def,
+        st = get_num(s, k_nums[i].key, k_nums[i].lo, k_nums[i].hi, k_nums[i].def,
                      (double *)((char *)c + k_nums[i].off));
     if (st) return st;
 
@@ -201,21 +208,24 @@ static dsv4_status parse_scalars(const cfg_src *s, dsv4_config *c)
     return DSV4_OK;
 }
 
-/* bos/eos: null means "none" (-1); eos may be a list, the first is kept. */
+/* bos/eos: null means "none" (-1); eos may be a list, the first is kept.
+ * Every id must name a token of the vocabulary (after parse_scalars; the
+ * kept ones are checked again by config_check_common, for every source). */
 static dsv4_status parse_token_ids(const cfg_src *s, dsv4_config *c)
 {
     const cJSON *bos = cJSON_GetObjectItemCaseSensitive(s->root, "bos_token_id");
     const cJSON *eos = cJSON_GetObjectItemCaseSensitive(s->root, "eos_token_id");
     dsv4_status st = DSV4_OK;
+    int last = c->vocab - 1;
     c->bos_id = !bos ? 0 : -1;
     c->eos_id = !eos ? 1 : -1;
-    if (bos && !cJSON_IsNull(bos)) st = to_int(s, "bos_token_id", bos, 0, INT_MAX, &c->bos_id);
+    if (bos && !cJSON_IsNull(bos)) st = to_int(s, "bos_token_id", bos, 0, last, &c->bos_id);
     if (st || !eos || cJSON_IsNull(eos)) return st;
-    if (!cJSON_IsArray(eos)) return to_int(s, "eos_token_id", eos, 0, INT_MAX, &c->eos_id);
+    if (!cJSON_IsArray(eos)) return to_int(s, "eos_token_id", eos, 0, last, &c->eos_id);
     if (!eos->child) return bad_key(s, "eos_token_id", "empty list");
     int id;
     for (const cJSON *e = eos->child; e && !st; e = e->next)
-        st = to_int(s, "eos_token_id", e, 0, INT_MAX, e == eos->child ? &c->eos_id : &id);
+        st = to_int(s, "eos_token_id", e, 0, last, e == eos->child ? &c->eos_id : &id);
     return st;
 }
 
@@ -438,8 +448,7 @@ static dsv4_status parse_rope_dim(const cfg_src *s, dsv4_config *c)
     if (rd && (st = to_int(s, "qk_rope_head_dim", rd, 1, DIM_MAX, &from_rd))) return st;
     if (pf) {
         double f = 0;
-        if ((st = to_num(s, "partial_rotary_factor", pf, 1, &f))) return st;
-        if (f > 1) return bad_key(s, "partial_rotary_factor", "greater than 1");
+        if ((st = to_num(s, "partial_rotary_factor", pf, FRACTION_RANGE, &f))) return st;
         c->rope_dim = (int)(c->head_dim * f);
         if (rd && from_rd != c->rope_dim)
             return dsv4_fail(DSV4_ERR_CONFIG,
@@ -472,36 +481,35 @@ static dsv4_status parse_rope_obj(const cfg_src *s, int is_nested, double theta,
         return dsv4_fail(DSV4_ERR_UNSUPPORTED, "%s: %srope_type: '%s' is not supported", s->path,
                          s->prefix, rt);
     if (is_nested && (v = field(s->root, "rope_theta"))) {
-        if ((st = to_num(s, "rope_theta", v, 1, &out->theta))) return st;
+        if ((st = to_num(s, "rope_theta", v, THETA_RANGE, &out->theta))) return st;
         if (theta_set && out->theta != theta)
             return dsv4_fail(DSV4_ERR_CONFIG, "%s: %srope_theta: %g disagrees with %g at top level",
                              s->path, s->prefix, out->theta, theta);
     }
     if (is_nested && (v = field(s->root, "partial_rotary_factor"))) {
         double f = 0;
-        if ((st = to_num(s, "partial_rotary_factor", v, 1, &f))) return st;
-        if (f > 1 || (int)(c->head_dim * f) != c->rope_dim)
+        if ((st = to_num(s, "partial_rotary_factor", v, FRACTION_RANGE, &f))) return st;
+        if ((int)(c->head_dim * f) != c->rope_dim)
             return bad_key(s, "partial_rotary_factor", "disagrees with the rope dimension");
     }
     if (!out->yarn) return DSV4_OK;
 
     if (!(v = field(s->root, "factor"))) return bad_key(s, "factor", "missing (yarn needs it)");
-    if ((st = to_num(s, "factor", v, 1, &out->factor))) return st;
-    if (out->factor < 1) return bad_key(s, "factor", "YaRN factor below 1");
+    if ((st = to_num(s, "factor", v, YARN_RANGE, &out->factor))) return st;
     if (!(v = field(s->root, "original_max_position_embeddings")))
         return bad_key(s, "original_max_position_embeddings", "missing (yarn needs it)");
     int omp = 0;
     if ((st = to_int(s, "original_max_position_embeddings", v, 1, INT_MAX, &omp))) return st;
     out->orig_max_pos = omp;
-    if ((st = get_num(s, "beta_fast", 1, 32, &out->beta_fast)) ||
-        (st = get_num(s, "beta_slow", 1, 1, &out->beta_slow)))
+    if ((st = get_num(s, "beta_fast", YARN_RANGE, 32, &out->beta_fast)) ||
+        (st = get_num(s, "beta_slow", YARN_RANGE, 1, &out->beta_slow)))
         return st;
     if (out->beta_fast < out->beta_slow) return bad_key(s, "beta_fast", "smaller than beta_slow");
     /* We apply no YaRN magnitude scaling (the reference does not). For the
      * flat form transformers forces attention_factor = 1; a nested yarn entry
      * without it would make transformers scale cos/sin, so it is refused. */
     double af = 1;
-    if ((v = field(s->root, "attention_factor")) && (st = to_num(s, "attention_factor", v, 1, &af)))
+    if ((v = field(s->root, "attention_factor")) && (st = to_num(s, "attention_factor", v, -1e30, 1e30, &af)))
         return st;
     if (af != 1 || (is_nested && !v && out->factor > 1))
         return dsv4_fail(DSV4_ERR_UNSUPPORTED,
@@ -518,8 +526,8 @@ static dsv4_status parse_rope(const cfg_src *s, dsv4_config *c)
 {
     double th_main = 0, th_comp = 0;
     dsv4_status st;
-    if ((st = get_num(s, "rope_theta", 1, 10000.0, &th_main)) ||
-        (st = get_num(s, "compress_rope_theta", 1, 160000.0, &th_comp)))
+    if ((st = get_num(s, "rope_theta", THETA_RANGE, 10000.0, &th_main)) ||
+        (st = get_num(s, "compress_rope_theta", THETA_RANGE, 160000.0, &th_comp)))
         return st;
     const cJSON *rp = field(s->root, "rope_parameters");
     const cJSON *rs = field(s->root, "rope_scaling");
@@ -570,6 +578,28 @@ static dsv4_status check(const cfg_src *s, const dsv4_config *c)
         return dsv4_fail(DSV4_ERR_CONFIG,
                          "%s: num_experts_per_tok: %d exceeds n_routed_experts (%d)", s->path,
                          c->n_active, c->n_experts);
+    return config_check_common(c, s->path);
+}
+
+dsv4_status config_check_common(const dsv4_config *c, const char *path)
+{
+    /* the FFN has one shared expert's weights (ffn.shared_experts.w1..w3) */
+    if (c->n_shared != 1)
+        return dsv4_fail(DSV4_ERR_UNSUPPORTED, "%s: n_shared_experts: %d is not supported (only 1)", path,
+                         c->n_shared);
+    if (c->bos_id >= c->vocab || c->eos_id >= c->vocab)
+        return dsv4_fail(DSV4_ERR_CONFIG, "%s: %s_token_id: %d is outside the vocabulary (%d ids)", path,
+                         c->bos_id >= c->vocab ? "bos" : "eos", c->bos_id >= c->vocab ? c->bos_id : c->eos_id,
+                         c->vocab);
+    /* session state is allocated by these (window rows, ratio open rows per
+     * layer): longer than the context they are never filled */
+    if (c->window > c->max_pos)
+        return dsv4_fail(DSV4_ERR_CONFIG, "%s: sliding_window: %d is longer than max_position_embeddings (%d)",
+                         path, c->window, c->max_pos);
+    int rate = c->ratio_csa > c->ratio_hca ? c->ratio_csa : c->ratio_hca;
+    if (rate > c->max_pos)
+        return dsv4_fail(DSV4_ERR_CONFIG, "%s: compression rate %d is longer than max_position_embeddings (%d)",
+                         path, rate, c->max_pos);
     return DSV4_OK;
 }
 

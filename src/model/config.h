@@ -51,6 +51,23 @@ typedef struct {
     int bos_id, eos_id;   /* -1 when null; eos: first of a list */
 } dsv4_config;
 
+/* Ranges of the float values, whichever source (config.json in either
+ * spelling, GGUF metadata): passing validation must mean the forward stays
+ * finite (an eps of 1e39 or a RoPE base of 1e-50 overflows float). Bounds
+ * are generous around real checkpoints' values. */
+#define CFG_EPS_RANGE 1e-30, 1.0         /* rms_norm_eps, hc_eps (~1e-6) */
+#define CFG_SCALE_RANGE 1e-6, 1e3        /* routed_scaling_factor (1.5, 2.5) */
+#define CFG_LIMIT_RANGE -1e6, 1e6        /* swiglu_limit (10; <= 0: off) */
+#define CFG_THETA_RANGE 1.0, 1e30        /* rope bases (1e4, 1.6e5): below 1, frequencies above 1 grow */
+#define CFG_FRACTION_RANGE 1e-6, 1.0     /* partial_rotary_factor */
+#define CFG_YARN_RANGE 1.0, 1e6          /* YaRN factor (>= 1), beta_fast, beta_slow */
+
+/* Checks of the normalized config that every source shares: one shared
+ * expert (the weights have one), BOS/EOS ids in the vocabulary, window and
+ * compression rates no longer than the context (they size session state).
+ * `path` names the source in messages. */
+dsv4_status config_check_common(const dsv4_config *c, const char *path);
+
 /* Parse config.json text. `path` is only used in messages. On failure returns
  * DSV4_ERR_CONFIG (or FORMAT for broken JSON) with a message naming the key. */
 dsv4_status config_parse(const char *json, size_t len, const char *path,

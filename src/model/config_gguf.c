@@ -63,8 +63,9 @@ static dsv4_status get_int(const src *s, const char *key, int arch, int64_t lo, 
     return DSV4_OK;
 }
 
-/* Positive finite number (float or integer scalar); absent: def (NAN: required). */
-static dsv4_status get_num(const src *s, const char *key, int arch, double def, double *out)
+/* A number (float or integer scalar) in [lo, hi] (the CFG_*_RANGE of
+ * model/config.h); absent: def (NAN: required). */
+static dsv4_status get_num(const src *s, const char *key, int arch, double lo, double hi, double def, double *out)
 {
     const gguf_kv *kv = kv_of(s, key, arch);
     char name[128];
@@ -75,7 +76,11 @@ static dsv4_status get_num(const src *s, const char *key, int arch, double def, 
         return DSV4_OK;
     }
     if (kv->type == GGUF_T_ARRAY || !gguf_kv_num(kv, 0, out)) return bad(s, name, "expected a number");
-    if (!(*out > 0) || !isfinite(*out)) return bad(s, name, "must be a positive finite number");
+    if (!(*out >= lo && *out <= hi)) {
+        char w[96];
+        snprintf(w, sizeof w, "%g is outside [%g, %g]", *out, lo, hi);
+        return bad(s, name, w);
+    }
     return DSV4_OK;
 }
 
@@ -152,8 +157,8 @@ static dsv4_status get_rope(const src *s, dsv4_config *c)
     dsv4_status st;
     c->rope_main = (dsv4_rope_params){0};
     c->rope_compress = (dsv4_rope_params){0};
-    if ((st = get_num(s, "rope.freq_base", 1, 10000.0, &c->rope_main.theta)) ||
-        (st = get_num(s, "attention.compress_rope_freq_base", 1, NAN, &c->rope_compress.theta)))
+    if ((st = get_num(s, "rope.freq_base", 1, CFG_THETA_RANGE, 10000.0, &c->rope_main.theta)) ||
+        (st = get_num(s, "attention.compress_rope_freq_base", 1, CFG_THETA_RANGE, NAN, &c->rope_compress.theta)))
         return st;
     const gguf_kv *t = kv_of(s, "rope.scaling.type", 1);
     if (!t) return DSV4_OK;
@@ -166,13 +171,12 @@ static dsv4_status get_rope(const src *s, dsv4_config *c)
     dsv4_rope_params *y = &c->rope_compress;
     int omp;
     y->yarn = 1;
-    if ((st = get_num(s, "rope.scaling.factor", 1, NAN, &y->factor)) ||
+    if ((st = get_num(s, "rope.scaling.factor", 1, CFG_YARN_RANGE, NAN, &y->factor)) ||
         (st = get_int(s, "rope.scaling.original_context_length", 1, 1, INT_MAX, INT_MIN, &omp)) ||
-        (st = get_num(s, "rope.scaling.yarn_beta_fast", 1, 32.0, &y->beta_fast)) ||
-        (st = get_num(s, "rope.scaling.yarn_beta_slow", 1, 1.0, &y->beta_slow)))
+        (st = get_num(s, "rope.scaling.yarn_beta_fast", 1, CFG_YARN_RANGE, 32.0, &y->beta_fast)) ||
+        (st = get_num(s, "rope.scaling.yarn_beta_slow", 1, CFG_YARN_RANGE, 1.0, &y->beta_slow)))
         return st;
     y->orig_max_pos = omp;
-    if (y->factor < 1) return bad(s, ARCH ".rope.scaling.factor", "YaRN factor below 1");
     if (y->beta_fast < y->beta_slow) return bad(s, ARCH ".rope.scaling.yarn_beta_fast", "smaller than yarn_beta_slow");
     return DSV4_OK;
 }
@@ -220,15 +224,18 @@ dsv4_status config_from_gguf(const gguf_file *g, dsv4_config *out)
         (st = get_int(&s, "hyper_connection.count", 1, 1, 64, INT_MIN, &c.hc_mult)) ||
         (st = get_int(&s, "hyper_connection.sinkhorn_iterations", 1, 1, 10000, INT_MIN, &c.hc_iters)) ||
         (st = get_int(&s, "context_length", 1, 1, INT_MAX, 1048576, &c.max_pos)) ||
-        (st = get_num(&s, "hyper_connection.epsilon", 1, NAN, &c.hc_eps)) ||
-        (st = get_num(&s, "attention.layer_norm_rms_epsilon", 1, NAN, &c.norm_eps)) ||
-        (st = get_num(&s, "expert_weights_scale", 1, 1.0, &c.route_scale)) ||
+        (st = get_num(&s, "hyper_connection.epsilon", 1, CFG_EPS_RANGE, NAN, &c.hc_eps)) ||
+        (st = get_num(&s, "attention.layer_norm_rms_epsilon", 1, CFG_EPS_RANGE, NAN, &c.norm_eps)) ||
+        (st = get_num(&s, "expert_weights_scale", 1, CFG_SCALE_RANGE, 1.0, &c.route_scale)) ||
         (st = get_uniform(&s, "swiglu_clamp_exp", blocks, &c.swiglu_limit)) ||
         (st = get_int(&s, "tokenizer.ggml.bos_token_id", 0, 0, INT_MAX, -1, &c.bos_id)) ||
         (st = get_int(&s, "tokenizer.ggml.eos_token_id", 0, 0, INT_MAX, -1, &c.eos_id)))
         return st;
     c.vocab = vocab;
     c.rope_dim = rope_dim;
+    double lim[2] = {CFG_LIMIT_RANGE};
+    if (!(c.swiglu_limit >= lim[0] && c.swiglu_limit <= lim[1]))
+        return bad(&s, ARCH ".swiglu_clamp_exp", "outside the supported range");
     if (kvh != 1) return bad(&s, ARCH ".attention.head_count_kv", "must be 1 (DeepSeek-V4 shares one KV head)");
     if (head_v != c.head_dim) return bad(&s, ARCH ".attention.value_length", "must equal key_length (K = V)");
     /* llama.cpp's gating enum: 1 softmax, 2 sigmoid, 4 sqrt(softplus) */
@@ -260,6 +267,7 @@ dsv4_status config_from_gguf(const gguf_file *g, dsv4_config *out)
     if ((int64_t)c.n_heads * c.head_dim % c.o_groups)
         return bad(&s, ARCH ".attention.output_group_count", "does not divide head_count x key_length");
     if (c.n_active > c.n_experts) return bad(&s, ARCH ".expert_used_count", "exceeds expert_count");
+    if ((st = config_check_common(&c, s.path))) return st;
     *out = c;
     return DSV4_OK;
 }

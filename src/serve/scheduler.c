@@ -293,7 +293,7 @@ static void decode_round(sched *s)
     }
     if (!n) return;
     gate_ctx gc = {lanes};
-    dsv4_gate gate = {gate_fn, &gc, 0, 1};
+    dsv4_gate gate = {gate_fn, &gc, 0}; /* logits are always checked for finiteness */
     dsv4_status st = dsv4_decode_batch(s->cfg.model, sess, toks, n, s->logits, &gate);
     if (st == DSV4_ERR_VETO) {
         metrics_add(s->cfg.met, MET_VETOES, 1); /* the cancelled lanes leave; the rest go again */

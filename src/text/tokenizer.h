@@ -28,6 +28,9 @@ enum {
 /* path: a tokenizer.json file, a directory holding one, or a GGUF model
  * (NAME.gguf: its tokenizer.ggml.* metadata). */
 dsv4_status tok_load(const char *path, tok_t **out);
+/* The same from the file's text (len bytes, exactly one JSON value);
+ * `label` names it in messages. */
+dsv4_status tok_parse(const char *json, size_t len, const char *label, tok_t **out);
 void tok_free(tok_t *t);
 
 /* Number of ids (largest id + 1); ids below it may still be unassigned. */
@@ -37,6 +40,9 @@ int32_t tok_token_id(const tok_t *t, const char *piece);
 /* The vocabulary string / added token text of id, or NULL if unassigned. */
 const char *tok_piece(const tok_t *t, int32_t id, size_t *len);
 int tok_is_special(const tok_t *t, int32_t id);
+/* Bytes of the longest text one token stands for: n tokens never hold more
+ * than n times this (bounds text inputs by the context). */
+size_t tok_max_token_bytes(const tok_t *t);
 
 /* Text (UTF-8, len bytes, may hold NUL) to ids; *ids is malloc'd (free()).
  * Invalid UTF-8 => DSV4_ERR_ARG naming the byte offset. */

@@ -27,6 +27,7 @@ typedef struct {
 } cache_slot;
 
 enum { CACHE_MIN = 1024, CACHE_MAX = 1 << 20, CACHE_MAX_WORD = 256 };
+enum { MATCH_STEPS_MIN = 10000000, MATCH_STEPS_PER_BYTE = 8 };
 
 typedef struct {
     const struct tok *t;
@@ -34,6 +35,7 @@ typedef struct {
     int32_t *out; /* room for one id per input byte, which always suffices */
     size_t n;
     pcre2_match_data *md;
+    pcre2_match_context *mc; /* the match limit, scaled to the text (find_matches) */
     spans stage[TOK_MAX_SPLITS];
     bpe_scratch bpe;
     cache_slot *cache;
@@ -142,7 +144,14 @@ static dsv4_status find_matches(enc *E, const pcre2_code *re, const char *s, siz
     sp->n = 0;
     dsv4_status st;
     while (from <= len) {
-        int rc = pcre2_match(re, (PCRE2_SPTR)s, len, from, PCRE2_NO_UTF_CHECK, E->md, NULL);
+        /* PCRE2's default limit (10 M backtracking steps) refuses one
+         * regex match over a long run ("\s*[\r\n]+" tries the whole run of
+         * ~10 M spaces before "\s+" takes it), which HF tokenizes. The
+         * pre-tokenizer patterns backtrack a bounded number of steps per
+         * subject byte, so a limit linear in what is left keeps every text
+         * matchable and still stops a pathological pattern. */
+        pcre2_set_match_limit(E->mc, MATCH_STEPS_MIN + MATCH_STEPS_PER_BYTE * (uint32_t)(len - from));
+        int rc = pcre2_match(re, (PCRE2_SPTR)s, len, from, PCRE2_NO_UTF_CHECK, E->md, E->mc);
         if (rc == PCRE2_ERROR_NOMATCH) break;
         if (rc < 0) {
             PCRE2_UCHAR msg[160];
@@ -316,9 +325,11 @@ dsv4_status tok_encode(const tok_t *t, const char *text, size_t len, int flags, 
     enc E = {.t = t, .flags = flags};
     E.out = malloc((len ? len : 1) * sizeof *E.out);
     E.md = pcre2_match_data_create(1, NULL);
-    dsv4_status st = !E.out || !E.md ? dsv4_fail(DSV4_ERR_NOMEM, "tokenizer: no memory for %zu bytes of text", len)
+    E.mc = pcre2_match_context_create(NULL);
+    dsv4_status st = !E.out || !E.md || !E.mc ? dsv4_fail(DSV4_ERR_NOMEM, "tokenizer: no memory for %zu bytes of text", len)
                                      : added_pass(&E, 0, text, len);
     pcre2_match_data_free(E.md);
+    pcre2_match_context_free(E.mc);
     for (int k = 0; k < TOK_MAX_SPLITS; k++) free(E.stage[k].v);
     bpe_scratch_free(&E.bpe);
     free(E.cache);

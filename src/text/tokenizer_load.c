@@ -8,34 +8,21 @@
 #include <sys/stat.h>
 
 #include "base/error.h"
+#include "io/fileio.h"
+#include "io/json_parse.h"
 #include "text/bytelevel.h"
 #include "text/tokenizer_internal.h"
 
+/* DeepSeek-V4's tokenizer.json is ~8 MB; a larger file is no tokenizer. */
+#define TOK_MAX_FILE_BYTES ((size_t)256 << 20)
+/* Messages quote at most this many bytes of a piece. */
+#define QUOTE 40
 
 typedef struct {
     const char *path;
     int32_t n_vocab_entries;
     const cJSON *vocab, *added;
 } loader;
-
-static dsv4_status read_file(const char *path, char **buf, size_t *len)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f) return dsv4_fail(DSV4_ERR_IO, "%s: cannot open", path);
-    struct stat sb;
-    if (fstat(fileno(f), &sb) || !S_ISREG(sb.st_mode)) {
-        fclose(f);
-        return dsv4_fail(DSV4_ERR_IO, "%s: not a regular file", path);
-    }
-    *len = (size_t)sb.st_size;
-    *buf = malloc(*len + 1);
-    if (!*buf) { fclose(f); return dsv4_fail(DSV4_ERR_NOMEM, "%s: no memory", path); }
-    size_t got = fread(*buf, 1, *len, f);
-    fclose(f);
-    if (got != *len) { free(*buf); return dsv4_fail(DSV4_ERR_IO, "%s: short read", path); }
-    (*buf)[*len] = 0;
-    return DSV4_OK;
-}
 
 static int get_id(const cJSON *v, int32_t *id)
 {
@@ -136,11 +123,15 @@ static dsv4_status build_pieces(loader *L, struct tok *t)
     if (!t->piece) { free(src); return dsv4_fail(DSV4_ERR_NOMEM, "%s: no memory", L->path); }
     for (int32_t id = 0; id < n; id++)
         if (src[id]) memcpy(t->piece + t->piece_off[id], src[id], t->piece_off[id + 1] - t->piece_off[id]);
+    t->piece[total] = 0;
     free(src);
     int32_t dup = -1;
-    if (tok_idmap_build(&t->by_piece, t->piece, t->piece_off, t->kind, n, &dup) == DSV4_ERR_FORMAT)
-        return dsv4_fail(DSV4_ERR_FORMAT, "%s: the string of id %d (\"%.40s\") appears twice", L->path, dup,
-                         t->piece + t->piece_off[dup]);
+    if (tok_idmap_build(&t->by_piece, t->piece, t->piece_off, t->kind, n, &dup) == DSV4_ERR_FORMAT) {
+        /* pieces in the arena are not NUL-terminated: quote by length */
+        uint32_t plen = t->piece_off[dup + 1] - t->piece_off[dup];
+        return dsv4_fail(DSV4_ERR_FORMAT, "%s: the string of id %d (\"%.*s\") appears twice", L->path, dup,
+                         plen < QUOTE ? (int)plen : QUOTE, t->piece + t->piece_off[dup]);
+    }
     return t->by_piece.slot ? DSV4_OK : DSV4_ERR_NOMEM;
 }
 
@@ -363,28 +354,30 @@ dsv4_status tok_load_json(const char *label, const cJSON *root, tok_t **out)
     return DSV4_OK;
 }
 
+dsv4_status tok_parse(const char *json, size_t len, const char *label, tok_t **out)
+{
+    *out = NULL;
+    cJSON *root = NULL;
+    dsv4_status st = json_parse_all(json, len, label, &root); /* strict: one value, nothing after it */
+    if (!st) st = tok_load_json(label, root, out);
+    cJSON_Delete(root);
+    return st;
+}
+
 dsv4_status tok_load(const char *path, tok_t **out)
 {
     *out = NULL;
     size_t plen = strlen(path);
     if (plen > 5 && !strcmp(path + plen - 5, ".gguf")) return tok_load_gguf(path, out);
-    char file[4096];
     struct stat sb;
-    if (stat(path, &sb) == 0 && S_ISDIR(sb.st_mode)) {
-        if ((size_t)snprintf(file, sizeof file, "%s/tokenizer.json", path) >= sizeof file)
-            return dsv4_fail(DSV4_ERR_ARG, "%s: path too long", path);
-    } else {
-        snprintf(file, sizeof file, "%s", path);
-    }
+    char *file = stat(path, &sb) == 0 && S_ISDIR(sb.st_mode) ? io_join(path, "tokenizer.json") : strdup(path);
+    if (!file) return dsv4_fail(DSV4_ERR_NOMEM, "%s: no memory", path);
     char *buf = NULL;
     size_t len = 0;
-    dsv4_status st = read_file(file, &buf, &len);
-    if (st) return st;
-    cJSON *root = cJSON_ParseWithLength(buf, len);
+    dsv4_status st = io_read_all(file, TOK_MAX_FILE_BYTES, &buf, &len);
+    if (!st) st = tok_parse(buf, len, file, out);
     free(buf);
-    if (!root) return dsv4_fail(DSV4_ERR_FORMAT, "%s: not valid JSON", file);
-    st = tok_load_json(file, root, out);
-    cJSON_Delete(root);
+    free(file);
     return st;
 }
 
@@ -417,6 +410,15 @@ const char *tok_piece(const tok_t *t, int32_t id, size_t *len)
     if (id < 0 || id >= t->n_ids || !t->kind[id]) return NULL;
     if (len) *len = t->piece_off[id + 1] - t->piece_off[id];
     return t->piece + t->piece_off[id];
+}
+
+size_t tok_max_token_bytes(const tok_t *t)
+{
+    /* a piece's byte-level spelling is never shorter than the bytes it decodes to */
+    size_t most = 1;
+    for (int32_t id = 0; id < t->n_ids; id++)
+        if (t->piece_off[id + 1] - t->piece_off[id] > most) most = t->piece_off[id + 1] - t->piece_off[id];
+    return most;
 }
 
 int tok_is_special(const tok_t *t, int32_t id)

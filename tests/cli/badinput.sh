@@ -4,7 +4,7 @@
 # when $DSV4_BIN is an ASan/UBSan build).
 set -u
 BIN=${DSV4_BIN:-build/dsv4}
-PY=${DSV4_PYTHON:-python3}
+. tests/python.sh
 FX=tests/fixtures/tiny-mixed-f32
 SH=tests/fixtures/tiny-official-sharded
 ST=model.safetensors

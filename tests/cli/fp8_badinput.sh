@@ -5,7 +5,7 @@
 # the equivalent spellings load and give the same logits bit for bit.
 set -u
 BIN=${DSV4_BIN:-build/dsv4}
-PY=${DSV4_PYTHON:-python3}
+. tests/python.sh
 FX=tests/fixtures/tiny-fp8-official
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT

@@ -5,7 +5,7 @@
 # the GGUF oracle fixtures (tests/cli/gguf_edit.py).
 set -u
 BIN=${DSV4_BIN:-build/dsv4}
-PY=${DSV4_PYTHON:-python3}
+. tests/python.sh
 G=tests/fixtures/gguf-all-types/model.gguf
 SP=tests/fixtures/gguf-split-q8-mxfp4
 tmp=$(mktemp -d)

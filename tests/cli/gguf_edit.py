@@ -7,6 +7,7 @@ usage: gguf_edit.py IN OUT ACTION [ARGS]
   dropkey KEY             remove a metadata key
   setu32 KEY VALUE        set (or add) a u32 metadata value
   setstr KEY TEXT         set (or add) a string metadata value
+  setf32 KEY VALUE        set (or add) a float32 metadata value
   rename OLD NEW          rename a tensor
   type NAME TYPEID        change a tensor's ggml type id
   dims NAME D0,D1,...     change a tensor's dims (ggml order, innermost first)
@@ -82,8 +83,9 @@ def main():
 
     if act == 'dropkey':
         kvs = [x for x in kvs if x[0] != a[0].encode()]
-    elif act in ('setu32', 'setstr'):
-        t, v = (4, struct.pack('<I', int(a[1]))) if act == 'setu32' else (8, struct.pack('<Q', len(a[1].encode())) + a[1].encode())
+    elif act in ('setu32', 'setstr', 'setf32'):
+        t, v = ((4, struct.pack('<I', int(a[1]))) if act == 'setu32' else (6, struct.pack('<f', float(a[1])))
+                if act == 'setf32' else (8, struct.pack('<Q', len(a[1].encode())) + a[1].encode()))
         kvs = [x for x in kvs if x[0] != a[0].encode()] + [[a[0].encode(), t, v]]
     elif act == 'rename':
         ti(a[0])[0] = a[1].encode()

@@ -17,7 +17,7 @@ else fail greedy_equals_token_path "prompt ids '$ids' vs '$want_ids'; sampled '$
 out=$(printf 'hello\n' | "$BIN" chat --device cpu --model $G -n 4 --seed 3 2>&1); rc=$?
 if [ $rc -eq 0 ] && [ -n "$out" ]; then pass chat_runs; else fail chat_runs "status $rc: $out"; fi
 # The file's jinja chat template is never executed; one that is not DeepSeek-V4's is reported.
-PY=${DSV4_PYTHON:-python3}
+. tests/python.sh
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
 $PY tests/cli/gguf_edit.py $G $tmp/other.gguf setstr tokenizer.chat_template "{% for m in messages %}<|im_start|>{{ m.content }}{% endfor %}"
 $PY tests/cli/gguf_edit.py $G $tmp/v4.gguf setstr tokenizer.chat_template "{{ bos_token }}<｜User｜>{{ c }}<tool_result></tool_result><｜Assistant｜></think><｜DSML｜tool_calls>"

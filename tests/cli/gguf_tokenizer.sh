@@ -9,7 +9,8 @@
 set -u
 here=$(cd "$(dirname "$0")/.." && pwd)
 bin=${DSV4_BIN:-build/dsv4}
-py=${DSV4_PYTHON:-python3}
+. tests/python.sh
+py=$PY
 CASE_PREFIX=gguf_tokenizer_
 . tests/expect_error.sh
 fail() { echo "FAIL gguf_tokenizer_$1: $2"; }

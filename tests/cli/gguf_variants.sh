@@ -5,7 +5,7 @@
 # no head_count_kv / value_length / expert_gating_func (their defaults).
 set -u
 BIN=${DSV4_BIN:-build/dsv4}
-PY=${DSV4_PYTHON:-python3}
+. tests/python.sh
 G=tests/fixtures/gguf-all-types/model.gguf
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT

@@ -18,7 +18,7 @@ for t in "$B"/tests/test_*; do
 done
 DSV4_BIN="$B/dsv4" bash tests/cli/badinput.sh | sed 's/^\(PASS\|FAIL\) /\1 asan_/'
 DSV4_BIN="$B/dsv4" bash tests/cli/gguf_badinput.sh | sed 's/^\(PASS\|FAIL\) /\1 asan_/'
-for s in textgen_badinput.sh textgen.sh fp8_badinput.sh; do
+for s in textgen_badinput.sh textgen.sh fp8_badinput.sh hostile.sh; do
     out=$(DSV4_BIN="$B/dsv4" bash tests/cli/$s 2>&1)
     printf '%s\n' "$out" | sed 's/^\(PASS\|FAIL\) /\1 asan_/'
 done

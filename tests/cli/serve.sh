@@ -6,7 +6,7 @@
 # (test_hostile.py; tests/cli/sanitized.sh runs it on the ASan build too).
 # The Python packages are in tests/requirements.txt.
 set -u
-PY=${DSV4_PYTHON:-python3}
+. tests/python.sh
 export DSV4_BIN=${DSV4_BIN:-build/dsv4}
 if ! "$PY" -c 'import openai, anthropic' 2>/dev/null; then
     echo "FAIL serve_python: $PY lacks the openai/anthropic packages (pip install -r tests/requirements.txt)"

@@ -7,6 +7,7 @@ usage: st_edit.py IN OUT ACTION [ARGS]
   shape NAME SHAPE      change a tensor's shape
   offsets NAME B E      change a tensor's data_offsets
   i64 NAME INDEX VALUE  overwrite one int64 element of a tensor's data
+  float NAME INDEX VALUE  overwrite one F32/BF16/F16 element (VALUE: a float, nan, inf)
   copy NAME NEW         add tensor NEW with NAME's dtype, shape and bytes
   u8 NAME INDEX VALUE   overwrite one byte of a tensor's data
   e8m0_to_f32 NAME [INDEX VALUE]
@@ -49,6 +50,11 @@ def main():
     elif act == 'i64':
         off = hdr[a[0]]['data_offsets'][0] + 8 * int(a[1])
         body[off:off + 8] = struct.pack('<q', int(a[2]))
+    elif act == 'float':
+        dt, v = hdr[a[0]]['dtype'], float(a[2])
+        enc = {'F32': struct.pack('<f', v), 'BF16': struct.pack('<f', v)[2:], 'F16': struct.pack('<e', v)}[dt]
+        off = hdr[a[0]]['data_offsets'][0] + len(enc) * int(a[1])
+        body[off:off + len(enc)] = enc
     elif act == 'u8':
         body[hdr[a[0]]['data_offsets'][0] + int(a[1])] = int(a[2])
     elif act == 'e8m0_to_f32':

@@ -4,7 +4,7 @@
 # dsv4 chat against the token-id path, the tokenizer CLI and themselves.
 set -u
 BIN=${DSV4_BIN:-build/dsv4}
-PY=${DSV4_PYTHON:-python3}
+. tests/python.sh
 FX=tests/fixtures/tiny-chat
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
 gen() { "$BIN" generate --device cpu --model $FX "$@"; }

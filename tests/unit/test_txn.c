@@ -141,7 +141,7 @@ static void test_veto_changes_nothing(void)
         size_t blen[NL];
         for (int i = 0; i < NL; i++) before[i] = image(s[i], &blen[i]);
         int calls = 0;
-        dsv4_gate g = {veto_all, &calls, 0, 0};
+        dsv4_gate g = {veto_all, &calls, 0};
         dsv4_status st = dsv4_decode_batch(g_m, s, n1, NL, lb, &g);
         CHECK(st == DSV4_ERR_VETO);
         CHECK(calls == 1);
@@ -157,7 +157,7 @@ static void test_veto_changes_nothing(void)
         advance(ref, n2, 1);
     }
     /* the deadline gate vetoes a step that took longer than allowed */
-    dsv4_gate dl = {NULL, NULL, 1e-9, 0};
+    dsv4_gate dl = {NULL, NULL, 1e-9};
     CHECK(dsv4_decode_batch(g_m, s, n1, NL, lb, &dl) == DSV4_ERR_VETO);
     CHECK(strstr(dsv4_last_error(), "deadline") != NULL);
     /* vetoed steps left no trace: same as never having tried */
