@@ -54,6 +54,10 @@ $(BUILD)/libdsv4.a: $(LIB_OBJ)
 $(BUILD)/dsv4: $(CLI_OBJ) $(BUILD)/libdsv4.a
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
+# The chat renderer the demo model's data builder uses (tools/demo).
+$(BUILD)/demo_render: $(BUILD)/tools/demo/render_chat.o $(BUILD)/libdsv4.a
+	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+
 $(BUILD)/%.o: %.c
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) -c -o $@ $<
