@@ -2,6 +2,7 @@
 """Build the demo model's training data and tokenizer.
 
   build_data.py --out DIR [--seed 1] [--render build/demo_render]
+  build_data.py --out DIR2 --seed 2 --stage2 --tokenizer DIR/tokenizer.json   (second stage)
 
 Writes DIR/tokenizer.json (byte-level BPE in DeepSeek-V4's tokenizer.json layout),
 DIR/train.npz (packed rows of token ids with a loss mask) and DIR/data.json (counts,
@@ -21,6 +22,7 @@ import json
 import os
 import random
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -94,7 +96,7 @@ def simple(mode, q, answer, reasoning=None, system=None):
     return {"mode": mode, "messages": msgs + [a]}
 
 
-def conversations(rng, counts):
+def conversations(rng, counts, op_weights):
     """Training conversations: every question key that `held_out` keeps for the evaluation is skipped."""
     out = []
 
@@ -108,7 +110,8 @@ def conversations(rng, counts):
             yield item
 
     sysp = lambda: tasks.SYSTEM if rng.random() < 0.3 else None  # noqa: E731
-    for it in draw(tasks.arith_item, counts["arith"]):
+    arith = lambda r: tasks.arith_item(r, weights=op_weights)  # noqa: E731
+    for it in draw(arith, counts["arith"]):
         out.append(simple("chat", it[1], it[2], system=sysp()))
     for it in draw(tasks.arith_item, counts["arith_think"]):
         a, sym, b = it[4]
@@ -260,28 +263,38 @@ def main():
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--render", default="build/demo_render")
     p.add_argument("--scale", type=float, default=1.0, help="multiplies every conversation count")
+    p.add_argument("--tokenizer", help="use this tokenizer.json instead of training one")
+    p.add_argument("--stage2", action="store_true",
+                   help="the second, short training stage's mix: mostly arithmetic, subtraction weighted up")
     a = p.parse_args()
     os.makedirs(a.out, exist_ok=True)
     rng = random.Random(a.seed)
     base = {"arith": 90000, "arith_think": 12000, "units": 20000, "puzzles": 30000, "tools": 24000,
             "tools_think": 4000, "multi": 6000}
+    op_weights = (5, 4, 3)
+    if a.stage2:
+        base = {"arith": 150000, "arith_think": 4000, "units": 6000, "puzzles": 10000, "tools": 3000,
+                "tools_think": 300, "multi": 2000}
+        op_weights = (4, 7, 1)
     counts = {k: max(1, int(v * a.scale)) for k, v in base.items()}
 
     with tempfile.TemporaryDirectory() as work:
         chapters, deb_hashes = kjv_text(work)
-    convs = conversations(rng, counts)
+    convs = conversations(rng, counts, op_weights)
     segs = render_segments(convs, a.render)
     print(f"{len(chapters)} KJV chapters, {len(convs)} conversations", file=sys.stderr)
 
-    sample_chat = ["".join(t for t, _ in s) for s in segs[:: max(1, len(segs) // 20000)]]
-    merges = train_tokenizer(chapters + sample_chat)
-    tj, n_ids = tokenizer_json(merges)
-    if n_ids != VOCAB:
-        sys.exit(f"tokenizer has {n_ids} ids, wanted {VOCAB}")
     tok_path = os.path.join(a.out, "tokenizer.json")
-    with open(tok_path, "w", encoding="utf-8") as f:
-        json.dump(tj, f, ensure_ascii=False, indent=1)
-        f.write("\n")
+    if a.tokenizer:   # a later stage keeps the first stage's tokenizer
+        shutil.copyfile(a.tokenizer, tok_path)
+    else:
+        sample_chat = ["".join(t for t, _ in s) for s in segs[:: max(1, len(segs) // 20000)]]
+        tj, n_ids = tokenizer_json(train_tokenizer(chapters + sample_chat))
+        if n_ids != VOCAB:
+            sys.exit(f"tokenizer has {n_ids} ids, wanted {VOCAB}")
+        with open(tok_path, "w", encoding="utf-8") as f:
+            json.dump(tj, f, ensure_ascii=False, indent=1)
+            f.write("\n")
     tok = Tokenizer.from_file(tok_path)
 
     # Segments end/start at added tokens, so encoding them one by one equals encoding the whole.
@@ -302,7 +315,7 @@ def main():
     rows = pack(chat, prose, rng)
     np.savez_compressed(os.path.join(a.out, "train.npz"), rows=rows)
     trained = int((rows >> 15).sum())
-    info = {"seed": a.seed, "counts": counts, "rows": int(rows.shape[0]), "seq": SEQ,
+    info = {"seed": a.seed, "stage2": a.stage2, "op_weights": op_weights, "counts": counts, "rows": int(rows.shape[0]), "seq": SEQ,
             "tokens": int(rows.size), "trained_tokens": trained,
             "prose_tokens": int(sum(len(x) for x in prose)), "kjv_chapters": len(chapters),
             "debian_packages_sha256": deb_hashes,

@@ -33,9 +33,9 @@ MUL_Q = ["What is {a} * {b}?", "What is {a} times {b}?", "Compute {a} * {b}.", "
          "Multiply {a} by {b}.", "Calculate {a} x {b}."]
 
 
-def arith_item(rng):
-    """(key, question, answer text, expected number) for + - * ."""
-    op = rng.choices("+-*", weights=[5, 4, 3])[0]
+def arith_item(rng, weights=(5, 4, 3)):
+    """(key, question, answer text, expected number, (a, op, b)) for + - * ."""
+    op = rng.choices("+-*", weights=weights)[0]
     if op == "*":
         a, b = rng.randint(2, 99), rng.randint(2, 9)
         if rng.random() < 0.5:

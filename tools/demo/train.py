@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Train the demo DeepSeek-V4 model (transformers' DeepseekV4ForCausalLM + an MTP head).
 
-  train.py --data DIR --out DIR [--budget-s 420] [--batch 64] [--tiny] [--seed 1]
+  train.py --data DIR --out DIR [--budget-s 420] [--batch 64] [--tiny] [--seed 1] [--init-from CKPT]
 
 DIR (from build_data.py) holds train.npz and tokenizer.json. Training runs for a fixed
 wall-clock budget (the learning-rate schedule follows elapsed time, so any device speed
@@ -146,6 +146,27 @@ def official_state(model, mtp, cfg):
     return out
 
 
+@torch.no_grad()
+def load_official(model, mtp, cfg, ckpt_dir):
+    """Continue from a checkpoint this script wrote: official_state's tensors are views of
+    the (CPU) parameters and buffers, so copying into them loads the model in place."""
+    from safetensors import safe_open
+    views = official_state(model, mtp, cfg)
+    seen = set()
+    for fn in sorted(f for f in os.listdir(ckpt_dir) if f.endswith(".safetensors")):
+        with safe_open(os.path.join(ckpt_dir, fn), "pt") as f:
+            for name in f.keys():
+                views[name].copy_(f.get_tensor(name))
+                seen.add(name)
+    if seen != set(views):
+        sys.exit(f"{ckpt_dir}: tensors missing: {sorted(set(views) - seen)[:5]}")
+    again = official_state(model, mtp, cfg)
+    with safe_open(os.path.join(ckpt_dir, fn), "pt") as f:   # in place really happened
+        for name in f.keys():
+            if not torch.equal(again[name].to(f.get_tensor(name).dtype), f.get_tensor(name)):
+                sys.exit(f"{name}: loading did not reach the model's parameter")
+
+
 def save(model, mtp, cfg, out_dir, shards):
     os.makedirs(out_dir, exist_ok=True)
     sd = official_state(model, mtp, cfg)
@@ -215,6 +236,7 @@ def main():
     p.add_argument("--warmup", type=int, default=150)
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--tiny", action="store_true", help="small CPU configuration for testing the script")
+    p.add_argument("--init-from", help="continue from a checkpoint directory written by this script")
     p.add_argument("--experts-impl", default="auto", help="auto|eager|grouped_mm")
     a = p.parse_args()
     t_start = time.time()
@@ -228,6 +250,8 @@ def main():
     N, T = ids_all.shape
     cfg = build_config(a.tiny)
     model, mtp = init_model(cfg, a.seed)
+    if a.init_from:
+        load_official(model, mtp, cfg, a.init_from)
     mf.check_rope_tables(model, cfg)
     model.to(dev).train()
     mtp.to(dev).train()
