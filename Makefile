@@ -71,8 +71,11 @@ $(BUILD)/tests/%: tests/unit/%.c $(BUILD)/libdsv4.a tests/test.h
 	$(CC) $(CFLAGS) -Itests $(LDFLAGS) -o $@ $< $(BUILD)/libdsv4.a $(LDLIBS)
 
 # The main job: greedy generation on the tiny checkpoint shipped in the repo.
+# The main command: one question to the demo model (models/demo, trained by
+# tools/demo), answered greedily and streamed. Ask another: make run Q="Convert 7 km to m."
+Q ?= What is 347 + 285?
 run: $(BUILD)/dsv4
-	$(BUILD)/dsv4 generate --model tests/fixtures/tiny-mixed-f32 --tokens 1,2,3,4,5 -n 16
+	$(BUILD)/dsv4 generate --model models/demo --chat --temperature 0 -p "$(Q)"
 
 ASAN_BUILD ?= build-asan
 test: $(BUILD)/dsv4 $(TEST_BIN) fuzz

@@ -320,7 +320,8 @@ def main():
             "prose_tokens": int(sum(len(x) for x in prose)), "kjv_chapters": len(chapters),
             "debian_packages_sha256": deb_hashes,
             "sha256": {"tokenizer.json": sha256_bytes(open(tok_path, "rb").read()),
-                       "train.npz": sha256_bytes(open(os.path.join(a.out, "train.npz"), "rb").read())}}
+                       "train.npz": sha256_bytes(open(os.path.join(a.out, "train.npz"), "rb").read()),
+                       "rows (uint16 bytes; the .npz zip itself carries a timestamp)": sha256_bytes(rows.tobytes())}}
     with open(os.path.join(a.out, "data.json"), "w") as f:
         json.dump(info, f, indent=1)
         f.write("\n")
