@@ -33,7 +33,7 @@ CLI_OBJ := $(CLI_SRC:%.c=$(BUILD)/%.o)
 TEST_SRC := $(wildcard tests/unit/test_*.c)
 TEST_BIN := $(TEST_SRC:tests/unit/%.c=$(BUILD)/tests/%)
 # Tests of loaders and parsers: CI runs these under ASan+UBSan.
-PARSER_TESTS := $(filter %/test_safetensors %/test_config %/test_tokenizer %/test_chat %/test_dsml,$(TEST_BIN))
+PARSER_TESTS := $(filter %/test_safetensors %/test_gguf %/test_ggml_quant %/test_config %/test_tokenizer %/test_chat %/test_dsml,$(TEST_BIN))
 
 .PHONY: all test test-parsers sanitized run clean deps
 
@@ -66,7 +66,7 @@ $(BUILD)/%.o: %.cu
 	@mkdir -p $(@D)
 	$(NVCC) $(NVFLAGS) -c -o $@ $<
 
-$(BUILD)/tests/%: tests/unit/%.c $(BUILD)/libdsv4.a tests/test.h
+$(BUILD)/tests/%: tests/unit/%.c $(BUILD)/libdsv4.a tests/test.h tests/gguf_build.h
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) -Itests $(LDFLAGS) -o $@ $< $(BUILD)/libdsv4.a $(LDLIBS)
 
@@ -98,8 +98,8 @@ FUZZ_CC    ?= clang
 FUZZ_FLAGS ?= -std=c11 -g -O1 -D_GNU_SOURCE -Iinclude -Isrc \
               -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined
 FUZZ_TIME  ?= 20
-FUZZ_NAMES := safetensors config dsml
-FUZZ_SRC   := $(wildcard src/base/*.c src/io/*.c src/text/*.c)
+FUZZ_NAMES := safetensors config dsml gguf
+FUZZ_SRC   := $(wildcard src/base/*.c src/io/*.c src/text/*.c) src/model/config_gguf.c
 FUZZ_BIN   := $(FUZZ_NAMES:%=$(BUILD)/fuzz/fuzz_%)
 .PHONY: fuzz fuzz-smoke
 fuzz: $(FUZZ_BIN)

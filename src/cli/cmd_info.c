@@ -1,37 +1,82 @@
-/* dsv4 info: model facts, weight bytes, session memory per token. */
+/* dsv4 info: model facts, weight bytes by type, session memory per token,
+ * and what fits a GPU of a given size (memplan). */
 #include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "cli/commands.h"
+#include "model/config_gguf.h"
+#include "model/memplan.h"
 #include "model/model.h"
 
-static void usage(FILE *f) { fprintf(f, "usage: dsv4 info --model DIR\n"); }
+static void usage(FILE *f)
+{
+    fprintf(f, "usage: dsv4 info --model (DIR | FILE.gguf) [--gpu-gib G] [--context N]\n"
+               "  --gpu-gib G   device memory to plan for, GiB (default 140: one H200)\n"
+               "  --context N   also count sessions of N tokens (default: 4096, 32768, 131072, 1048576)\n");
+}
+
+/* Bytes of the checkpoint's tensors per storage type (every tensor of the
+ * files, bound or not). */
+static void print_types(const dsv4_model *m)
+{
+    tensor_source src = {m->st, m->gg};
+    const char *names[64];
+    uint64_t bytes[64] = {0};
+    int count[64] = {0}, n = 0;
+    src_tensor t;
+    for (int i = 0; tsrc_get(&src, i, &t); i++) {
+        int k = 0;
+        while (k < n && strcmp(names[k], t.type)) k++;
+        if (k == n && n < 64) names[n++] = t.type;
+        if (k < 64) { bytes[k] += t.nbytes; count[k]++; }
+    }
+    printf("weights by type:  ");
+    for (int k = 0; k < n; k++)
+        printf("%s%s %.2f MiB (%d)", k ? ", " : "", names[k], (double)bytes[k] / (1 << 20), count[k]);
+    printf("\n");
+}
 
 int cmd_info(int argc, char **argv)
 {
-    static const struct option opts[] = {{"model", required_argument, 0, 'm'}, {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
+    static const struct option opts[] = {{"model", required_argument, 0, 'm'}, {"gpu-gib", required_argument, 0, 'g'},
+                                         {"context", required_argument, 0, 'c'}, {"help", no_argument, 0, 'h'},
+                                         {0, 0, 0, 0}};
     const char *model = NULL;
+    double gpu_gib = 140.0;
+    long long ctx_arg = 0;
     int c;
+    char *end;
     optind = 1;
     while ((c = getopt_long(argc, argv, "m:h", opts, NULL)) != -1) {
         if (c == 'm') model = optarg;
-        else if (c == 'h') { usage(stdout); return 0; }
+        else if (c == 'g') {
+            gpu_gib = strtod(optarg, &end);
+            if (*end || !(gpu_gib > 0 && gpu_gib < 1e6)) {
+                fprintf(stderr, "dsv4 info: --gpu-gib: '%s' is not a positive number of GiB\n", optarg);
+                return 2;
+            }
+        } else if (c == 'c') {
+            ctx_arg = strtoll(optarg, &end, 10);
+            if (*end || ctx_arg < 1) { fprintf(stderr, "dsv4 info: --context: '%s' is not a positive integer\n", optarg); return 2; }
+        } else if (c == 'h') { usage(stdout); return 0; }
         else { usage(stderr); return 2; }
     }
     if (!model) { usage(stderr); return 2; }
     dsv4_model *m = cli_load_model("info", model, 1, "cpu");
     if (!m) return 1;
     const dsv4_config *cf = &m->cfg;
-    int n_swa = 0, n_csa = 0, n_hca = 0, n_hash = 0;
+    int n_swa = 0, n_csa = 0, n_hca = 0;
     for (int l = 0; l < cf->n_layers; l++) {
         n_swa += cf->attn_kind[l] == ATTN_SWA;
         n_csa += cf->attn_kind[l] == ATTN_CSA;
         n_hca += cf->attn_kind[l] == ATTN_HCA;
-        n_hash += cf->hash_layer[l];
     }
     dsv4_memory_info mi;
     dsv4_model_memory(m, &mi);
+    uint64_t wb = weights_bytes(m);
+    const double G = (double)(1u << 30);
     printf("model:            %s\n", model);
     printf("vocab:            %d\n", cf->vocab);
     printf("hidden:           %d, %d layers (%d sliding, %d CSA ratio %d, %d HCA ratio %d)\n", cf->dim,
@@ -40,11 +85,38 @@ int cmd_info(int argc, char **argv)
            cf->head_dim, cf->rope_dim, cf->q_lora, cf->o_groups, cf->o_lora, cf->window);
     printf("indexer:          %d heads x %d, top-%d\n", cf->idx_heads, cf->idx_head_dim, cf->idx_topk);
     printf("moe:              %d experts (top-%d, %d hash layers), inter %d, shared %d\n", cf->n_experts,
-           cf->n_active, n_hash, cf->moe_inter, cf->n_shared);
+           cf->n_active, model_n_hash(m), cf->moe_inter, cf->n_shared);
     printf("hyper-connections:%d streams, %d Sinkhorn iterations\n", cf->hc_mult, cf->hc_iters);
-    printf("weights:          %.2f MiB mapped\n", (double)mi.weight_bytes / (1 << 20));
+    printf("weights:          %.2f MiB mapped, %.2f MiB bound (what a device holds)\n",
+           (double)mi.weight_bytes / (1 << 20), (double)wb / (1 << 20));
+    print_types(m);
     printf("session fixed:    %llu bytes (window rings + compressor buffers)\n", (unsigned long long)mi.fixed_bytes);
     printf("session per token:%.2f bytes (compressed KV + indexer keys, fp32)\n", mi.bytes_per_token);
+    memplan p = {wb, mi.fixed_bytes, mi.bytes_per_token, (uint64_t)(gpu_gib * G), MODEL_DEVICE_RESERVE, cf->max_pos};
+    printf("gpu plan:         %.2f GiB device, %.2f GiB weights, %.2f GiB reserved: ", gpu_gib, (double)wb / G,
+           (double)p.reserve / G);
+    if (memplan_sessions(&p, 0) < 1) {
+        printf("the weights and the reserve do not fit\n");
+    } else {
+        printf("one session up to %lld tokens (max_position %d)\n", (long long)memplan_max_context(&p), cf->max_pos);
+        long long ctxs[] = {4096, 32768, 131072, 1048576};
+        int nc = 4;
+        if (ctx_arg) { ctxs[0] = ctx_arg; nc = 1; }
+        printf("sessions:        ");
+        for (int i = 0, first = 1; i < nc; i++) {
+            if (ctxs[i] > cf->max_pos && !ctx_arg) continue;
+            printf("%s %lld at %lld tokens (%.3f GiB each)", first ? "" : ",", (long long)memplan_sessions(&p, ctxs[i]),
+                   ctxs[i], (double)memplan_session_bytes(&p, ctxs[i]) / G);
+            first = 0;
+        }
+        printf("\n");
+    }
+    if (m->gg) {
+        int k = gguf_chat_template_kind(m->gg);
+        printf("chat template:    %s\n", k == CHAT_TEMPLATE_V4 ? "DeepSeek-V4 (not executed; the built-in encoder renders chats)"
+                                       : k == CHAT_TEMPLATE_OTHER ? "not DeepSeek-V4's (ignored; the built-in V4 encoder renders chats)"
+                                       : "none (the built-in V4 encoder renders chats)");
+    }
     printf("mtp tensors:      %d (kept for speculative decoding)\n", m->n_mtp_tensors);
     printf("unknown tensors:  %d\n", dsv4_model_unknown_count(m));
     dsv4_model_free(m);

@@ -12,7 +12,7 @@
 #include <unistd.h>
 
 #include "cli/commands.h"
-#include "model/config.h"
+#include "model/config_gguf.h"
 
 #define SPECIAL_OPEN "<\xEF\xBD\x9C"  /* "<｜" */
 #define SPECIAL_CLOSE "\xEF\xBD\x9C>" /* "｜>" */
@@ -186,12 +186,16 @@ int textgen_open(textgen *g, const char *cmd, const char *dir, const textgen_arg
     g->sp = a->sp;
     if (!a->seed_given) g->sp.seed = (uint64_t)time(NULL) ^ ((uint64_t)getpid() << 32);
     dsv4_config cfg;
-    if (config_load(dir, &cfg)) { cli_report(cmd, NULL); return -1; }
+    int tpl;
+    if (config_load_model(dir, &cfg, &tpl)) { cli_report(cmd, NULL); return -1; }
+    if (tpl == CHAT_TEMPLATE_OTHER)
+        fprintf(stderr, "dsv4 %s: note: %s carries a chat template that is not DeepSeek-V4's; chats are rendered "
+                "by the built-in DeepSeek-V4 encoder\n", cmd, dir);
     g->vocab = cfg.vocab;
     g->max_pos = cfg.max_pos;
     g->bos_id = cfg.bos_id < cfg.vocab ? cfg.bos_id : -1;
-    const char *tp = a->tokenizer ? a->tokenizer : dir;
-    if (!a->tokenizer) {
+    const char *tp = a->tokenizer ? a->tokenizer : dir; /* a GGUF file carries its tokenizer */
+    if (!a->tokenizer && tpl < 0) {
         char path[4096];
         snprintf(path, sizeof path, "%s/tokenizer.json", dir);
         if (access(path, R_OK)) {

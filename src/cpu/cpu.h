@@ -13,8 +13,6 @@ typedef struct {
 static inline dsv4_pool *cpu_pool(dsv4_backend *b) { return ((cpu_impl *)b->impl)->pool; }
 static inline float *cpu_scratch_row(dsv4_backend *b, int tid) { return ((cpu_impl *)b->impl)->row[tid]; }
 
-/* Converts n elements of m starting at element off to float. */
-void cpu_mat_to_f32(const dsv4_mat *m, int64_t off, int64_t n, float *out);
 /* The one dot product every CPU op uses: 8 independent fp32 accumulators
  * summed in a fixed order, so the result depends only on the data. */
 float cpu_dot(const float *a, const float *b, int64_t n);

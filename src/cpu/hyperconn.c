@@ -19,10 +19,10 @@ static void hc_mixes(dsv4_backend *b, int tid, const float *v, int64_t n, const 
     float *row = cpu_scratch_row(b, tid);
     for (int k = 0; k < n_mix; k++) {
         const float *w;
-        if (fn->dtype == DT_F32) {
+        if (fn->fmt == WF_F32) {
             w = (const float *)fn->data + (int64_t)k * n;
         } else {
-            cpu_mat_to_f32(fn, (int64_t)k * n, n, row);
+            wmat_decode_row(fn, k, 0, n, row);
             w = row;
         }
         mix[k] = cpu_dot(w, flat, n);

@@ -1,50 +1,12 @@
 /* Matrix-vector products for the CPU backend.
  *
- * Work is split over output rows; each thread converts one weight row to fp32
- * once and reuses it for every token of the chunk (prefill reads the weights
- * once per chunk, not once per token). */
+ * Work is split over output rows; each thread decodes one weight row to fp32
+ * once (wmat_decode_row: any format) and reuses it for every token of the
+ * chunk (prefill reads the weights once per chunk, not once per token). */
 #include <stdlib.h>
 #include <string.h>
 
 #include "cpu/cpu.h"
-
-dsv4_mat mat_rows(const dsv4_mat *m, int64_t r0, int64_t n)
-{
-    dsv4_mat v = *m;
-    v.rows = n;
-    v.data = (const char *)m->data + (size_t)(r0 * m->cols) * (size_t)dtype_size(m->dtype);
-    return v;
-}
-
-float mat_get(const dsv4_mat *m, int64_t i)
-{
-    float f;
-    cpu_mat_to_f32(m, i, 1, &f);
-    return f;
-}
-
-__attribute__((target_clones("avx2", "default")))
-void cpu_mat_to_f32(const dsv4_mat *m, int64_t off, int64_t n, float *out)
-{
-    switch (m->dtype) {
-    case DT_F32:
-        memcpy(out, (const float *)m->data + off, (size_t)n * sizeof *out);
-        break;
-    case DT_BF16: {
-        const uint16_t *s = (const uint16_t *)m->data + off;
-        for (int64_t i = 0; i < n; i++) out[i] = bf16_to_f32(s[i]);
-        break;
-    }
-    case DT_F16: {
-        const uint16_t *s = (const uint16_t *)m->data + off;
-        for (int64_t i = 0; i < n; i++) out[i] = f16_to_f32(s[i]);
-        break;
-    }
-    default: /* weights_bind admits only the float dtypes above */
-        memset(out, 0, (size_t)n * sizeof *out);
-        break;
-    }
-}
 
 /* AVX2 and baseline clones compute the same lanes in the same order (no FMA
  * contraction in ISO C mode), so results do not depend on the CPU. */
@@ -96,7 +58,7 @@ static void matmul_rows(void *ctx, int64_t r0, int64_t r1, int tid)
     matmul_job *j = ctx;
     int64_t n = j->W->cols;
     float *row = cpu_scratch_row(j->b, tid);
-    if (j->W->dtype == DT_BF16 && j->T <= BF16_DIRECT_MAX_T) {
+    if (j->W->fmt == WF_BF16 && j->T <= BF16_DIRECT_MAX_T) {
         for (int64_t r = r0; r < r1; r++) {
             const uint16_t *w = (const uint16_t *)j->W->data + r * n;
             const float *x = j->x + (j->grp_rows ? r / j->grp_rows * n : 0);
@@ -106,7 +68,7 @@ static void matmul_rows(void *ctx, int64_t r0, int64_t r1, int tid)
     }
     for (int64_t r = r0; r < r1; r++) {
         const float *x = j->x + (j->grp_rows ? r / j->grp_rows * n : 0);
-        cpu_mat_to_f32(j->W, r * n, n, row);
+        wmat_decode_row(j->W, r, 0, n, row);
         for (int t = 0; t < j->T; t++) j->y[t * j->ldy + r] = cpu_dot(x + t * j->ldx, row, n);
     }
 }

@@ -32,8 +32,13 @@ dsv4_status cpu_adopt_weight(dsv4_backend *b, dsv4_mat *m)
     (void)b;
     /* read in place from the mapping; ask the kernel to start reading it in */
     uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE), start = (uintptr_t)m->data & ~(page - 1);
-    uintptr_t end = (uintptr_t)m->data + (uintptr_t)(m->rows * m->cols * dtype_size(m->dtype));
+    uintptr_t end = (uintptr_t)m->data + (uintptr_t)m->rows * (uintptr_t)wformat_row_bytes(m->fmt, m->cols);
     if (end > start) madvise((void *)start, end - start, MADV_WILLNEED);
+    if (m->scale) {
+        start = (uintptr_t)m->scale & ~(page - 1);
+        end = (uintptr_t)m->scale + (uintptr_t)wmat_scale_bytes(m);
+        if (end > start) madvise((void *)start, end - start, MADV_WILLNEED);
+    }
     return DSV4_OK;
 }
 

@@ -48,7 +48,7 @@ void cpu_embed(dsv4_backend *b, const dsv4_mat *E, const int32_t *tok, int T, in
     int64_t D = E->cols;
     for (int t = 0; t < T; t++) {
         float *x0 = X + (int64_t)t * hc * D;
-        cpu_mat_to_f32(E, (int64_t)tok[t] * D, D, x0);
+        wmat_decode_row(E, tok[t], 0, D, x0);
         for (int i = 1; i < hc; i++) memcpy(x0 + i * D, x0, (size_t)D * sizeof *x0);
     }
 }

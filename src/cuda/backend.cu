@@ -45,6 +45,7 @@ static void cu_step_begin(dsv4_backend *b, int rows);
 static void cu_step_end(dsv4_backend *b);
 static void cu_profile_enable(dsv4_backend *b, int on);
 static int cu_profile_report(dsv4_backend *b, const char **names, double *ms, int max);
+static dsv4_status cu_mem_info(dsv4_backend *b, uint64_t *free_bytes, uint64_t *total_bytes);
 
 static const dsv4_ops k_cuda_ops = {
     .alloc = cu_alloc,
@@ -73,6 +74,7 @@ static const dsv4_ops k_cuda_ops = {
     .step_end = cu_step_end,
     .profile_enable = cu_profile_enable,
     .profile_report = cu_profile_report,
+    .mem_info = cu_mem_info,
 };
 
 static const cu_exec_fn k_exec[K_COUNT] = {
@@ -152,6 +154,17 @@ static int cu_profile_report(dsv4_backend *b, const char **names, double *ms, in
         n++;
     }
     return n;
+}
+
+static dsv4_status cu_mem_info(dsv4_backend *b, uint64_t *free_bytes, uint64_t *total_bytes)
+{
+    (void)b;
+    size_t fr = 0, tot = 0;
+    cudaError_t e = cudaMemGetInfo(&fr, &tot);
+    if (e != cudaSuccess) return dsv4_fail(DSV4_ERR_DEVICE, "CUDA: cudaMemGetInfo: %s", cudaGetErrorString(e));
+    *free_bytes = fr;
+    *total_bytes = tot;
+    return DSV4_OK;
 }
 
 /* ---- submission, recording and graphs ---- */

@@ -159,9 +159,12 @@ dsv4_status cu_adopt_weight(dsv4_backend *b, dsv4_mat *m)
 {
     cu_impl *c = cu_of(b);
     if (!m->data) return DSV4_OK;
-    if (m->dtype != DT_F32 && m->dtype != DT_BF16 && m->dtype != DT_F16)
-        return dsv4_fail(DSV4_ERR_UNSUPPORTED, "CUDA backend: weight dtype %s is not supported", dtype_name(m->dtype));
-    size_t bytes = (size_t)(m->rows * m->cols) * (size_t)dtype_size(m->dtype);
+    /* The kernels read plain F32/BF16/F16 rows; block-scaled formats need
+     * their own row loaders, which this backend does not have yet. */
+    if (m->fmt != WF_F32 && m->fmt != WF_BF16 && m->fmt != WF_F16)
+        return dsv4_fail(DSV4_ERR_UNSUPPORTED, "CUDA backend: %s weights are not supported yet (use --device cpu)",
+                         wformat_info(m->fmt)->name);
+    size_t bytes = (size_t)wmat_bytes(m);
     cu_wmap_entry *e = wmap_find(c, m->data, bytes);
     if (e) {
         m->data = e->dev;

@@ -219,6 +219,42 @@ static dsv4_status parse_token_ids(const cfg_src *s, dsv4_config *c)
     return st;
 }
 
+/* quantization_config as DeepSeek ships it: {"quant_method": "fp8", "fmt":
+ * "e4m3", "scale_fmt": "ue8m0", "weight_block_size": [128, 128]}; absent
+ * fmt/scale_fmt/block size mean those values. The block size is kept: the
+ * scale grids of FP8 tensors are checked against it at load. */
+static dsv4_status parse_quant(const cfg_src *s, const cJSON *q, dsv4_config *c)
+{
+    if (!cJSON_IsObject(q)) return bad_key(s, "quantization_config", "expected an object");
+    const char *m, *fmt, *sfmt;
+    cfg_src qs = nested(s, q, "quantization_config.");
+    dsv4_status st = get_str(&qs, "quant_method", &m);
+    if (!st) st = get_str(&qs, "fmt", &fmt);
+    if (!st) st = get_str(&qs, "scale_fmt", &sfmt);
+    if (st) return st;
+    if (!m) return bad_key(&qs, "quant_method", "missing");
+    if (strcmp(m, "fp8") != 0)
+        return dsv4_fail(DSV4_ERR_UNSUPPORTED,
+                         "%s: quantization_config.quant_method: '%s' is not supported (fp8 only)", s->path, m);
+    if (fmt && strcmp(fmt, "e4m3") != 0)
+        return dsv4_fail(DSV4_ERR_UNSUPPORTED, "%s: quantization_config.fmt: '%s' is not supported (e4m3 only)",
+                         s->path, fmt);
+    if (sfmt && strcmp(sfmt, "ue8m0") != 0)
+        return dsv4_fail(DSV4_ERR_UNSUPPORTED,
+                         "%s: quantization_config.scale_fmt: '%s' is not supported (ue8m0 only)", s->path, sfmt);
+    c->quant_blk_r = c->quant_blk_c = 128;
+    const cJSON *b = field(q, "weight_block_size");
+    if (b) {
+        if (!cJSON_IsArray(b) || cJSON_GetArraySize(b) != 2)
+            return bad_key(&qs, "weight_block_size", "expected [rows, cols]");
+        if ((st = to_int(&qs, "weight_block_size", b->child, 1, 1 << 16, &c->quant_blk_r)) ||
+            (st = to_int(&qs, "weight_block_size", b->child->next, 1, 1 << 16, &c->quant_blk_c)))
+            return st;
+    }
+    c->weight_format = WFMT_FP8;
+    return DSV4_OK;
+}
+
 static int format_of(const char *name)
 {
     if (strcmp(name, "fp8") == 0) return WFMT_FP8;
@@ -231,26 +267,18 @@ static dsv4_status parse_formats(const cfg_src *s, dsv4_config *c)
 {
     const cJSON *q = field(s->root, "quantization_config");
     c->weight_format = WFMT_PLAIN;
-    if (q) {
-        if (!cJSON_IsObject(q)) return bad_key(s, "quantization_config", "expected an object");
-        const char *m;
-        cfg_src qs = nested(s, q, "quantization_config.");
-        dsv4_status st = get_str(&qs, "quant_method", &m);
-        if (st) return st;
-        if (!m) return bad_key(&qs, "quant_method", "missing");
-        if (strcmp(m, "fp8") != 0)
-            return dsv4_fail(DSV4_ERR_UNSUPPORTED,
-                             "%s: quantization_config.quant_method: '%s' is not supported (fp8 only)",
-                             s->path, m);
-        c->weight_format = WFMT_FP8;
-    }
+    c->quant_blk_r = c->quant_blk_c = 0;
+    dsv4_status st;
+    if (q && (st = parse_quant(s, q, c))) return st;
     const char *e;
-    dsv4_status st = get_str(s, "expert_dtype", &e);
-    if (st) return st;
+    if ((st = get_str(s, "expert_dtype", &e))) return st;
     c->expert_format = e ? format_of(e) : c->weight_format;
     if (c->expert_format < 0)
         return dsv4_fail(DSV4_ERR_CONFIG, "%s: expert_dtype: unknown '%s' (fp4, fp8 or bf16)",
                          s->path, e);
+    if (c->expert_format == WFMT_FP8 && c->weight_format != WFMT_FP8)
+        return dsv4_fail(DSV4_ERR_CONFIG, "%s: expert_dtype: 'fp8' needs a quantization_config (its block size)",
+                         s->path);
     return DSV4_OK;
 }
 

@@ -6,7 +6,9 @@
 
 enum { ATTN_SWA = 0, ATTN_CSA = 1, ATTN_HCA = 2 };
 enum { SCORE_SQRTSOFTPLUS = 0, SCORE_SIGMOID = 1, SCORE_SOFTMAX = 2 };
-enum { WFMT_PLAIN = 0, WFMT_FP8 = 1, WFMT_FP4 = 2 }; /* FP8/FP4 are refused for now */
+/* Checkpoint weight families (config.json): plain floats, FP8 e4m3 with 2-D
+ * block scales (quantization_config), MXFP4 routed experts (expert_dtype fp4). */
+enum { WFMT_PLAIN = 0, WFMT_FP8 = 1, WFMT_FP4 = 2 };
 
 #define DSV4_MAX_LAYERS 256
 
@@ -44,6 +46,7 @@ typedef struct {
     int n_mtp;            /* num_nextn_predict_layers */
     int weight_format;    /* WFMT_*: from quantization_config */
     int expert_format;    /* WFMT_* of routed experts: expert_dtype, else weight_format */
+    int quant_blk_r, quant_blk_c; /* FP8 scale blocks: weight_block_size (0 without quantization_config) */
     int max_pos;          /* max_position_embeddings */
     int bos_id, eos_id;   /* -1 when null; eos: first of a list */
 } dsv4_config;

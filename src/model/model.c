@@ -1,10 +1,13 @@
-/* dsv4_model_load: config.json + safetensors -> bound weights + backend. */
+/* dsv4_model_load: config.json + safetensors, or one GGUF file (or split
+ * set) -> bound weights + backend. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "base/error.h"
 #include "engine/session.h"
+#include "model/config_gguf.h"
+#include "model/memplan.h"
 #include "model/model.h"
 
 static int64_t max_row_width(const dsv4_config *c)
@@ -16,17 +19,35 @@ static int64_t max_row_width(const dsv4_config *c)
     return mx;
 }
 
-/* Everything after the config and the tensor archive are in place. */
+/* A device backend must hold every bound weight plus one empty session
+ * (memplan, with the same reserve `dsv4 info` plans with); refuse before
+ * uploading anything when it cannot. */
+static dsv4_status check_fits(dsv4_model *m, const char *what)
+{
+    uint64_t fr, tot;
+    if (!m->be->ops->mem_info) return DSV4_OK;
+    dsv4_status st = m->be->ops->mem_info(m->be, &fr, &tot);
+    if (st) return st;
+    dsv4_memory_info mi;
+    dsv4_model_memory(m, &mi);
+    memplan p = {weights_bytes(m), mi.fixed_bytes, mi.bytes_per_token, fr, MODEL_DEVICE_RESERVE, m->cfg.max_pos};
+    if (memplan_sessions(&p, 0) >= 1) return DSV4_OK;
+    const double G = (double)(1u << 30);
+    return dsv4_fail(DSV4_ERR_NOMEM, "%s: does not fit the %s device: weights %.2f GiB + one session %.3f GiB + "
+                     "reserve %.2f GiB > %.2f GiB free (of %.2f GiB)", what, m->be->name, (double)p.weights / G,
+                     (double)p.fixed / G, (double)p.reserve / G, (double)fr / G, (double)tot / G);
+}
+
+/* Everything after the config and the tensor archive are in place; what
+ * names the model in messages. */
 static dsv4_status model_finish(dsv4_model *m, const dsv4_load_options *opt, const char *what)
 {
     const dsv4_config *c = &m->cfg;
     dsv4_status st;
-    if (c->weight_format != WFMT_PLAIN || c->expert_format != WFMT_PLAIN)
-        return dsv4_fail(DSV4_ERR_UNSUPPORTED, "%s: quantization_config (FP8/FP4 weights) is not supported "
-                         "yet; use a BF16/F32 checkpoint", what);
     if ((st = weights_bind(m))) return st;
     if (!(m->be = backend_create(opt ? opt->device : NULL, opt ? opt->n_threads : 0, max_row_width(c))))
         return DSV4_ERR_DEVICE;
+    if ((st = check_fits(m, what))) return st;
     if ((st = weights_adopt(m, opt ? opt->progress : NULL, opt ? opt->progress_user : NULL))) return st;
     size_t fbytes = (size_t)c->rope_dim / 2 * sizeof(float);
     float *host = malloc(2 * fbytes);
@@ -49,11 +70,18 @@ dsv4_status dsv4_model_load(const char *dir, const dsv4_load_options *opt, dsv4_
     *out = NULL;
     dsv4_model *m = calloc(1, sizeof *m);
     if (!m) return dsv4_fail(DSV4_ERR_NOMEM, "out of memory");
-    dsv4_status st = config_load(dir, &m->cfg);
+    dsv4_status st;
+    if (model_path_is_gguf(dir)) {
+        st = gguf_open(dir, &m->gg);
+        if (!st) st = config_from_gguf(m->gg, &m->cfg);
+        if (!st) st = model_finish(m, opt, dir);
+        if (st) { dsv4_model_free(m); return st; }
+        *out = m;
+        return DSV4_OK;
+    }
+    st = config_load(dir, &m->cfg);
     if (!st) st = st_open_dir(dir, &m->st);
-    char what[600];
-    snprintf(what, sizeof what, "%s/config.json", dir);
-    if (!st) st = model_finish(m, opt, what);
+    if (!st) st = model_finish(m, opt, dir);
     if (st) { dsv4_model_free(m); return st; }
     *out = m;
     return DSV4_OK;
@@ -84,12 +112,20 @@ void dsv4_model_free(dsv4_model *m)
         m->be->ops->destroy(m->be);
     }
     st_close(m->st);
+    gguf_close(m->gg);
     free(m->owned_image);
     free(m);
 }
 
 int dsv4_model_vocab(const dsv4_model *m) { return m->cfg.vocab; }
 int dsv4_model_n_layers(const dsv4_model *m) { return m->cfg.n_layers; }
+
+int model_n_hash(const dsv4_model *m)
+{
+    int n = 0;
+    for (int l = 0; l < m->cfg.n_layers; l++) n += m->cfg.hash_layer[l];
+    return n;
+}
 const dsv4_config *dsv4_model_config(const dsv4_model *m) { return &m->cfg; }
 
 int dsv4_model_unknown_count(const dsv4_model *m) { return m->n_unknown; }
@@ -120,5 +156,6 @@ void dsv4_model_memory(const dsv4_model *m, dsv4_memory_info *out)
     }
     out->fixed_bytes = fixed;
     out->bytes_per_token = per_tok;
-    out->weight_bytes = st_mapped_bytes(m->st);
+    tensor_source src = {m->st, m->gg};
+    out->weight_bytes = tsrc_mapped_bytes(&src);
 }

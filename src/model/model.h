@@ -3,7 +3,9 @@
 #ifndef DSV4_MODEL_MODEL_H
 #define DSV4_MODEL_MODEL_H
 #include "dsv4.h"
+#include "io/gguf.h"
 #include "io/safetensors.h"
+#include "io/tensor_source.h"
 #include "model/config.h"
 #include "ops/ops.h"
 
@@ -30,7 +32,8 @@ typedef struct {
 
 struct dsv4_model {
     dsv4_config cfg;
-    st_archive *st;
+    st_archive *st;       /* the checkpoint's tensors: a safetensors archive, */
+    gguf_file *gg;        /* or a GGUF file (exactly one is set) */
     dsv4_mat embed, head, norm, hc_head_fn, hc_head_base, hc_head_scale;
     dsv4_layer_w *layers;
     float *inv_freq_main, *inv_freq_compress; /* [rope_dim/2] each, backend memory */
@@ -54,6 +57,11 @@ dsv4_status weights_bind(dsv4_model *m);
  * in bytes (CUDA: uploads; CPU: read-ahead requests on the mapping). */
 dsv4_status weights_adopt(dsv4_model *m, dsv4_progress_fn progress, void *user);
 void weights_free(dsv4_model *m);
+/* Bytes of every bound weight (what a device backend holds: the views'
+ * formats, tid2eid tables as int32). Valid after weights_bind. */
+uint64_t weights_bytes(dsv4_model *m);
+/* Number of hash-routed layers. */
+int model_n_hash(const dsv4_model *m);
 
 /* Bytes one decode step reads at context ctx: weights (all dense tensors,
  * `distinct_experts` routed experts per layer, one embedding row) and session

@@ -1,17 +1,14 @@
 /* Bytes a decode step must read: the roofline denominator of `dsv4 bench`. */
 #include "model/model.h"
 
-static uint64_t mat_bytes(const dsv4_mat *m)
-{
-    return m->data ? (uint64_t)m->rows * (uint64_t)m->cols * (uint64_t)dtype_size(m->dtype) : 0;
-}
+static uint64_t mat_bytes(const dsv4_mat *m) { return wmat_bytes(m); }
 
 void model_decode_traffic(const dsv4_model *m, int64_t ctx, double distinct_experts, uint64_t *weights,
                           uint64_t *state)
 {
     const dsv4_config *c = &m->cfg;
     uint64_t w = mat_bytes(&m->head) + mat_bytes(&m->norm) + mat_bytes(&m->hc_head_fn) +
-                 (uint64_t)c->dim * (uint64_t)dtype_size(m->embed.dtype); /* one embedding row */
+                 (uint64_t)wformat_row_bytes(m->embed.fmt, c->dim); /* one embedding row */
     uint64_t s = 0;
     int64_t pos = ctx; /* the new token's position */
     for (int l = 0; l < c->n_layers; l++) {

@@ -7,8 +7,14 @@
  *   save_pretrained    a hybrid: official per-layer names except that the main
  *                      kv_norm becomes attn.norm.weight, plus embed_tokens and
  *                      hc_head.hc_fn kept from transformers.
+ *   GGUF (llama.cpp)   blk.L.attn_kv_a_norm.weight, token_embd.weight: the
+ *                      official names translated by one table (names_gguf.c)
  * Routed experts come per expert (ffn.experts.E.w1.weight) or merged
- * (mlp.experts.gate_up_proj [E, 2I, D], mlp.experts.down_proj [E, D, I]). */
+ * (mlp.experts.gate_up_proj [E, 2I, D], mlp.experts.down_proj [E, D, I];
+ * GGUF: ffn_{gate,up}_exps [E, I, D], ffn_down_exps [E, D, I]).
+ * GGUF matrices may be any block format the CPU decodes (base/wformat.h);
+ * shapes are row-major in every container. */
+#include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -16,75 +22,241 @@
 
 #include "base/error.h"
 #include "model/model.h"
+#include "model/names_gguf.h"
 
-#define MAX_ALT 4
+#define TRY(x) do { dsv4_status st_ = (x); if (st_) return st_; } while (0)
 
 typedef struct {
     dsv4_model *m;
-    unsigned char *used; /* per archive tensor: bound to a slot */
+    tensor_source src;
+    unsigned char *used; /* per source tensor: bound to a slot */
 } binder;
 
-static int tensor_index(const st_archive *a, const st_tensor *t)
-{
-    return (int)(t - st_get(a, 0));
-}
-
-/* Looks up `names` (NULL-terminated alternatives) under prefix `pre`. */
-static const st_tensor *lookup(binder *b, const char *pre, const char *const *names, char *tried, size_t tried_len)
+/* Looks up `names` (NULL-terminated alternatives, official spelling first)
+ * under prefix `pre` ("" or "layers.L."); a GGUF source is searched under
+ * the GGUF spelling of the official name. Returns the tensor's index or -1
+ * with the name tried in `tried`. */
+static int lookup(binder *b, const char *pre, const char *const *names, src_tensor *t, char *tried, size_t tried_len)
 {
     char full[512];
+    if (b->src.gg) {
+        if (!gguf_spelling(pre, names[0], full, sizeof full)) {
+            snprintf(tried, tried_len, "%s%s (no GGUF spelling)", pre, names[0]);
+            return -1;
+        }
+        int i = tsrc_find(&b->src, full, t);
+        if (i < 0) snprintf(tried, tried_len, "%s", full);
+        return i;
+    }
     for (int i = 0; names[i]; i++) {
         for (int mp = 0; mp < 2; mp++) {
             snprintf(full, sizeof full, "%s%s%s", mp ? "model." : "", pre, names[i]);
-            const st_tensor *t = st_find(b->m->st, full);
-            if (t) return t;
+            int k = tsrc_find(&b->src, full, t);
+            if (k >= 0) return k;
         }
     }
     snprintf(tried, tried_len, "%s%s", pre, names[0]);
-    return NULL;
+    return -1;
 }
 
 static int is_float(dsv4_dtype d) { return d == DT_F32 || d == DT_BF16 || d == DT_F16; }
 
-/* Bind one float tensor with the exact expected shape (d1 = 0 for 1-D). */
-static dsv4_status bind(binder *b, dsv4_mat *out, const char *pre, const char *const *names,
-                        int64_t d0, int64_t d1)
+/* What a slot accepts besides plain floats: Q_DENSE a matmul weight (FP8
+ * with its block grid when config.json has a quantization_config; wo_a
+ * occurs both ways), Q_EXPERT a routed expert (expert_dtype: MXFP4 or FP8).
+ * The tensor's own dtype says which one a checkpoint chose. */
+enum { Q_PLAIN = 0, Q_DENSE = 1, Q_EXPERT = 2 };
+
+static dsv4_status shape_error(const src_tensor *t, int64_t d0, int64_t d1)
 {
-    char tried[512];
-    const st_tensor *t = lookup(b, pre, names, tried, sizeof tried);
-    if (!t) return dsv4_fail(DSV4_ERR_FORMAT, "checkpoint: missing tensor '%s'", tried);
-    if (t->dtype == DT_F8_E4M3 || t->dtype == DT_F8_E8M0 || t->dtype == DT_I8 || t->dtype == DT_U8)
-        return dsv4_fail(DSV4_ERR_UNSUPPORTED,
-                         "checkpoint: tensor '%s' is %s: FP8/FP4 weights are not supported yet "
-                         "(use a BF16/F32 checkpoint)", t->name, dtype_name(t->dtype));
-    if (!is_float(t->dtype))
-        return dsv4_fail(DSV4_ERR_FORMAT, "checkpoint: tensor '%s' has dtype %s, expected F32/BF16/F16",
-                         t->name, dtype_name(t->dtype));
-    int want_nd = d1 ? 2 : 1;
-    int ok = t->ndim == want_nd && t->shape[0] == d0 && (!d1 || t->shape[1] == d1);
-    if (!ok) {
-        char got[128] = "", *p = got;
-        for (int i = 0; i < t->ndim && p < got + 100; i++)
-            p += snprintf(p, (size_t)(got + sizeof got - p), "%s%lld", i ? ", " : "", (long long)t->shape[i]);
-        if (d1)
-            return dsv4_fail(DSV4_ERR_FORMAT, "checkpoint: tensor '%s' has shape [%s], config expects [%lld, %lld]",
-                             t->name, got, (long long)d0, (long long)d1);
-        return dsv4_fail(DSV4_ERR_FORMAT, "checkpoint: tensor '%s' has shape [%s], config expects [%lld]",
-                         t->name, got, (long long)d0);
+    char got[128] = "", *p = got;
+    for (int i = 0; i < t->ndim && p < got + 100; i++)
+        p += snprintf(p, (size_t)(got + sizeof got - p), "%s%lld", i ? ", " : "", (long long)t->shape[i]);
+    if (d1)
+        return dsv4_fail(DSV4_ERR_FORMAT, "checkpoint: tensor '%s' has shape [%s], config expects [%lld, %lld]",
+                         t->name, got, (long long)d0, (long long)d1);
+    return dsv4_fail(DSV4_ERR_FORMAT, "checkpoint: tensor '%s' has shape [%s], config expects [%lld]",
+                     t->name, got, (long long)d0);
+}
+
+static int has_shape(const src_tensor *t, int64_t d0, int64_t d1)
+{
+    return t->ndim == (d1 ? 2 : 1) && t->shape[0] == d0 && (!d1 || t->shape[1] == d1);
+}
+
+/* Every scale must be a finite power of two 2^k with k in [−127, max_exp],
+ * so that every decoded weight (code · scale) is an exact, finite fp32. */
+static dsv4_status check_scales(const src_tensor *s, int max_exp)
+{
+    int64_t n = s->shape[0] * s->shape[1], cols = s->shape[1];
+    for (int64_t i = 0; i < n; i++) {
+        int k;
+        if (s->dtype == DT_F8_E8M0) {
+            int e = ((const uint8_t *)s->data)[i];
+            if (e == 255)
+                return dsv4_fail(DSV4_ERR_FORMAT, "checkpoint: tensor '%s'[%lld][%lld] is NaN (E8M0 byte 255)",
+                                 s->name, (long long)(i / cols), (long long)(i % cols));
+            k = e - 127;
+        } else {
+            float f;
+            memcpy(&f, (const char *)s->data + 4 * i, 4);
+            if (!isfinite(f) || !(f > 0) || frexpf(f, &k) != 0.5f)
+                return dsv4_fail(DSV4_ERR_FORMAT,
+                                 "checkpoint: tensor '%s'[%lld][%lld] = %g is not a positive power of two",
+                                 s->name, (long long)(i / cols), (long long)(i % cols), (double)f);
+            k -= 1;
+        }
+        if (k < -127 || k > max_exp)
+            return dsv4_fail(DSV4_ERR_FORMAT,
+                             "checkpoint: tensor '%s'[%lld][%lld] = 2^%d is out of range (2^-127 .. 2^%d)",
+                             s->name, (long long)(i / cols), (long long)(i % cols), k, max_exp);
     }
-    if ((uintptr_t)t->data % (uintptr_t)dtype_size(t->dtype))
-        return dsv4_fail(DSV4_ERR_FORMAT, "checkpoint: tensor '%s' data is not aligned to its %d-byte elements",
-                         t->name, dtype_size(t->dtype));
-    b->used[tensor_index(b->m->st, t)] = 1;
-    out->dtype = t->dtype;
-    out->rows = d1 ? d0 : 1;
-    out->cols = d1 ? d1 : d0;
-    out->data = t->data;
     return DSV4_OK;
 }
 
+/* The scale grid of quantized weight w: "X.scale" (official) or
+ * "X.weight_scale_inv" (transformers) next to "X.weight", with exactly
+ * [sr, sc] elements of F8_E8M0 (or F32 powers of two, as Flash-Base ships). */
+static dsv4_status bind_scale(binder *b, const src_tensor *w, dsv4_mat *out, int64_t sr, int64_t sc, int max_exp)
+{
+    size_t n = strlen(w->name);
+    if (n < 7 || strcmp(w->name + n - 7, ".weight") != 0)
+        return dsv4_fail(DSV4_ERR_FORMAT, "checkpoint: quantized tensor '%s' is not named X.weight", w->name);
+    char name[600];
+    src_tensor ss, *s = &ss;
+    int idx = -1;
+    const char *const sfx[] = {".scale", ".weight_scale_inv"};
+    for (int i = 0; i < 2 && idx < 0; i++) {
+        snprintf(name, sizeof name, "%.*s%s", (int)(n - 7), w->name, sfx[i]);
+        idx = tsrc_find(&b->src, name, s);
+    }
+    if (idx < 0)
+        return dsv4_fail(DSV4_ERR_FORMAT, "checkpoint: tensor '%s' is %s but its scale '%.*s.scale' is missing",
+                         w->name, dtype_name(w->dtype), (int)(n - 7), w->name);
+    if (s->dtype != DT_F8_E8M0 && s->dtype != DT_F32)
+        return dsv4_fail(DSV4_ERR_FORMAT, "checkpoint: scale tensor '%s' has dtype %s, expected F8_E8M0 or F32",
+                         s->name, dtype_name(s->dtype));
+    if (!has_shape(s, sr, sc)) return shape_error(s, sr, sc);
+    TRY(check_scales(s, max_exp));
+    b->used[idx] = 1;
+    out->scale = s->data;
+    out->scale_dtype = s->dtype;
+    out->scale_rows = sr;
+    out->scale_cols = sc;
+    return DSV4_OK;
+}
+
+/* FP8 e4m3 [d0, d1] with blocks from quantization_config. */
+static dsv4_status bind_fp8(binder *b, const src_tensor *t, dsv4_mat *out, int64_t d0, int64_t d1)
+{
+    const dsv4_config *cf = &b->m->cfg;
+    if (cf->weight_format != WFMT_FP8)
+        return dsv4_fail(DSV4_ERR_FORMAT, "checkpoint: tensor '%s' is F8_E4M3 but config.json has no "
+                         "quantization_config", t->name);
+    if (!has_shape(t, d0, d1)) return shape_error(t, d0, d1);
+    *out = (dsv4_mat){.dtype = DT_F8_E4M3, .rows = d0, .cols = d1, .data = t->data, .fmt = WF_FP8_E4M3,
+                      .blk_r = cf->quant_blk_r, .blk_c = cf->quant_blk_c};
+    /* 448 · 2^119 < 2^128: the largest e4m3 value stays finite */
+    return bind_scale(b, t, out, (d0 + cf->quant_blk_r - 1) / cf->quant_blk_r,
+                      (d1 + cf->quant_blk_c - 1) / cf->quant_blk_c, 119);
+}
+
+/* MXFP4 [d0, d1]: I8/U8 [d0, d1/2] (two E2M1 codes per byte) and E8M0 [d0, d1/32]. */
+static dsv4_status bind_mxfp4(binder *b, const src_tensor *t, dsv4_mat *out, int64_t d0, int64_t d1)
+{
+    if (d1 % 32)
+        return dsv4_fail(DSV4_ERR_FORMAT, "checkpoint: tensor '%s': MXFP4 needs a row length that is a multiple "
+                         "of 32, config gives %lld", t->name, (long long)d1);
+    if (!has_shape(t, d0, d1 / 2)) return shape_error(t, d0, d1 / 2);
+    *out = (dsv4_mat){.dtype = t->dtype, .rows = d0, .cols = d1, .data = t->data, .fmt = WF_MXFP4,
+                      .blk_r = 1, .blk_c = 32};
+    /* 6 · 2^125 < 2^128 */
+    return bind_scale(b, t, out, d0, d1 / 32, 125);
+}
+
+/* The view of a bound tensor as [rows][cols] in its format (plain or a GGUF
+ * block format). */
+static dsv4_mat view_of(const src_tensor *t, int64_t rows, int64_t cols)
+{
+    if (is_float(t->dtype)) return wmat_plain(t->dtype, rows, cols, t->data);
+    return (dsv4_mat){.dtype = DT_U8, .rows = rows, .cols = cols, .data = t->data, .fmt = (dsv4_wformat)t->fmt};
+}
+
+/* A GGUF type that is no weight format this build decodes. */
+static dsv4_status unsupported_gguf_type(const src_tensor *t)
+{
+    return dsv4_fail(DSV4_ERR_UNSUPPORTED,
+                     "checkpoint: tensor '%s' is %s: this GGUF type is not supported (F32, F16, BF16, Q8_0, Q2_K..Q6_K, "
+                     "IQ4_XS, IQ3_XXS, IQ3_S, IQ2_XXS, IQ2_S, MXFP4 are)", t->name, t->type);
+}
+
+/* A GGUF tensor: float types anywhere, block formats for matrices (every
+ * slot reads through the row decoder, and GGUF blocks carry their scales). */
+static dsv4_status bind_gguf(binder *b, int idx, const src_tensor *t, dsv4_mat *out, int64_t d0, int64_t d1)
+{
+    if (t->fmt < 0) return unsupported_gguf_type(t);
+    if (!is_float(t->dtype) && !d1)
+        return dsv4_fail(DSV4_ERR_FORMAT, "checkpoint: tensor '%s' is %s, expected F32/F16/BF16 for a vector",
+                         t->name, t->type);
+    if (!has_shape(t, d0, d1)) return shape_error(t, d0, d1);
+    b->used[idx] = 1;
+    *out = view_of(t, d1 ? d0 : 1, d1 ? d1 : d0);
+    return DSV4_OK;
+}
+
+/* Bind one tensor with the exact expected shape (d1 = 0 for 1-D) in a format
+ * the slot accepts (q: Q_*). */
+static dsv4_status bind_q(binder *b, dsv4_mat *out, const char *pre, const char *const *names, int64_t d0,
+                          int64_t d1, int q)
+{
+    char tried[512];
+    const dsv4_config *cf = &b->m->cfg;
+    src_tensor tt, *t = &tt;
+    int idx = lookup(b, pre, names, t, tried, sizeof tried);
+    if (idx < 0) return dsv4_fail(DSV4_ERR_FORMAT, "checkpoint: missing tensor '%s'", tried);
+    if (b->src.gg) return bind_gguf(b, idx, t, out, d0, d1);
+    int quant = t->dtype == DT_F8_E4M3 || t->dtype == DT_I8 || t->dtype == DT_U8;
+    if (quant && (q == Q_PLAIN || !d1))
+        return dsv4_fail(DSV4_ERR_FORMAT, "checkpoint: tensor '%s' is %s; this tensor must be F32/BF16/F16",
+                         t->name, dtype_name(t->dtype));
+    if (t->dtype == DT_F8_E4M3) {
+        if (q == Q_EXPERT && cf->expert_format == WFMT_FP4)
+            return dsv4_fail(DSV4_ERR_FORMAT, "checkpoint: routed expert '%s' is F8_E4M3 but config.json says "
+                             "expert_dtype fp4", t->name);
+        TRY(bind_fp8(b, t, out, d0, d1));
+    } else if (t->dtype == DT_I8 || t->dtype == DT_U8) {
+        if (q != Q_EXPERT || cf->expert_format != WFMT_FP4)
+            return dsv4_fail(DSV4_ERR_FORMAT, "checkpoint: tensor '%s' is %s (FP4) but %s", t->name,
+                             dtype_name(t->dtype), q != Q_EXPERT ? "only routed experts may be FP4"
+                                                                 : "config.json does not say expert_dtype fp4");
+        TRY(bind_mxfp4(b, t, out, d0, d1));
+    } else if (!is_float(t->dtype)) {
+        return dsv4_fail(DSV4_ERR_FORMAT, "checkpoint: tensor '%s' has dtype %s, expected F32/BF16/F16%s",
+                         t->name, dtype_name(t->dtype), q == Q_PLAIN ? "" : " (or a quantized format)");
+    } else {
+        if (!has_shape(t, d0, d1)) return shape_error(t, d0, d1);
+        if ((uintptr_t)t->data % (uintptr_t)dtype_size(t->dtype))
+            return dsv4_fail(DSV4_ERR_FORMAT, "checkpoint: tensor '%s' data is not aligned to its %d-byte elements",
+                             t->name, dtype_size(t->dtype));
+        *out = wmat_plain(t->dtype, d1 ? d0 : 1, d1 ? d1 : d0, t->data);
+    }
+    b->used[idx] = 1;
+    return DSV4_OK;
+}
+
+static dsv4_status bind(binder *b, dsv4_mat *out, const char *pre, const char *const *names, int64_t d0, int64_t d1)
+{
+    return bind_q(b, out, pre, names, d0, d1, Q_PLAIN);
+}
+
+/* A matmul weight (may be FP8). */
+static dsv4_status bind_w(binder *b, dsv4_mat *out, const char *pre, const char *const *names, int64_t d0,
+                          int64_t d1)
+{
+    return bind_q(b, out, pre, names, d0, d1, Q_DENSE);
+}
+
 #define NAMES(...) ((const char *const[]){__VA_ARGS__, NULL})
-#define TRY(x) do { dsv4_status st_ = (x); if (st_) return st_; } while (0)
 
 static dsv4_status bind_comp(binder *b, dsv4_comp_w *c, const char *pre, int indexer, int width,
                              int ratio, int overlap)
@@ -92,13 +264,13 @@ static dsv4_status bind_comp(binder *b, dsv4_comp_w *c, const char *pre, int ind
     const dsv4_config *cf = &b->m->cfg;
     int cw = width * (overlap ? 2 : 1);
     if (indexer) {
-        TRY(bind(b, &c->wkv, pre, NAMES("attn.indexer.compressor.wkv.weight", "self_attn.compressor.indexer.kv_proj.weight"), cw, cf->dim));
-        TRY(bind(b, &c->wgate, pre, NAMES("attn.indexer.compressor.wgate.weight", "self_attn.compressor.indexer.gate_proj.weight"), cw, cf->dim));
+        TRY(bind_w(b, &c->wkv, pre, NAMES("attn.indexer.compressor.wkv.weight", "self_attn.compressor.indexer.kv_proj.weight"), cw, cf->dim));
+        TRY(bind_w(b, &c->wgate, pre, NAMES("attn.indexer.compressor.wgate.weight", "self_attn.compressor.indexer.gate_proj.weight"), cw, cf->dim));
         TRY(bind(b, &c->ape, pre, NAMES("attn.indexer.compressor.ape", "self_attn.compressor.indexer.position_bias"), ratio, cw));
         TRY(bind(b, &c->norm, pre, NAMES("attn.indexer.compressor.norm.weight", "self_attn.compressor.indexer.kv_norm.weight"), width, 0));
     } else {
-        TRY(bind(b, &c->wkv, pre, NAMES("attn.compressor.wkv.weight", "self_attn.compressor.kv_proj.weight"), cw, cf->dim));
-        TRY(bind(b, &c->wgate, pre, NAMES("attn.compressor.wgate.weight", "self_attn.compressor.gate_proj.weight"), cw, cf->dim));
+        TRY(bind_w(b, &c->wkv, pre, NAMES("attn.compressor.wkv.weight", "self_attn.compressor.kv_proj.weight"), cw, cf->dim));
+        TRY(bind_w(b, &c->wgate, pre, NAMES("attn.compressor.wgate.weight", "self_attn.compressor.gate_proj.weight"), cw, cf->dim));
         TRY(bind(b, &c->ape, pre, NAMES("attn.compressor.ape", "self_attn.compressor.position_bias"), ratio, cw));
         TRY(bind(b, &c->norm, pre, NAMES("attn.compressor.norm.weight", "self_attn.compressor.kv_norm.weight"), width, 0));
     }
@@ -111,11 +283,12 @@ static dsv4_status bind_tid2eid(binder *b, dsv4_layer_w *lw, const char *pre)
 {
     const dsv4_config *cf = &b->m->cfg;
     char tried[512];
-    const st_tensor *t = lookup(b, pre, NAMES("ffn.gate.tid2eid", "mlp.gate.tid2eid"), tried, sizeof tried);
-    if (!t) return dsv4_fail(DSV4_ERR_FORMAT, "checkpoint: missing tensor '%s' (hash-routed layer)", tried);
+    src_tensor tt, *t = &tt;
+    int idx = lookup(b, pre, NAMES("ffn.gate.tid2eid", "mlp.gate.tid2eid"), t, tried, sizeof tried);
+    if (idx < 0) return dsv4_fail(DSV4_ERR_FORMAT, "checkpoint: missing tensor '%s' (hash-routed layer)", tried);
     if (t->dtype != DT_I64 && t->dtype != DT_I32)
         return dsv4_fail(DSV4_ERR_FORMAT, "checkpoint: tensor '%s' has dtype %s, expected I64 or I32",
-                         t->name, dtype_name(t->dtype));
+                         t->name, t->type);
     if (t->ndim != 2 || t->shape[0] != cf->vocab || t->shape[1] != cf->n_active)
         return dsv4_fail(DSV4_ERR_FORMAT, "checkpoint: tensor '%s' must have shape [%d, %d]", t->name,
                          cf->vocab, cf->n_active);
@@ -134,31 +307,64 @@ static dsv4_status bind_tid2eid(binder *b, dsv4_layer_w *lw, const char *pre)
         }
         tab[i] = (int32_t)v;
     }
-    b->used[tensor_index(b->m->st, t)] = 1;
+    b->used[idx] = 1;
     lw->tid2eid = tab;
     return DSV4_OK;
 }
 
-/* Merged 3-D expert tensors, viewed as 2-D [E·rows, cols]. */
-static const st_tensor *find_merged(binder *b, const char *pre, const char *name, int64_t e, int64_t r, int64_t c,
-                                    dsv4_status *st)
+/* Merged 3-D expert tensors [e][r][c], viewed as 2-D [e·r, c]; returns 0
+ * (with *st OK) when absent. */
+static int find_merged(binder *b, const char *pre, const char *name, int64_t e, int64_t r, int64_t c, dsv4_mat *out,
+                       dsv4_status *st)
 {
     char tried[512];
-    const st_tensor *t = lookup(b, pre, (const char *const[]){name, NULL}, tried, sizeof tried);
+    src_tensor t;
+    int idx = lookup(b, pre, (const char *const[]){name, NULL}, &t, tried, sizeof tried);
     *st = DSV4_OK;
-    if (!t) return NULL;
-    if (!is_float(t->dtype)) {
-        *st = dsv4_fail(DSV4_ERR_UNSUPPORTED, "checkpoint: tensor '%s' is %s: only F32/BF16/F16 experts are supported yet",
-                        t->name, dtype_name(t->dtype));
-        return NULL;
+    if (idx < 0) return 0;
+    if (b->src.gg && t.fmt < 0) {
+        *st = unsupported_gguf_type(&t);
+        return 0;
     }
-    if (t->ndim != 3 || t->shape[0] != e || t->shape[1] != r || t->shape[2] != c) {
-        *st = dsv4_fail(DSV4_ERR_FORMAT, "checkpoint: tensor '%s' must have shape [%lld, %lld, %lld]", t->name,
+    if (!b->src.gg && !is_float(t.dtype)) {
+        *st = dsv4_fail(DSV4_ERR_UNSUPPORTED, "checkpoint: merged expert tensor '%s' is %s: quantized experts "
+                        "are read under their official per-expert names (ffn.experts.E.w1.weight + .scale)",
+                        t.name, t.type);
+        return 0;
+    }
+    if (t.ndim != 3 || t.shape[0] != e || t.shape[1] != r || t.shape[2] != c) {
+        *st = dsv4_fail(DSV4_ERR_FORMAT, "checkpoint: tensor '%s' must have shape [%lld, %lld, %lld]", t.name,
                         (long long)e, (long long)r, (long long)c);
-        return NULL;
+        return 0;
     }
-    b->used[tensor_index(b->m->st, t)] = 1;
-    return t;
+    b->used[idx] = 1;
+    *out = view_of(&t, e * r, c);
+    return 1;
+}
+
+/* GGUF: gate, up and down experts merged per layer. */
+static dsv4_status bind_experts_gguf(binder *b, dsv4_layer_w *lw, const char *pre)
+{
+    const dsv4_config *cf = &b->m->cfg;
+    int E = cf->n_experts, I = cf->moe_inter, D = cf->dim;
+    dsv4_mat g, u, d;
+    static const char *const which[3] = {GGUF_EXPERTS_GATE, GGUF_EXPERTS_UP, GGUF_EXPERTS_DOWN};
+    dsv4_mat *dst[3] = {&g, &u, &d};
+    for (int k = 0; k < 3; k++) {
+        dsv4_status st;
+        if (!find_merged(b, pre, which[k], E, k == 2 ? D : I, k == 2 ? I : D, dst[k], &st)) {
+            if (st) return st;
+            char full[256];
+            gguf_spelling(pre, which[k], full, sizeof full);
+            return dsv4_fail(DSV4_ERR_FORMAT, "checkpoint: missing tensor '%s'", full);
+        }
+    }
+    for (int e = 0; e < E; e++) {
+        lw->w1[e] = mat_rows(&g, (int64_t)e * I, I);
+        lw->w3[e] = mat_rows(&u, (int64_t)e * I, I);
+        lw->w2[e] = mat_rows(&d, (int64_t)e * D, D);
+    }
+    return DSV4_OK;
 }
 
 static dsv4_status bind_experts(binder *b, dsv4_layer_w *lw, const char *pre)
@@ -169,15 +375,14 @@ static dsv4_status bind_experts(binder *b, dsv4_layer_w *lw, const char *pre)
     lw->w2 = calloc((size_t)E, sizeof *lw->w2);
     lw->w3 = calloc((size_t)E, sizeof *lw->w3);
     if (!lw->w1 || !lw->w2 || !lw->w3) return dsv4_fail(DSV4_ERR_NOMEM, "out of memory binding experts");
+    if (b->src.gg) return bind_experts_gguf(b, lw, pre);
     dsv4_status st;
-    const st_tensor *gu = find_merged(b, pre, "mlp.experts.gate_up_proj", E, 2 * I, D, &st);
-    if (st) return st;
-    if (gu) {
-        const st_tensor *dn = find_merged(b, pre, "mlp.experts.down_proj", E, D, I, &st);
-        if (st) return st;
-        if (!dn) return dsv4_fail(DSV4_ERR_FORMAT, "checkpoint: '%smlp.experts.gate_up_proj' without down_proj", pre);
-        dsv4_mat all_gu = {gu->dtype, (int64_t)E * 2 * I, D, gu->data};
-        dsv4_mat all_dn = {dn->dtype, (int64_t)E * D, I, dn->data};
+    dsv4_mat all_gu, all_dn;
+    if (find_merged(b, pre, "mlp.experts.gate_up_proj", E, 2 * I, D, &all_gu, &st)) {
+        if (!find_merged(b, pre, "mlp.experts.down_proj", E, D, I, &all_dn, &st)) {
+            if (st) return st;
+            return dsv4_fail(DSV4_ERR_FORMAT, "checkpoint: '%smlp.experts.gate_up_proj' without down_proj", pre);
+        }
         for (int e = 0; e < E; e++) {
             lw->w1[e] = mat_rows(&all_gu, (int64_t)e * 2 * I, I);
             lw->w3[e] = mat_rows(&all_gu, (int64_t)e * 2 * I + I, I);
@@ -185,14 +390,15 @@ static dsv4_status bind_experts(binder *b, dsv4_layer_w *lw, const char *pre)
         }
         return DSV4_OK;
     }
+    if (st) return st;
     char n1[96], n2[96], n3[96];
     for (int e = 0; e < E; e++) {
         snprintf(n1, sizeof n1, "ffn.experts.%d.w1.weight", e);
         snprintf(n2, sizeof n2, "ffn.experts.%d.w2.weight", e);
         snprintf(n3, sizeof n3, "ffn.experts.%d.w3.weight", e);
-        TRY(bind(b, &lw->w1[e], pre, NAMES(n1), I, D));
-        TRY(bind(b, &lw->w2[e], pre, NAMES(n2), D, I));
-        TRY(bind(b, &lw->w3[e], pre, NAMES(n3), I, D));
+        TRY(bind_q(b, &lw->w1[e], pre, NAMES(n1), I, D, Q_EXPERT));
+        TRY(bind_q(b, &lw->w2[e], pre, NAMES(n2), D, I, Q_EXPERT));
+        TRY(bind_q(b, &lw->w3[e], pre, NAMES(n3), I, D, Q_EXPERT));
     }
     return DSV4_OK;
 }
@@ -212,14 +418,14 @@ static dsv4_status bind_layer(binder *b, int l)
     TRY(bind(b, &lw->hc_ffn_fn, pre, NAMES("hc_ffn_fn", "ffn_hc.fn"), mix, (int64_t)hc * D));
     TRY(bind(b, &lw->hc_ffn_base, pre, NAMES("hc_ffn_base", "ffn_hc.base"), mix, 0));
     TRY(bind(b, &lw->hc_ffn_scale, pre, NAMES("hc_ffn_scale", "ffn_hc.scale"), 3, 0));
-    TRY(bind(b, &lw->wq_a, pre, NAMES("attn.wq_a.weight", "self_attn.q_a_proj.weight"), cf->q_lora, D));
+    TRY(bind_w(b, &lw->wq_a, pre, NAMES("attn.wq_a.weight", "self_attn.q_a_proj.weight"), cf->q_lora, D));
     TRY(bind(b, &lw->q_norm, pre, NAMES("attn.q_norm.weight", "self_attn.q_a_norm.weight"), cf->q_lora, 0));
-    TRY(bind(b, &lw->wq_b, pre, NAMES("attn.wq_b.weight", "self_attn.q_b_proj.weight"), (int64_t)H * hd, cf->q_lora));
-    TRY(bind(b, &lw->wkv, pre, NAMES("attn.wkv.weight", "self_attn.kv_proj.weight"), hd, D));
+    TRY(bind_w(b, &lw->wq_b, pre, NAMES("attn.wq_b.weight", "self_attn.q_b_proj.weight"), (int64_t)H * hd, cf->q_lora));
+    TRY(bind_w(b, &lw->wkv, pre, NAMES("attn.wkv.weight", "self_attn.kv_proj.weight"), hd, D));
     TRY(bind(b, &lw->kv_norm, pre, NAMES("attn.kv_norm.weight", "attn.norm.weight", "self_attn.kv_norm.weight"), hd, 0));
-    TRY(bind(b, &lw->wo_a, pre, NAMES("attn.wo_a.weight", "self_attn.o_a_proj.weight"),
+    TRY(bind_w(b, &lw->wo_a, pre, NAMES("attn.wo_a.weight", "self_attn.o_a_proj.weight"),
              (int64_t)cf->o_groups * cf->o_lora, (int64_t)H * hd / cf->o_groups));
-    TRY(bind(b, &lw->wo_b, pre, NAMES("attn.wo_b.weight", "self_attn.o_b_proj.weight"), D,
+    TRY(bind_w(b, &lw->wo_b, pre, NAMES("attn.wo_b.weight", "self_attn.o_b_proj.weight"), D,
              (int64_t)cf->o_groups * cf->o_lora));
     TRY(bind(b, &lw->sinks, pre, NAMES("attn.attn_sink", "self_attn.sinks"), H, 0));
     int kind = cf->attn_kind[l];
@@ -227,28 +433,30 @@ static dsv4_status bind_layer(binder *b, int l)
         TRY(bind_comp(b, &lw->comp, pre, 0, hd, config_ratio(cf, l), kind == ATTN_CSA));
     if (kind == ATTN_CSA) {
         TRY(bind_comp(b, &lw->idx_comp, pre, 1, cf->idx_head_dim, config_ratio(cf, l), 1));
-        TRY(bind(b, &lw->idx_wq_b, pre, NAMES("attn.indexer.wq_b.weight", "self_attn.compressor.indexer.q_b_proj.weight"),
+        TRY(bind_w(b, &lw->idx_wq_b, pre, NAMES("attn.indexer.wq_b.weight", "self_attn.compressor.indexer.q_b_proj.weight"),
                  (int64_t)cf->idx_heads * cf->idx_head_dim, cf->q_lora));
-        TRY(bind(b, &lw->idx_wproj, pre,
+        TRY(bind_w(b, &lw->idx_wproj, pre,
                  NAMES("attn.indexer.weights_proj.weight", "self_attn.compressor.indexer.scorer.weights_proj.weight"),
                  cf->idx_heads, D));
     }
-    TRY(bind(b, &lw->gate, pre, NAMES("ffn.gate.weight", "mlp.gate.weight"), cf->n_experts, D));
+    TRY(bind_w(b, &lw->gate, pre, NAMES("ffn.gate.weight", "mlp.gate.weight"), cf->n_experts, D));
     if (cf->hash_layer[l])
         TRY(bind_tid2eid(b, lw, pre));
     else
         TRY(bind(b, &lw->gate_bias, pre, NAMES("ffn.gate.bias", "mlp.gate.e_score_correction_bias"), cf->n_experts, 0));
     TRY(bind_experts(b, lw, pre));
     int I = cf->moe_inter; /* transformers sizes the shared expert like one routed expert */
-    TRY(bind(b, &lw->sh_w1, pre, NAMES("ffn.shared_experts.w1.weight", "mlp.shared_experts.gate_proj.weight"), I, D));
-    TRY(bind(b, &lw->sh_w2, pre, NAMES("ffn.shared_experts.w2.weight", "mlp.shared_experts.down_proj.weight"), D, I));
-    TRY(bind(b, &lw->sh_w3, pre, NAMES("ffn.shared_experts.w3.weight", "mlp.shared_experts.up_proj.weight"), I, D));
+    TRY(bind_w(b, &lw->sh_w1, pre, NAMES("ffn.shared_experts.w1.weight", "mlp.shared_experts.gate_proj.weight"), I, D));
+    TRY(bind_w(b, &lw->sh_w2, pre, NAMES("ffn.shared_experts.w2.weight", "mlp.shared_experts.down_proj.weight"), D, I));
+    TRY(bind_w(b, &lw->sh_w3, pre, NAMES("ffn.shared_experts.w3.weight", "mlp.shared_experts.up_proj.weight"), I, D));
     return DSV4_OK;
 }
 
-/* Names we know but do not bind (yet): the MTP draft head. */
-static int is_known_unbound(const char *name)
+/* Names we know but do not bind (yet): the MTP draft head (GGUF: the
+ * blocks after the main layers). */
+static int is_known_unbound(const binder *b, const char *name)
 {
+    if (b->src.gg) return gguf_is_mtp_name(name, b->m->cfg.n_layers);
     if (!strncmp(name, "model.", 6)) name += 6;
     return !strncmp(name, "mtp.", 4);
 }
@@ -256,11 +464,13 @@ static int is_known_unbound(const char *name)
 static dsv4_status collect_unknown(binder *b)
 {
     dsv4_model *m = b->m;
-    int n = st_count(m->st);
+    int n = tsrc_count(&b->src);
     for (int i = 0; i < n; i++) {
         if (b->used[i]) continue;
-        const char *name = st_get(m->st, i)->name;
-        if (is_known_unbound(name)) { m->n_mtp_tensors++; continue; }
+        src_tensor t;
+        tsrc_get(&b->src, i, &t);
+        const char *name = t.name;
+        if (is_known_unbound(b, name)) { m->n_mtp_tensors++; continue; }
         char **grown = realloc(m->unknown, (size_t)(m->n_unknown + 1) * sizeof *grown);
         if (!grown) return dsv4_fail(DSV4_ERR_NOMEM, "out of memory");
         m->unknown = grown;
@@ -273,14 +483,15 @@ static dsv4_status collect_unknown(binder *b)
 dsv4_status weights_bind(dsv4_model *m)
 {
     const dsv4_config *cf = &m->cfg;
-    int n = st_count(m->st);
-    binder b = {m, calloc((size_t)n + 1, 1)};
+    tensor_source src = {m->st, m->gg};
+    int n = tsrc_count(&src);
+    binder b = {m, src, calloc((size_t)n + 1, 1)};
     m->layers = calloc((size_t)cf->n_layers, sizeof *m->layers);
     if (!b.used || !m->layers) { free(b.used); return dsv4_fail(DSV4_ERR_NOMEM, "out of memory"); }
     dsv4_status st;
     int hc = cf->hc_mult;
     if ((st = bind(&b, &m->embed, "", NAMES("embed.weight", "embed_tokens.weight"), cf->vocab, cf->dim)) ||
-        (st = bind(&b, &m->head, "", NAMES("head.weight", "lm_head.weight"), cf->vocab, cf->dim)) ||
+        (st = bind_w(&b, &m->head, "", NAMES("head.weight", "lm_head.weight"), cf->vocab, cf->dim)) ||
         (st = bind(&b, &m->norm, "", NAMES("norm.weight"), cf->dim, 0)) ||
         (st = bind(&b, &m->hc_head_fn, "", NAMES("hc_head_fn", "hc_head.hc_fn"), hc, (int64_t)hc * cf->dim)) ||
         (st = bind(&b, &m->hc_head_base, "", NAMES("hc_head_base", "hc_head.hc_base"), hc, 0)) ||
@@ -309,7 +520,7 @@ static dsv4_status adopt(adopter *a, dsv4_mat *w)
 {
     if (!w->data) return DSV4_OK;
     TRY(a->b->ops->adopt_weight(a->b, w));
-    a->done += (uint64_t)w->rows * (uint64_t)w->cols * (uint64_t)dtype_size(w->dtype);
+    a->done += wmat_bytes(w);
     if (a->fn && a->done - a->last >= a->total / 100) {
         a->fn(a->user, a->done < a->total ? a->done : a->total, a->total);
         a->last = a->done;
@@ -317,13 +528,13 @@ static dsv4_status adopt(adopter *a, dsv4_mat *w)
     return DSV4_OK;
 }
 
-dsv4_status weights_adopt(dsv4_model *m, dsv4_progress_fn progress, void *user)
+/* Calls fn on every bound weight view: the top-level ones, then layer by
+ * layer with the routed experts last (absent views included; fn skips them). */
+static dsv4_status each_weight(dsv4_model *m, dsv4_status (*fn)(void *ctx, dsv4_mat *w), void *ctx)
 {
-    dsv4_backend *b = m->be;
     const dsv4_config *cf = &m->cfg;
-    adopter ad = {b, progress, user, 0, st_mapped_bytes(m->st), 0};
     dsv4_mat *top[] = {&m->embed, &m->head, &m->norm, &m->hc_head_fn, &m->hc_head_base, &m->hc_head_scale};
-    for (size_t i = 0; i < sizeof top / sizeof top[0]; i++) TRY(adopt(&ad, top[i]));
+    for (size_t i = 0; i < sizeof top / sizeof top[0]; i++) TRY(fn(ctx, top[i]));
     for (int l = 0; l < cf->n_layers; l++) {
         dsv4_layer_w *w = &m->layers[l];
         dsv4_mat *mats[] = {&w->attn_norm, &w->ffn_norm, &w->hc_attn_fn, &w->hc_attn_base, &w->hc_attn_scale,
@@ -332,13 +543,40 @@ dsv4_status weights_adopt(dsv4_model *m, dsv4_progress_fn progress, void *user)
                             &w->comp.ape, &w->comp.norm, &w->idx_comp.wkv, &w->idx_comp.wgate, &w->idx_comp.ape,
                             &w->idx_comp.norm, &w->idx_wq_b, &w->idx_wproj, &w->gate, &w->gate_bias, &w->sh_w1,
                             &w->sh_w2, &w->sh_w3};
-        for (size_t i = 0; i < sizeof mats / sizeof mats[0]; i++) TRY(adopt(&ad, mats[i]));
+        for (size_t i = 0; i < sizeof mats / sizeof mats[0]; i++) TRY(fn(ctx, mats[i]));
         for (int e = 0; e < cf->n_experts; e++) {
-            TRY(adopt(&ad, &w->w1[e]));
-            TRY(adopt(&ad, &w->w2[e]));
-            TRY(adopt(&ad, &w->w3[e]));
+            TRY(fn(ctx, &w->w1[e]));
+            TRY(fn(ctx, &w->w2[e]));
+            TRY(fn(ctx, &w->w3[e]));
         }
-        if (w->tid2eid) {
+    }
+    return DSV4_OK;
+}
+
+static dsv4_status adopt_one(void *ctx, dsv4_mat *w) { return adopt(ctx, w); }
+
+static dsv4_status count_one(void *ctx, dsv4_mat *w)
+{
+    *(uint64_t *)ctx += wmat_bytes(w);
+    return DSV4_OK;
+}
+
+uint64_t weights_bytes(dsv4_model *m)
+{
+    uint64_t n = 0;
+    each_weight(m, count_one, &n);
+    return n + (uint64_t)m->cfg.vocab * (uint64_t)m->cfg.n_active * sizeof(int32_t) * (uint64_t)model_n_hash(m);
+}
+
+dsv4_status weights_adopt(dsv4_model *m, dsv4_progress_fn progress, void *user)
+{
+    dsv4_backend *b = m->be;
+    const dsv4_config *cf = &m->cfg;
+    adopter ad = {b, progress, user, 0, weights_bytes(m), 0};
+    TRY(each_weight(m, adopt_one, &ad));
+    for (int l = 0; l < cf->n_layers; l++) {
+        dsv4_layer_w *w = &m->layers[l];
+        if (w->tid2eid && !w->tid2eid_on_backend) {
             size_t bytes = (size_t)cf->vocab * (size_t)cf->n_active * sizeof(int32_t);
             int32_t *dev = b->ops->alloc(b, bytes);
             if (!dev) return dsv4_fail(DSV4_ERR_NOMEM, "out of memory for the tid2eid table of layer %d", l);

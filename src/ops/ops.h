@@ -1,8 +1,9 @@
 /* The operations the forward pass needs, implemented once per backend.
  *
  * Conventions: activations are fp32, row-major, one row per token. Weight
- * matrices are dsv4_mat views [rows=out][cols=in] in their checkpoint dtype
- * (F32, BF16, F16). Every reduction runs in a fixed order that depends only
+ * matrices are dsv4_mat views [rows=out][cols=in] in their checkpoint format
+ * (base/wformat.h: plain F32/BF16/F16 or block-scaled FP8/MXFP4); an op reads
+ * weights only through the format's facts and decoder. Every reduction runs in a fixed order that depends only
  * on the row length, never on the number of tokens, lanes or threads, so a
  * token's result is the same whatever the chunking or batching.
  *
@@ -13,19 +14,8 @@
 #define DSV4_OPS_OPS_H
 #include <stdint.h>
 
-#include "base/dtype.h"
+#include "base/wformat.h"
 #include "dsv4.h"
-
-typedef struct {
-    dsv4_dtype dtype;
-    int64_t rows, cols;   /* 1-D tensors: rows = 1, cols = length */
-    const void *data;     /* NULL: absent */
-} dsv4_mat;
-
-/* Rows [r0, r0+n) of m as a matrix of its own. */
-dsv4_mat mat_rows(const dsv4_mat *m, int64_t r0, int64_t n);
-/* Element i (row-major) of m converted to float. */
-float mat_get(const dsv4_mat *m, int64_t i);
 
 typedef struct dsv4_backend dsv4_backend;
 
@@ -151,6 +141,9 @@ typedef struct {
      * milliseconds since enabling) pairs and returns their count. */
     void (*profile_enable)(dsv4_backend *b, int on);
     int (*profile_report)(dsv4_backend *b, const char **names, double *ms, int max);
+    /* Device memory free and in total (backends with their own memory):
+     * loading checks the model fits before it uploads anything. */
+    dsv4_status (*mem_info)(dsv4_backend *b, uint64_t *free_bytes, uint64_t *total_bytes);
 } dsv4_ops;
 
 struct dsv4_backend {

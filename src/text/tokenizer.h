@@ -25,7 +25,8 @@ enum {
     TOK_SKIP_SPECIAL = 2,
 };
 
-/* path: a tokenizer.json file or a directory holding one. */
+/* path: a tokenizer.json file, a directory holding one, or a GGUF model
+ * (NAME.gguf: its tokenizer.ggml.* metadata). */
 dsv4_status tok_load(const char *path, tok_t **out);
 void tok_free(tok_t *t);
 

@@ -3,6 +3,7 @@
 #define DSV4_TEXT_TOKENIZER_INTERNAL_H
 #define PCRE2_CODE_UNIT_WIDTH 8
 #include <pcre2.h>
+#include <cjson/cJSON.h>
 
 #include "text/tokenizer.h"
 #include "text/tokenizer_map.h"
@@ -55,6 +56,16 @@ struct tok {
     tok_split split[TOK_MAX_SPLITS];
     int n_split;
 };
+
+/* Ids beyond this are surely a corrupt file; it bounds the per-id tables. */
+#define TOK_MAX_IDS (1 << 24)
+
+/* A tokenizer from a parsed tokenizer.json document (label for messages). */
+dsv4_status tok_load_json(const char *label, const cJSON *root, tok_t **out);
+/* A tokenizer from a GGUF file's tokenizer.ggml.* metadata (tokenizer_gguf.c). */
+dsv4_status tok_load_gguf(const char *path, tok_t **out);
+struct gguf_file;
+dsv4_status tok_from_gguf(const struct gguf_file *g, tok_t **out);
 
 /* Pre-tokenizer: parses the "pre_tokenizer" object into t->split. */
 dsv4_status tok_pretok_parse(struct tok *t, const void *cjson_node, const char *path);

@@ -11,8 +11,6 @@
 #include "text/bytelevel.h"
 #include "text/tokenizer_internal.h"
 
-/* Ids beyond this are surely a corrupt file; it bounds the per-id tables. */
-#define TOK_MAX_IDS (1 << 24)
 
 typedef struct {
     const char *path;
@@ -353,9 +351,23 @@ static dsv4_status load_json(loader *L, struct tok *t, const cJSON *root)
     return build_decode(L, t);
 }
 
+dsv4_status tok_load_json(const char *label, const cJSON *root, tok_t **out)
+{
+    *out = NULL;
+    struct tok *t = calloc(1, sizeof *t);
+    if (!t) return dsv4_fail(DSV4_ERR_NOMEM, "%s: no memory", label);
+    loader L = {.path = label};
+    dsv4_status st = load_json(&L, t, root);
+    if (st) { tok_free(t); return st; }
+    *out = t;
+    return DSV4_OK;
+}
+
 dsv4_status tok_load(const char *path, tok_t **out)
 {
     *out = NULL;
+    size_t plen = strlen(path);
+    if (plen > 5 && !strcmp(path + plen - 5, ".gguf")) return tok_load_gguf(path, out);
     char file[4096];
     struct stat sb;
     if (stat(path, &sb) == 0 && S_ISDIR(sb.st_mode)) {
@@ -371,14 +383,9 @@ dsv4_status tok_load(const char *path, tok_t **out)
     cJSON *root = cJSON_ParseWithLength(buf, len);
     free(buf);
     if (!root) return dsv4_fail(DSV4_ERR_FORMAT, "%s: not valid JSON", file);
-    struct tok *t = calloc(1, sizeof *t);
-    if (!t) { cJSON_Delete(root); return dsv4_fail(DSV4_ERR_NOMEM, "%s: no memory", file); }
-    loader L = {.path = file};
-    st = load_json(&L, t, root);
+    st = tok_load_json(file, root, out);
     cJSON_Delete(root);
-    if (st) { tok_free(t); return st; }
-    *out = t;
-    return DSV4_OK;
+    return st;
 }
 
 void tok_free(tok_t *t)

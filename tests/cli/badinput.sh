@@ -33,7 +33,7 @@ case_ overlapping_tensors "overlap" -- score $tmp/ovl
 mk $FX dt;      $PY tests/cli/st_edit.py $FX/$ST $tmp/dt/$ST dtype model.norm.weight I32
 case_ wrong_dtype "model.norm.weight" -- score $tmp/dt
 mk $FX fp8;     $PY tests/cli/st_edit.py $FX/$ST $tmp/fp8/$ST dtype model.layers.0.attn.wq_a.weight F8_E4M3 32,256
-case_ fp8_refused "not supported" -- score $tmp/fp8
+case_ fp8_without_quantization_config "no quantization_config" -- score $tmp/fp8
 mk $FX shp;     $PY tests/cli/st_edit.py $FX/$ST $tmp/shp/$ST shape model.layers.2.attn.wkv.weight 32,128
 case_ wrong_shape "model.layers.2.attn.wkv.weight" -- score $tmp/shp
 mk $FX miss;    $PY tests/cli/st_edit.py $FX/$ST $tmp/miss/$ST rename model.layers.3.ffn_norm.weight model.layers.3.ffn_nrm.weight

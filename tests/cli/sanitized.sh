@@ -17,7 +17,18 @@ for t in "$B"/tests/test_*; do
     fi
 done
 DSV4_BIN="$B/dsv4" bash tests/cli/badinput.sh | sed 's/^\(PASS\|FAIL\) /\1 asan_/'
-for s in textgen_badinput.sh textgen.sh; do
+DSV4_BIN="$B/dsv4" bash tests/cli/gguf_badinput.sh | sed 's/^\(PASS\|FAIL\) /\1 asan_/'
+for s in textgen_badinput.sh textgen.sh fp8_badinput.sh; do
     out=$(DSV4_BIN="$B/dsv4" bash tests/cli/$s 2>&1)
     printf '%s\n' "$out" | sed 's/^\(PASS\|FAIL\) /\1 asan_/'
 done
+# A GGUF model with every block type, scored under the sanitizers (decoders read only their blocks).
+o=$(mktemp)
+out=$("$B/dsv4" score --device cpu --model tests/fixtures/gguf-all-types/model.gguf \
+      --tokens-file tests/fixtures/gguf-all-types/tokens.txt --chunk 7 --logits-out "$o" 2>&1); rc=$?
+rm -f "$o"
+if [ $rc -ne 0 ] || printf '%s' "$out" | grep -q -E 'AddressSanitizer|runtime error|LeakSanitizer'; then
+    echo "FAIL asan_gguf_score: status $rc: $(printf '%s' "$out" | head -3)"
+else
+    echo "PASS asan_gguf_score"
+fi

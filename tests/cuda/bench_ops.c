@@ -35,7 +35,7 @@ static dsv4_mat weight(int64_t rows, int64_t cols, float scale)
         h[i] = f32_to_bf16(((float)((r >> 40) & 0xffffff) / 8388608.0f - 1.0f) * scale);
     }
     for (size_t i = blk; i < n; i += blk) memcpy(h + i, h, (n - i < blk ? n - i : blk) * 2);
-    dsv4_mat m = {DT_BF16, rows, cols, h};
+    dsv4_mat m = wmat_plain(DT_BF16, rows, cols, h);
     if (gpu->ops->adopt_weight(gpu, &m)) { fprintf(stderr, "adopt: %s\n", dsv4_last_error()); exit(1); }
     return m; /* h stays allocated: the backend dedupes adopted weights by host address */
 }

@@ -78,7 +78,7 @@ static tmat mk(dsv4_dtype dt, int64_t rows, int64_t cols, float scale)
             ((uint16_t *)m.mem)[i] = h;
         }
     }
-    m.h = (dsv4_mat){dt, rows, cols, m.mem};
+    m.h = wmat_plain(dt, rows, cols, m.mem);
     m.d = m.h;
     CHECK(gpu->ops->adopt_weight(gpu, &m.d) == DSV4_OK);
     return m;
@@ -413,7 +413,7 @@ static void moe_case(int score_func, int hash, dsv4_dtype edt, int T)
     int32_t *dt2e = devb(t2e, (size_t)V * K * 4);
     int32_t tok[16];
     for (int t = 0; t < T; t++) tok[t] = (t * 11) % V;
-    dsv4_mat nob = {DT_F32, 1, E, NULL};
+    dsv4_mat nob = wmat_plain(DT_F32, 1, E, NULL);
     dsv4_moe_params hp = {&gate.h, hash ? &nob : &bias.h, hash ? t2e : NULL, h1, h2, h3, &s1.h, &s2.h, &s3.h,
                           E, K, I, score_func, 1.5f, 1.5f};
     dsv4_moe_params dp = {&gate.d, hash ? &nob : &bias.d, hash ? dt2e : NULL, d1, d2, d3, &s1.d, &s2.d, &s3.d,

@@ -47,7 +47,7 @@ static void check_same(const dsv4_config *a, const dsv4_config *b)
     EQ(o_groups); EQ(o_lora); EQ(window); EQ(mtp_attn_kind); EQ(ratio_csa); EQ(ratio_hca);
     EQ(idx_heads); EQ(idx_head_dim); EQ(idx_topk); EQ(n_experts); EQ(n_active); EQ(n_shared);
     EQ(moe_inter); EQ(score_func); EQ(route_scale); EQ(swiglu_limit); EQ(hc_mult); EQ(hc_iters);
-    EQ(hc_eps); EQ(norm_eps); EQ(n_mtp); EQ(weight_format); EQ(expert_format); EQ(max_pos);
+    EQ(hc_eps); EQ(norm_eps); EQ(n_mtp); EQ(weight_format); EQ(expert_format); EQ(quant_blk_r); EQ(quant_blk_c); EQ(max_pos);
     EQ(bos_id); EQ(eos_id);
 #undef EQ
     for (int l = 0; l < a->n_layers && l < DSV4_MAX_LAYERS; l++) {
@@ -87,6 +87,7 @@ static void check_flash(const dsv4_config *c)
     CHECK(c->rope_compress.factor == 16 && c->rope_compress.orig_max_pos == 65536);
     CHECK(c->rope_compress.beta_fast == 32 && c->rope_compress.beta_slow == 1);
     CHECK(c->weight_format == WFMT_FP8 && c->expert_format == WFMT_FP4);
+    CHECK(c->quant_blk_r == 128 && c->quant_blk_c == 128);
     CHECK(c->max_pos == 1048576 && c->bos_id == 0 && c->eos_id == 1);
 }
 
@@ -332,6 +333,15 @@ static const bad_case k_bad[] = {
      "quantization_config.quant_method"},
     {"{\"quantization_config\":\"fp8\"}", DSV4_ERR_CONFIG, "quantization_config"},
     {"{\"expert_dtype\":\"int3\"}", DSV4_ERR_CONFIG, "expert_dtype"},
+    {"{\"expert_dtype\":\"fp8\"}", DSV4_ERR_CONFIG, "expert_dtype"},
+    {"{\"quantization_config\":{\"quant_method\":\"fp8\",\"fmt\":\"e5m2\"}}", DSV4_ERR_UNSUPPORTED,
+     "quantization_config.fmt"},
+    {"{\"quantization_config\":{\"quant_method\":\"fp8\",\"scale_fmt\":\"fp32\"}}", DSV4_ERR_UNSUPPORTED,
+     "quantization_config.scale_fmt"},
+    {"{\"quantization_config\":{\"quant_method\":\"fp8\",\"weight_block_size\":[128]}}", DSV4_ERR_CONFIG,
+     "quantization_config.weight_block_size"},
+    {"{\"quantization_config\":{\"quant_method\":\"fp8\",\"weight_block_size\":[128,0]}}", DSV4_ERR_CONFIG,
+     "quantization_config.weight_block_size"},
 };
 
 static void test_bad_values(void)

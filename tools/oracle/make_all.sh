@@ -20,3 +20,13 @@ V=$(python3 tools/make_tiny_tokenizer.py $TT)
 $GEN --out tests/fixtures/tiny-chat --vocab "$V" --layers S,C,H --hash-layers 1 --experts 4 --experts-per-tok 2 \
   --dtype bf16 --seq-len 64 --seed 11
 mv $TT tests/fixtures/tiny-chat/tokenizer.json
+# The official FP8/MXFP4 layout (make_fp8_fixture.py): hidden 320 / q_lora 192 (partial 128-blocks),
+# ratios 0/4/128 over 400 tokens (3 HCA entries), 2 shards.
+$PY tools/oracle/make_fp8_fixture.py --out tests/fixtures/tiny-fp8-official --seed 1
+# GGUF (llama.cpp deepseek4 layout): every ggml type the engine reads, as random valid blocks, in one
+# file that also carries the tiny-chat tokenizer; and a split set of four parts with Q8_0/MXFP4/F16/BF16.
+GG="$PY tools/oracle/make_gguf_fixture.py"
+$GG --out tests/fixtures/gguf-all-types --tokenizer tests/fixtures/tiny-chat/tokenizer.json --vocab 285 --seed 3
+$GG --out tests/fixtures/gguf-split-q8-mxfp4 --layers S,C,H,C,H --hash-layers 2 --hidden 64 --experts 8 \
+  --experts-per-tok 3 --seq-len 40 --seed 11 --split-tensors 40 \
+  --plan "token_embd=Q8_0;output.weight=MXFP4;blk.0.=Q8_0;blk.1.=MXFP4;blk.2.=F16;blk.3.=Q8_0;blk.4.=BF16"

@@ -1,0 +1,39 @@
+/* ggml's tensor types as stored in GGUF files: per-type block facts and the
+ * CPU reference dequantization.
+ *
+ * A quantized row is a sequence of self-contained blocks of `block_elems`
+ * values stored in `block_bytes` bytes. Dequantization follows ggml's own
+ * fp32 arithmetic and order (e.g. Q4_K: (d·sc)·q − (dmin·m)), so every value
+ * is bit-identical to ggml's dequantize_row_* and to gguf-py's
+ * gguf.quants.dequantize. */
+#ifndef DSV4_BASE_GGML_QUANT_H
+#define DSV4_BASE_GGML_QUANT_H
+#include <stdint.h>
+
+/* ggml type ids (the numbers in GGUF tensor infos). */
+enum {
+    GGML_F32 = 0, GGML_F16 = 1, GGML_Q4_0 = 2, GGML_Q4_1 = 3, GGML_Q5_0 = 6, GGML_Q5_1 = 7,
+    GGML_Q8_0 = 8, GGML_Q8_1 = 9, GGML_Q2_K = 10, GGML_Q3_K = 11, GGML_Q4_K = 12, GGML_Q5_K = 13,
+    GGML_Q6_K = 14, GGML_Q8_K = 15, GGML_IQ2_XXS = 16, GGML_IQ2_XS = 17, GGML_IQ3_XXS = 18,
+    GGML_IQ1_S = 19, GGML_IQ4_NL = 20, GGML_IQ3_S = 21, GGML_IQ2_S = 22, GGML_IQ4_XS = 23,
+    GGML_I8 = 24, GGML_I16 = 25, GGML_I32 = 26, GGML_I64 = 27, GGML_F64 = 28, GGML_IQ1_M = 29,
+    GGML_BF16 = 30, GGML_TQ1_0 = 34, GGML_TQ2_0 = 35, GGML_MXFP4 = 39,
+    GGML_TYPE_LIMIT = 64
+};
+
+typedef struct {
+    const char *name;   /* NULL: not a type this build knows */
+    int block_elems, block_bytes;
+    int decodable;      /* 1: ggml_dequant_blocks handles it (the weight types we run) */
+} ggml_type_info;
+
+/* Facts for type t; name NULL for an unknown id (any t is safe). */
+const ggml_type_info *ggml_type_get(uint32_t t);
+/* Spelling for messages: the type name, or "type N" for an unknown id. */
+const char *ggml_type_name(uint32_t t, char buf[24]);
+
+/* Dequantize n_blocks consecutive blocks of a decodable type into
+ * n_blocks·block_elems floats. */
+void ggml_dequant_blocks(uint32_t t, const void *src, int64_t n_blocks, float *out);
+
+#endif
