@@ -78,7 +78,7 @@ run: $(BUILD)/dsv4
 	$(BUILD)/dsv4 generate --model models/demo --chat --temperature 0 -p "$(Q)"
 
 ASAN_BUILD ?= build-asan
-test: $(BUILD)/dsv4 $(TEST_BIN) fuzz
+test: $(BUILD)/dsv4 $(BUILD)/demo_render $(TEST_BIN) fuzz
 	$(MAKE) --no-print-directory SAN=1 BUILD=$(ASAN_BUILD) NVCC= sanitized
 	DSV4_BIN=$(BUILD)/dsv4 DSV4_ASAN_BUILD=$(ASAN_BUILD) tests/run.sh $(TEST_BIN) tests/cli/*.sh
 

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The demo model (models/demo) answers through the engine: greedy chat replies
-# to questions whose answers the shell computes, one-shot and in the chat REPL.
+# to questions whose answers the shell computes, one-shot and in the chat REPL,
+# and a tool call for a prompt that offers tools.
 set -u
 BIN=${DSV4_BIN:-build/dsv4}
 M=models/demo
@@ -31,3 +32,21 @@ printf 'What is 250 + 250?\nWhat day comes after Monday?\n' |
 if grep -q "250 + 250 = 500\." $tmp/chat && grep -q "Tuesday comes after Monday\." $tmp/chat; then
     pass demo_chat_two_turns
 else fail demo_chat_two_turns "$(head -c 400 $tmp/chat)"; fi
+
+# A tool call: the prompt offers the three demo tools (rendered by the engine's
+# chat encoder through build/demo_render); the reply must be exactly the DSML
+# block the same encoder writes for the right call, then the turn ends.
+RENDER=${DSV4_DEMO_RENDER:-build/demo_render}
+tools='[{"type":"function","function":{"name":"get_weather","description":"Get the current weather for a city.","parameters":{"type":"object","properties":{"city":{"type":"string","description":"City name"}},"required":["city"]}}},{"type":"function","function":{"name":"get_time","description":"Get the current local time in a city.","parameters":{"type":"object","properties":{"city":{"type":"string","description":"City name"}},"required":["city"]}}},{"type":"function","function":{"name":"convert_currency","description":"Convert an amount of money from one currency to another.","parameters":{"type":"object","properties":{"amount":{"type":"number"},"from":{"type":"string","description":"ISO code, e.g. USD"},"to":{"type":"string","description":"ISO code, e.g. EUR"}},"required":["amount","from","to"]}}}]'
+msgs='[{"role":"system","content":"You are a helpful assistant."},{"role":"user","content":"How much is 250 EUR in JPY?"},{"role":"assistant","content":"","tool_calls":[{"id":"c0","type":"function","function":{"name":"convert_currency","arguments":"{\"amount\": 250, \"from\": \"EUR\", \"to\": \"JPY\"}"}}]}]'
+printf '{"mode":"chat","tools":%s,"messages":%s,"cuts":[2,3]}\n' "$tools" "$msgs" | "$RENDER" > $tmp/r 2>>$tmp/err
+# Line 1 of the output is a JSON array of the two renderings; split it with the
+# engine-independent python json module.
+${DSV4_PYTHON:-python3} -c '
+import json, sys
+p, full = json.loads(open(sys.argv[1]).read())
+open(sys.argv[2], "w").write(p)
+open(sys.argv[3], "w").write(full[len(p):].removesuffix("<｜end▁of▁sentence｜>") + "\n")' $tmp/r $tmp/prompt $tmp/want 2>>$tmp/err
+"$BIN" generate --device cpu --model $M --temperature 0 --no-bos --prompt-file $tmp/prompt -n 120 > $tmp/got 2>>$tmp/err
+if [ -s $tmp/want ] && cmp -s $tmp/want $tmp/got; then pass demo_tool_call
+else fail demo_tool_call "$(head -c 300 $tmp/got) / $(head -c 300 $tmp/err)"; fi
