@@ -13,6 +13,7 @@ data. Decoding is greedy on the CPU backend. Scores:
     calls the right tool with exactly the right arguments and ends the turn;
   * tool answers: given the tool's result, the reply is exactly the expected sentence.
 Prints a JSON summary (and writes it to --out), with a few failures of each kind.
+--think-arithmetic scores the same arithmetic questions in thinking mode instead.
 """
 import argparse
 import json
@@ -72,6 +73,11 @@ class Engine:
     def chat(self, q):
         return self._gen(["--chat", "-p", q])
 
+    def think(self, q):
+        """The reply after the reasoning block (thinking mode)."""
+        r = self._gen(["--chat", "--think", "-p", q])
+        return r.split("</think>", 1)[1] if "</think>" in r else ""
+
     def raw(self, text, tag):
         path = os.path.join(self.tmp, f"{tag}.txt")
         with open(path, "w", encoding="utf-8") as f:
@@ -102,6 +108,8 @@ def main():
     p.add_argument("--seed", type=int, default=2026)
     p.add_argument("--jobs", type=int, default=2)
     p.add_argument("--out")
+    p.add_argument("--think-arithmetic", action="store_true",
+                   help="only the arithmetic questions, in thinking mode (reasoning first)")
     a = p.parse_args()
     rng = random.Random(a.seed)
     eng = Engine(a)
@@ -125,11 +133,14 @@ def main():
         m = re.search(r"= (-?\d+)\.$", r)
         return m is not None and int(m.group(1)) == it[3]
 
-    replies = list(pool.map(lambda it: eng.chat(it[1]), arith))
+    replies = list(pool.map(lambda it: (eng.think if a.think_arithmetic else eng.chat)(it[1]), arith))
     score("arithmetic", arith, arith_ok, replies)
     for sym in "+-*":
         sub = [(it, r) for it, r in zip(arith, replies) if it[4][1] == sym]
         score(f"arithmetic {sym}", [s[0] for s in sub], arith_ok, [s[1] for s in sub])
+    if a.think_arithmetic:
+        print(json.dumps({"mode": "thinking", "scores": report, "failures": fails}, indent=1))
+        return
     score("units", units, lambda it, r: r == it[2], list(pool.map(lambda it: eng.chat(it[1]), units)))
     score("puzzles", puzzles, lambda it, r: r == it[2], list(pool.map(lambda it: eng.chat(it[1]), puzzles)))
 
