@@ -6,7 +6,7 @@ BUILD   ?= build
 CC      ?= cc
 OPT     ?= -O3
 CFLAGS  += -std=c11 $(OPT) -g -Wall -Wextra -D_GNU_SOURCE -Iinclude -Isrc -pthread -MMD -MP
-LDLIBS  += -lcjson -lpcre2-8 -lreadline -lm -pthread
+LDLIBS  += -lcjson -lpcre2-8 -lreadline -lmicrohttpd -lm -pthread
 ifeq ($(SAN),1)
 CFLAGS  += -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
 LDFLAGS += -fsanitize=address,undefined
@@ -16,8 +16,10 @@ endif
 # backend reports at run time that this build has no CUDA.
 NVCC    ?= $(shell command -v nvcc 2>/dev/null || ls /usr/local/cuda/bin/nvcc 2>/dev/null)
 CUDA_HOME ?= $(patsubst %/bin/nvcc,%,$(NVCC))
-LIB_SRC := $(shell find src -name '*.c' -not -path 'src/cli/*' -not -path 'src/cuda/*' | sort)
+LIB_SRC := $(shell find src -name '*.c' -not -path 'src/cli/*' -not -path 'src/serve/*' -not -path 'src/cuda/*' | sort)
 CLI_SRC := $(wildcard src/cli/*.c)
+# The server is part of the program, not of the library (it brings libmicrohttpd).
+SERVE_SRC := $(wildcard src/serve/*.c)
 CU_SRC  := $(wildcard src/cuda/*.cu)
 ifneq ($(NVCC),)
 ifneq ($(CU_SRC),)
@@ -29,18 +31,18 @@ endif
 endif
 
 LIB_OBJ := $(LIB_SRC:%.c=$(BUILD)/%.o) $(CU_OBJ)
-CLI_OBJ := $(CLI_SRC:%.c=$(BUILD)/%.o)
+CLI_OBJ := $(CLI_SRC:%.c=$(BUILD)/%.o) $(SERVE_SRC:%.c=$(BUILD)/%.o)
 TEST_SRC := $(wildcard tests/unit/test_*.c)
 TEST_BIN := $(TEST_SRC:tests/unit/%.c=$(BUILD)/tests/%)
 # Tests of loaders and parsers: CI runs these under ASan+UBSan.
-PARSER_TESTS := $(filter %/test_safetensors %/test_gguf %/test_ggml_quant %/test_config %/test_tokenizer %/test_chat %/test_dsml,$(TEST_BIN))
+PARSER_TESTS := $(filter %/test_safetensors %/test_gguf %/test_ggml_quant %/test_config %/test_tokenizer %/test_chat %/test_dsml %/test_dsml_stream %/test_snapshot_data,$(TEST_BIN))
 
 .PHONY: all test test-parsers sanitized run clean deps
 
 # Debian packages the build needs; installed only when a header is missing.
-DEB_DEPS := build-essential libcjson-dev libpcre2-dev libreadline-dev python3
+DEB_DEPS := build-essential libcjson-dev libpcre2-dev libreadline-dev libmicrohttpd-dev curl python3
 deps:
-	@if ! printf '#include <cjson/cJSON.h>\n#include <stdint.h>\n#define PCRE2_CODE_UNIT_WIDTH 8\n#include <pcre2.h>\n#include <stdio.h>\n#include <readline/readline.h>\n' | $(CC) -E -x c - >/dev/null 2>&1; then \
+	@if ! printf '#include <cjson/cJSON.h>\n#include <stdint.h>\n#define PCRE2_CODE_UNIT_WIDTH 8\n#include <pcre2.h>\n#include <stdio.h>\n#include <readline/readline.h>\n#include <microhttpd.h>\n' | $(CC) -E -x c - >/dev/null 2>&1; then \
 	    echo "installing $(DEB_DEPS)"; \
 	    SUDO=; [ "$$(id -u)" = 0 ] || SUDO=sudo; \
 	    $$SUDO apt-get update -qq && $$SUDO apt-get install -y -qq $(DEB_DEPS) >/dev/null; \
@@ -98,8 +100,8 @@ FUZZ_CC    ?= clang
 FUZZ_FLAGS ?= -std=c11 -g -O1 -D_GNU_SOURCE -Iinclude -Isrc \
               -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined
 FUZZ_TIME  ?= 20
-FUZZ_NAMES := safetensors config dsml gguf
-FUZZ_SRC   := $(wildcard src/base/*.c src/io/*.c src/text/*.c) src/model/config_gguf.c
+FUZZ_NAMES := safetensors config dsml gguf request
+FUZZ_SRC   := $(wildcard src/base/*.c src/io/*.c src/text/*.c) src/model/config_gguf.c src/serve/request.c
 FUZZ_BIN   := $(FUZZ_NAMES:%=$(BUILD)/fuzz/fuzz_%)
 .PHONY: fuzz fuzz-smoke
 fuzz: $(FUZZ_BIN)

@@ -56,6 +56,8 @@ void dsv4_model_free(dsv4_model *m);
 /* Model facts for callers (sizes of buffers they pass in). */
 int dsv4_model_vocab(const dsv4_model *m);
 int dsv4_model_n_layers(const dsv4_model *m);
+/* max_position_embeddings: the most tokens a session can hold. */
+int dsv4_model_max_positions(const dsv4_model *m);
 /* Checkpoint tensors that were neither bound nor recognized (reported, not fatal). */
 int dsv4_model_unknown_count(const dsv4_model *m);
 const char *dsv4_model_unknown_name(const dsv4_model *m, int i);
@@ -66,6 +68,12 @@ typedef struct {
     uint64_t weight_bytes;       /* bytes of mapped weights */
 } dsv4_memory_info;
 void dsv4_model_memory(const dsv4_model *m, dsv4_memory_info *out);
+
+/* A 64-bit fingerprint of what a session's state depends on: the config's
+ * dimensions and the tensor table (names, dtypes, shapes and a sample of
+ * each tensor's bytes). Two loads of one checkpoint agree; another
+ * checkpoint differs (up to hash collisions). For tagging stored state. */
+uint64_t dsv4_model_identity(const dsv4_model *m);
 
 dsv4_status dsv4_session_new(dsv4_model *m, dsv4_session **out);
 void dsv4_session_free(dsv4_session *s);
@@ -119,6 +127,14 @@ dsv4_status dsv4_session_restore(dsv4_session *s, const dsv4_snapshot *snap);
 void dsv4_snapshot_free(dsv4_snapshot *snap);
 const void *dsv4_snapshot_data(const dsv4_snapshot *snap, size_t *len);
 int64_t dsv4_snapshot_pos(const dsv4_snapshot *snap);
+/* A snapshot from an image that dsv4_snapshot_data returned (e.g. read back
+ * from a file): the position it starts with must be in 0..max positions and
+ * the length must be exactly the image size of that position for this model,
+ * else DSV4_ERR_FORMAT naming what disagrees. The contents are copied. The
+ * image carries no identity: callers that store images tag them with
+ * dsv4_model_identity. */
+dsv4_status dsv4_snapshot_from_data(const dsv4_model *m, const void *data, size_t len,
+                                    dsv4_snapshot **out);
 
 #ifdef __cplusplus
 }

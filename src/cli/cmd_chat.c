@@ -291,8 +291,8 @@ static void turn(chat *c, const char *line)
     if (bad || hold(c, r.ids, r.n_fed)) forget(c);
     fputc('\n', stdout);
     fflush(stdout);
-    if (r.end == TG_END_CANCEL) fprintf(stderr, "[stopped]\n");
-    if (r.end == TG_END_CONTEXT) fprintf(stderr, "dsv4 chat: the context is full; /reset to start over\n");
+    if (r.end == GEN_END_CANCEL) fprintf(stderr, "[stopped]\n");
+    if (r.end == GEN_END_CONTEXT) fprintf(stderr, "dsv4 chat: the context is full; /reset to start over\n");
     /* The reply as the encoding renders it back: in thinking modes the text
      * up to the first </think> is the reasoning. */
     char *content = r.text ? r.text : "", *reasoning = NULL, *end;

@@ -129,7 +129,7 @@ int cmd_generate_text(int argc, char **argv)
     if (dsv4_session_eval_last(s, ids, (int)n, logits)) { cli_report("generate", "prompt"); goto done; }
     int bad = textgen_run(&g, s, smp, logits, n_gen, stdout, NULL, &res);
     printf("\n");
-    if (!bad && res.end == TG_END_CONTEXT)
+    if (!bad && res.end == GEN_END_CONTEXT)
         fprintf(stderr, "dsv4 generate: stopped: the context is full (%d tokens)\n", g.max_pos);
     rc = bad ? 1 : 0;
 done:

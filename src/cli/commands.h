@@ -16,6 +16,7 @@ int cmd_info(int argc, char **argv);
 int cmd_bench(int argc, char **argv);
 int cmd_tokenize(int argc, char **argv);
 int cmd_detokenize(int argc, char **argv);
+int cmd_serve(int argc, char **argv);
 
 /* Shared helpers (cli_util.c). */
 /* Parse "1,2 3\n4" (commas and/or whitespace) into a malloc'd array. Returns 0

@@ -14,6 +14,7 @@ static const struct {
     {"score", cmd_score, "write the logits of every input position"},
     {"info", cmd_info, "print model facts and session memory per token"},
     {"bench", cmd_bench, "decode/prefill speed against the bandwidth limit"},
+    {"serve", cmd_serve, "OpenAI- and Anthropic-compatible HTTP server"},
     {"tokenize", cmd_tokenize, "text to token ids"},
     {"detokenize", cmd_detokenize, "token ids to text"},
 };

@@ -211,12 +211,10 @@ int textgen_open(textgen *g, const char *cmd, const char *dir, const textgen_arg
         textgen_close(g);
         return -1;
     }
-    for (int32_t id = 0; id < g->vocab; id++) {
-        size_t len;
-        if ((id >= n_ids || !tok_piece(g->tok, id, &len)) && push(&g->masked, &g->n_masked, sizeof id, &id)) {
-            textgen_close(g);
-            return -1;
-        }
+    if (gen_masked_ids(g->tok, g->vocab, &g->masked, &g->n_masked)) {
+        fprintf(stderr, "dsv4 %s: %s\n", cmd, dsv4_last_error());
+        textgen_close(g);
+        return -1;
     }
     if (!a->ignore_eos && cfg.eos_id >= 0 && cfg.eos_id < g->vocab && add_id(g, cfg.eos_id)) {
         textgen_close(g);
@@ -294,96 +292,50 @@ static void print_logprobs(const textgen *g, int index, int32_t id, float lp, co
     cJSON_Delete(o);
 }
 
-static int append(textgen_result *r, size_t *cap, const char *text, size_t len)
-{
-    if (r->len + len + 1 > *cap) {
-        size_t c = (r->len + len + 1) * 2;
-        char *b = realloc(r->text, c);
-        if (!b) return -1;
-        r->text = b;
-        *cap = c;
-    }
-    memcpy(r->text + r->len, text, len);
-    r->len += len;
-    r->text[r->len] = 0;
-    return 0;
-}
-
-static void show(FILE *out, const char *text, size_t from, size_t to)
-{
-    if (!out || to <= from) return;
-    fwrite(text + from, 1, to - from, out);
-    fflush(out);
-}
-
 int textgen_run(const textgen *g, dsv4_session *s, sampler *smp, float *logits, int max_tokens, FILE *out,
                 volatile sig_atomic_t *cancel, textgen_result *r)
 {
     memset(r, 0, sizeof *r);
-    size_t cap = 256, shown = 0, checked = 0, cut, hold = 0;
-    int rc = 0, top_n = g->logprobs;
-    tok_stream ts;
-    tok_stream_init(&ts, g->tok, 0);
-    r->text = malloc(cap);
-    r->ids = malloc(((size_t)max_tokens + 1) * sizeof *r->ids);
-    sampling_logprob top[20];
-    if (!r->text || !r->ids) { fprintf(stderr, "dsv4 %s: out of memory\n", g->cmd); rc = -1; goto done; }
-    r->text[0] = 0;
-    for (int i = 0;; i++) {
-        if (cancel && *cancel) { r->end = TG_END_CANCEL; break; }
-        if (i == max_tokens) { r->end = TG_END_LENGTH; break; }
-        if (i > 0) {
-            if (dsv4_session_pos(s) >= g->max_pos) { r->end = TG_END_CONTEXT; break; }
-            if (dsv4_session_eval_last(s, &r->ids[i - 1], 1, logits)) {
-                fprintf(stderr, "dsv4 %s: token %d: %s\n", g->cmd, i, dsv4_last_error());
-                rc = -1;
-                break;
-            }
-            r->n_fed = i;
+    gen_model gm = {g->tok, g->vocab, g->masked, g->n_masked};
+    gen_params p = {g->sp, max_tokens, g->stop_ids, g->n_stop_ids, g->stops, g->n_stops, g->logprobs, smp};
+    gen_req q;
+    if (gen_init(&q, &gm, &p)) { fprintf(stderr, "dsv4 %s: %s\n", g->cmd, dsv4_last_error()); return -1; }
+    int rc = 0;
+    size_t shown = 0;
+    gen_token t;
+    if (cancel && *cancel) gen_finish(&q, GEN_END_CANCEL);
+    for (int i = 0; !q.end; i++) {
+        int more = gen_step(&q, logits, &t);
+        if (q.end != GEN_END_ERROR && g->logprobs) print_logprobs(g, i, t.id, t.logprob, t.top);
+        if (q.end == GEN_END_ERROR) { fprintf(stderr, "dsv4 %s: %s\n", g->cmd, dsv4_last_error()); rc = -1; }
+        if (out && q.visible > shown) {
+            fwrite(q.text + shown, 1, q.visible - shown, out);
+            fflush(out);
+            shown = q.visible;
         }
-        for (int k = 0; k < g->n_masked; k++) logits[g->masked[k]] = -INFINITY;
-        int32_t id;
-        float lp;
-        if (sampler_sample(smp, logits, r->ids, r->n_ids, &id, &lp, top_n ? top : NULL, top_n)) {
-            fprintf(stderr, "dsv4 %s: sampling: %s\n", g->cmd, dsv4_last_error());
+        if (!more) break;
+        if (cancel && *cancel) { gen_finish(&q, GEN_END_CANCEL); break; }
+        if (dsv4_session_pos(s) >= g->max_pos) { gen_finish(&q, GEN_END_CONTEXT); break; }
+        if (dsv4_session_eval_last(s, &q.ids[q.n_ids - 1], 1, logits)) {
+            fprintf(stderr, "dsv4 %s: token %d: %s\n", g->cmd, i + 1, dsv4_last_error());
             rc = -1;
             break;
         }
-        if (top_n) print_logprobs(g, i, id, lp, top);
-        if (sampling_is_stop_token(g->stop_ids, g->n_stop_ids, id)) { r->end = TG_END_EOS; break; }
-        r->ids[r->n_ids++] = id;
-        const char *piece;
-        size_t plen;
-        if (tok_stream_put(&ts, id, &piece, &plen) || append(r, &cap, piece, plen)) {
-            fprintf(stderr, "dsv4 %s: %s\n", g->cmd, dsv4_last_error());
-            rc = -1;
-            break;
-        }
-        if (sampling_stop_check(r->text, r->len, checked, g->stops, g->n_stops, &cut, &hold) >= 0) {
-            r->len = cut;
-            r->text[cut] = 0;
-            r->end = TG_END_STOP;
-            break;
-        }
-        checked = r->len;
-        show(out, r->text, shown, r->len - hold);
-        shown = r->len - hold;
+        q.n_fed++;
     }
-    if (!rc && r->end != TG_END_STOP) {
-        /* A dangling partial UTF-8 character becomes U+FFFD, which cannot
-         * start a stop string, so everything left can be shown. */
-        const char *piece;
-        size_t plen;
-        if (!tok_stream_finish(&ts, &piece, &plen) && !append(r, &cap, piece, plen) &&
-            sampling_stop_check(r->text, r->len, checked, g->stops, g->n_stops, &cut, &hold) >= 0) {
-            r->len = cut;
-            r->text[cut] = 0;
-            r->end = TG_END_STOP;
-        }
+    if (out && q.visible > shown) {
+        fwrite(q.text + shown, 1, q.visible - shown, out);
+        fflush(out);
     }
-    show(out, r->text, shown, r->len);
-done:
-    tok_stream_free(&ts);
+    r->ids = q.ids;
+    r->n_ids = q.n_ids;
+    r->n_fed = q.n_fed;
+    r->text = q.text;
+    r->len = q.len;
+    r->end = q.end;
+    q.ids = NULL;
+    q.text = NULL;
+    gen_free(&q);
     return rc;
 }
 

@@ -7,6 +7,7 @@
 #include <stdio.h>
 
 #include "dsv4.h"
+#include "text/generate.h"
 #include "text/sampling.h"
 #include "text/tokenizer.h"
 
@@ -82,22 +83,13 @@ void textgen_close(textgen *g);
  * the error (invalid UTF-8 names the byte offset). */
 int textgen_encode(const textgen *g, const char *text, size_t len, int32_t **ids, size_t *n);
 
-/* Why a generation ended. */
-typedef enum {
-    TG_END_LENGTH,  /* max_tokens produced */
-    TG_END_EOS,     /* a stop token (not part of the output) */
-    TG_END_STOP,    /* a stop string (the text ends before it) */
-    TG_END_CONTEXT, /* the session reached max_position_embeddings */
-    TG_END_CANCEL,  /* *cancel was set */
-} textgen_end;
-
 typedef struct {
     int32_t *ids;   /* sampled tokens in order (stop token excluded) */
     int n_ids;
     int n_fed;      /* how many of ids the session has consumed */
     char *text;     /* the output text (cut before a stop string) */
     size_t len;
-    textgen_end end;
+    gen_end end;    /* why it ended */
 } textgen_result;
 
 /* Samples from `logits` (the row after the last token the session holds),

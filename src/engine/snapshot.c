@@ -49,7 +49,9 @@ static void comp_walk(cursor *c, dsv4_comp_state *cs, int64_t pos, int ratio, in
     region(c, cs->entries, (size_t)(pos / ratio) * (size_t)width * f);
 }
 
-/* Visits every live region in image order; returns the image size. */
+/* Visits every live region in image order; returns the image size. With
+ * img == NULL it only measures, and s may then be a stand-in whose layer
+ * states are zeroed (no pointer is followed). */
 static size_t walk(dsv4_session *s, int64_t pos, unsigned char *img, int save)
 {
     const dsv4_config *c = &s->m->cfg;
@@ -59,7 +61,8 @@ static size_t walk(dsv4_session *s, int64_t pos, unsigned char *img, int save)
     for (int l = 0; l < c->n_layers; l++) {
         dsv4_layer_state *ls = &s->L[l];
         int64_t first = pos - c->window + 1 < 0 ? 0 : pos - c->window + 1;
-        for (int64_t p = first; p < pos; p++) region(&cu, ls->ring + (p % c->window) * c->head_dim, row);
+        for (int64_t p = first; p < pos; p++)
+            region(&cu, ls->ring ? ls->ring + (p % c->window) * c->head_dim : NULL, row);
         int kind = c->attn_kind[l], r = config_ratio(c, l);
         if (kind != ATTN_SWA) comp_walk(&cu, &ls->comp, pos, r, c->head_dim, kind == ATTN_CSA);
         if (kind == ATTN_CSA) comp_walk(&cu, &ls->idx, pos, r, c->idx_head_dim, 1);
@@ -108,6 +111,38 @@ void dsv4_snapshot_free(dsv4_snapshot *sn)
     if (!sn) return;
     free(sn->data);
     free(sn);
+}
+
+dsv4_status dsv4_snapshot_from_data(const dsv4_model *m, const void *data, size_t len, dsv4_snapshot **out)
+{
+    *out = NULL;
+    int64_t pos;
+    if (!data || len < sizeof pos)
+        return dsv4_fail(DSV4_ERR_FORMAT, "snapshot image: %zu bytes, shorter than its position field", len);
+    memcpy(&pos, data, sizeof pos);
+    if (pos < 0 || pos > m->cfg.max_pos)
+        return dsv4_fail(DSV4_ERR_FORMAT, "snapshot image: position %lld outside 0..%d", (long long)pos,
+                         m->cfg.max_pos);
+    /* Measure with a stand-in session: walk reads only the config then. */
+    dsv4_layer_state *L = calloc((size_t)m->cfg.n_layers, sizeof *L);
+    if (!L) return dsv4_fail(DSV4_ERR_NOMEM, "out of memory");
+    dsv4_session probe = {(dsv4_model *)m, pos, 0, L};
+    size_t want = walk(&probe, pos, NULL, 1);
+    free(L);
+    if (len != want)
+        return dsv4_fail(DSV4_ERR_FORMAT, "snapshot image: %zu bytes, but position %lld needs %zu", len,
+                         (long long)pos, want);
+    dsv4_snapshot *sn = calloc(1, sizeof *sn);
+    if (!sn || !(sn->data = malloc(len))) {
+        free(sn);
+        return dsv4_fail(DSV4_ERR_NOMEM, "out of memory for a %zu-byte snapshot", len);
+    }
+    memcpy(sn->data, data, len);
+    sn->m = m;
+    sn->pos = pos;
+    sn->len = len;
+    *out = sn;
+    return DSV4_OK;
 }
 
 const void *dsv4_snapshot_data(const dsv4_snapshot *sn, size_t *len)

@@ -204,6 +204,21 @@ static int push_call(parser *p, size_t name_a, size_t name_b, char *args)
     return 0;
 }
 
+/* The text stops inside the invoke named s[name_a..name_b) after np
+ * complete parameters: record its name and the arguments so far (the
+ * complete text without its closing brace). Only when the stop is a
+ * streaming one (INCOMPLETE), and the parameters so far are valid. */
+static void open_call(parser *p, size_t name_a, size_t name_b, const param_span *ps, int np)
+{
+    dsml_message *m = p->m;
+    if (m->status != DSML_INCOMPLETE || memchr(p->s + name_a, 0, name_b - name_a)) return;
+    char *args = NULL;
+    if (build_arguments(p, ps, np, &args) || !args) return;
+    args[strlen(args) - 1] = 0;
+    m->open_name = dup_range(p, name_a, name_b);
+    m->open_arguments = args;
+}
+
 /* Parses one <｜DSML｜parameter ...> at i (just after PARAM_OPEN). Returns
  * the offset after PARAM_END, or 0 with the status set. */
 static size_t parse_param(parser *p, size_t i, param_span *ps)
@@ -295,7 +310,7 @@ static size_t parse_block(parser *p, size_t i)
         while (w == 0) {
             param_span cur;
             size_t next = parse_param(p, i, &cur);
-            if (!next) { free(ps); return p->n; }
+            if (!next) { open_call(p, name_a, name_b, ps, np); free(ps); return p->n; }
             for (int k = 0; k < np; k++)
                 if (ps[k].name_b - ps[k].name_a == cur.name_b - cur.name_a &&
                     !memcmp(p->s + ps[k].name_a, p->s + cur.name_a, cur.name_b - cur.name_a)) {
@@ -309,7 +324,7 @@ static size_t parse_block(parser *p, size_t i)
             ps[np++] = cur;
             at = expect_gap(p, next, PARAM_OPEN, INVOKE_CLOSE, &w,
                             "expected a parameter or the end of the invoke");
-            if (w < 0) { free(ps); return p->n; }
+            if (w < 0) { open_call(p, name_a, name_b, ps, np); free(ps); return p->n; }
             i = at + (w == 0 ? strlen(PARAM_OPEN) : strlen(INVOKE_CLOSE));
         }
         char *args = NULL;
@@ -408,6 +423,8 @@ void dsml_message_free(dsml_message *m)
     free(m->calls);
     free(m->reasoning);
     free(m->content);
+    free(m->open_name);
+    free(m->open_arguments);
     memset(m, 0, sizeof *m);
     m->error = "";
 }

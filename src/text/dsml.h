@@ -54,6 +54,13 @@ typedef struct {
     char *content;   /* reply text, without a trailing partial marker */
     dsml_parsed_call *calls; /* complete invokes only, in order */
     int n_calls;
+    /* INCOMPLETE inside an invoke whose header is complete (streaming):
+     * its name and the start of its arguments, "{" and the complete
+     * parameters so far (every later parse of the growing text extends it,
+     * and the finished call's arguments are it plus the rest). NULL when
+     * the text does not stop inside an invoke. */
+    char *open_name;
+    char *open_arguments;
     dsml_status status;
     size_t error_at;   /* byte offset of the fault when MALFORMED */
     const char *error; /* static one-line description, "" when none */

@@ -32,3 +32,6 @@ if [ $rc -ne 0 ] || printf '%s' "$out" | grep -q -E 'AddressSanitizer|runtime er
 else
     echo "PASS asan_gguf_score"
 fi
+# The server under hostile clients, built with the sanitizers (stdlib only).
+DSV4_HOSTILE_BIN="$B/dsv4" timeout 240 "${DSV4_PYTHON:-python3}" tests/serve/test_hostile.py 2>&1 |
+    sed 's/^\(PASS\|FAIL\) /\1 asan_/'

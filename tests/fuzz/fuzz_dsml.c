@@ -33,6 +33,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         cJSON_Delete(j);
     }
 
+    /* An open invoke (streaming) has a name and arguments that start as a
+     * JSON object; it exists only while the text is incomplete. */
+    if (!!m.open_name != !!m.open_arguments || (m.open_arguments && m.open_arguments[0] != '{') ||
+        (m.open_name && m.status != DSML_INCOMPLETE))
+        abort();
+
     /* Render what was parsed and parse it again: the same calls come back
      * (arguments as Python would reprint them), unless a name holds a quote
      * or newline or the markup token (then the format is ambiguous). */

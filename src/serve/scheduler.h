@@ -1,0 +1,97 @@
+/* The scheduler: one thread that owns the model and every session. It
+ * turns queued generation requests (jobs) into steps:
+ *   - admission: a job gets a lane when fewer than max_lanes are busy, and a
+ *     session from the prefix cache holding as much of its prompt as exists;
+ *   - prefill: one chunk of at most prefill_chunk prompt tokens of one job
+ *     per round, cut at turn boundaries (where the cache keeps a snapshot),
+ *     so decode steps keep coming while long prompts load;
+ *   - decode: every job that has a sampled token to feed goes into one
+ *     dsv4_decode_batch transaction; its gate vetoes the step when a lane's
+ *     client went away, and the step is retried without that lane, so
+ *     nothing of a cancelled lane is published and the other lanes advance
+ *     exactly as they would have.
+ * Batching and chunking do not change a lane's numbers, so a job's output
+ * is the same whatever runs next to it.
+ *
+ * A job is shared by the scheduler and the HTTP thread that submitted it
+ * (reference counted). The scheduler publishes visible text, per-token
+ * logprobs and the end under the job's mutex; the HTTP side waits on its
+ * condition variable and may set `cancelled` at any time. */
+#ifndef DSV4_SERVE_SCHEDULER_H
+#define DSV4_SERVE_SCHEDULER_H
+#include <pthread.h>
+
+#include "serve/cache.h"
+#include "serve/metrics.h"
+#include "text/generate.h"
+
+typedef struct job job;
+struct job {
+    /* input, fixed at submission (owned by the job) */
+    int32_t *prompt;
+    int n_prompt;
+    sampling_params sp;
+    int max_tokens;
+    int logprobs, top_logprobs;
+    int32_t *stop_ids;
+    int n_stop_ids;
+    char **stops;
+    int n_stops;
+    /* output, under mu */
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    char *out;              /* visible text so far */
+    size_t n_out, cap_out;
+    gen_token *lp;          /* one per output token, when logprobs */
+    int n_lp, cap_lp;
+    int n_cached;           /* prompt tokens the cache supplied */
+    int n_sampled;          /* tokens sampled, stop token included */
+    int admitted, done;
+    gen_end end;
+    int stop_index;
+    char error[256];        /* end == GEN_END_ERROR */
+    int error_status;       /* HTTP status for it */
+    int cancelled;          /* set by the client side (atomic) */
+    int refs;               /* atomic */
+    double t_submit;
+    /* scheduler-private */
+    gen_req g;
+    cache_slot *sl;
+    int cursor;             /* prompt tokens in the session */
+    double t_last;
+    job *next;
+};
+
+typedef struct {
+    dsv4_model *model;
+    const gen_model *gm;
+    int max_lanes;          /* 1..DSV4_MAX_LANES */
+    int max_queue;
+    int prefill_chunk;
+    int eos_id;             /* a turn ends after it: snapshot point; -1 none */
+    int assistant_id;       /* "<｜Assistant｜>": state before the last one is kept */
+    cache *cache;
+    metrics *met;
+} sched_config;
+
+typedef struct sched sched;
+
+dsv4_status sched_start(const sched_config *cfg, sched **out);
+/* Stops the thread: running and queued jobs end as cancelled, and later
+ * submissions are refused. The scheduler stays valid until sched_free, so
+ * HTTP threads still running may call sched_submit. */
+void sched_stop(sched *s);
+void sched_free(sched *s);
+
+/* A job with one reference (the caller's) and copies of the arrays. */
+job *job_new(const int32_t *prompt, int n_prompt, const sampling_params *sp, int max_tokens, int logprobs,
+             int top_logprobs, const int32_t *stop_ids, int n_stop_ids, char *const *stops, int n_stops);
+/* Queues it (takes its own reference). -1 when the queue is full. */
+int sched_submit(sched *s, job *j);
+/* Waits (up to ms) until the job has more than n_out bytes or n_lp
+ * logprobs, or is done. Returns 1 when there is news, 0 on timeout. */
+int job_wait(job *j, size_t n_out, int n_lp, int ms);
+void job_cancel(job *j);
+void job_put(job *j);
+
+#endif

@@ -1,0 +1,118 @@
+/* dsv4 serve: the pieces the HTTP layer and the API handlers share.
+ *
+ *   http.c       libmicrohttpd daemon: routing, body limits, API key, logging,
+ *                the blocking SSE reader (one thread per connection)
+ *   openai.c     /v1/chat/completions, /v1/completions, /v1/models
+ *   anthropic.c  /v1/messages
+ *   request.c    request bodies -> api_request (prompt text + settings)
+ *   server.c     api_request -> tokens -> a job on the scheduler; the
+ *                server's lifetime
+ *   scheduler.c  the thread that owns the model; cache.c, kvstore.c its
+ *                prefix cache and state files; metrics.c the counters */
+#ifndef DSV4_SERVE_SERVER_H
+#define DSV4_SERVE_SERVER_H
+#include <stddef.h>
+#include <stdint.h>
+
+#include "serve/metrics.h"
+#include "serve/request.h"
+#include "serve/scheduler.h"
+#include "text/chat_json.h"
+#include "text/tokenizer.h"
+
+typedef struct {
+    const char *model_dir;   /* a checkpoint folder, or NULL with synthetic */
+    const char *synthetic;   /* "flash" | "pro": random weights of the real dimensions */
+    int synth_layers, synth_experts; /* <= 0: the real counts */
+    const char *tokenizer;   /* NULL: model_dir/tokenizer.json (required with synthetic) */
+    const char *host;        /* default 127.0.0.1 */
+    int port;                /* 0: any free port (printed) */
+    const char *api_key;     /* NULL: no key needed */
+    const char *model_name;  /* reported by /v1/models; default: the folder's name */
+    const char *device;
+    int threads;
+    int max_sessions;        /* lanes decoded together */
+    int max_queue;
+    int ctx;                 /* most tokens a request may hold (prompt + output); 0: the model's */
+    const char *kv_dir;
+    uint64_t cache_bytes;
+    int prefill_chunk;
+    size_t max_body;         /* bytes */
+    int max_prompt_tokens;
+    int timeout_s;           /* idle connection timeout (slow clients) */
+    int keepalive_ms;        /* a stream with nothing to say for this long gets a keep-alive */
+    int max_connections;
+    api_limits lim;
+} serve_options;
+
+typedef struct server server;
+struct server {
+    serve_options o;
+    char model_name[128];
+    dsv4_model *model;
+    tok_t *tok;
+    gen_model gm;
+    int32_t *masked;
+    int n_masked;
+    int bos_id, eos_ids[2], n_eos;
+    int ctx;
+    metrics met;
+    cache *cache;
+    sched *sched;
+    uint64_t seq;            /* request ids and default seeds (atomic) */
+};
+
+/* Runs until SIGINT/SIGTERM; returns the process exit status. */
+int serve_main(const serve_options *o);
+
+/* A started generation: the job and what the handler needs to answer. */
+typedef struct {
+    job *j;
+    int n_prompt;
+    uint64_t id;             /* for response ids */
+} gen_handle;
+
+/* Tokenizes r->prompt, checks it against the limits and queues a job.
+ * Returns 0, or an HTTP status (400, 413, 503) with msg filled. */
+int serve_submit(server *S, const api_request *r, gen_handle *h, char *msg, size_t msg_len);
+/* Blocks until the job is done. cancelled() (may be NULL) is polled while
+ * waiting; when it returns non-zero the job is cancelled. */
+void serve_wait(job *j, int (*cancelled)(void *), void *user);
+
+/* ---- replies (http.c) ---- */
+
+typedef struct http_stream http_stream;
+/* Produces the next bytes of a streamed body into out. Returns 1 while
+ * more will follow, 0 after the last bytes. Called with nothing to send;
+ * may block in job_wait; when it times out with nothing to say it writes
+ * a keep-alive (an SSE comment or a ping event). */
+typedef int (*http_produce_fn)(http_stream *st, tbuf *out);
+struct http_stream {
+    server *srv;
+    job *j;
+    http_produce_fn produce;
+    void (*destroy)(http_stream *st); /* frees the handler's state (not j) */
+    void *state;
+};
+
+typedef struct http_reply http_reply;
+void http_reply_json(http_reply *r, int status, char *body_owned);
+void http_reply_text(http_reply *r, int status, const char *content_type, char *body_owned);
+/* The error body in the format of the API the path belongs to. */
+void http_reply_error(http_reply *r, int status, const char *type, const char *message);
+/* Streams text/event-stream; takes ownership of st (and its job reference). */
+void http_reply_stream(http_reply *r, http_stream *st);
+/* The connection went away (a non-streaming request may stop waiting). */
+int http_client_gone(void *reply);
+
+/* Handlers: body is the whole request body. */
+void openai_models(server *S, http_reply *r);
+void openai_chat(server *S, const char *body, size_t len, http_reply *r);
+void openai_completions(server *S, const char *body, size_t len, http_reply *r);
+void anthropic_messages(server *S, const char *body, size_t len, http_reply *r);
+
+/* Shared by the handlers (server.c). */
+const char *serve_finish_reason(gen_end end, int has_calls);
+char *serve_token_text(server *S, int32_t id, size_t *len); /* malloc'd; NULL if undecodable */
+
+#endif
