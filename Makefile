@@ -81,6 +81,10 @@ $(BUILD)/libdsv4.a: $(LIB_OBJ)
 $(BUILD)/dsv4: $(CLI_OBJ) $(BUILD)/libdsv4.a
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
+# The chat renderer the demo model's data builder uses (tools/demo).
+$(BUILD)/demo_render: $(BUILD)/tools/demo/render_chat.o $(BUILD)/libdsv4.a
+	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+
 $(BUILD)/%.o: %.c | $(DEPS_FIRST)
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) -c -o $@ $<
@@ -97,12 +101,14 @@ $(BUILD)/tests/%: tests/unit/%.c $(BUILD)/libdsv4.a tests/test.h tests/gguf_buil
 # makes: its malloc family goes through tests/unit/test_faults.c.
 $(BUILD)/tests/test_faults: LDFLAGS += -Wl,--wrap=malloc,--wrap=calloc,--wrap=realloc,--wrap=free,--wrap=strdup
 
-# The main job: greedy generation on the tiny checkpoint shipped in the repo.
+# The main command: one question to the demo model (models/demo, trained by
+# tools/demo), answered greedily and streamed. Ask another: make run Q="Convert 7 km to m."
+Q ?= What is 347 + 285?
 run: $(BUILD)/dsv4
-	$(BUILD)/dsv4 generate --model tests/fixtures/tiny-mixed-f32 --tokens 1,2,3,4,5 -n 16
+	$(BUILD)/dsv4 generate --model models/demo --chat --temperature 0 -p "$(Q)"
 
 ASAN_BUILD ?= build-asan
-test: $(BUILD)/dsv4 $(TEST_BIN) fuzz
+test: $(BUILD)/dsv4 $(BUILD)/demo_render $(TEST_BIN) fuzz
 	@[ -x $(PYTHON) ] || { echo "make test: $(PYTHON) is missing: run make deps first (README)"; exit 1; }
 	$(MAKE) --no-print-directory SAN=1 BUILD=$(ASAN_BUILD) NVCC= sanitized
 	DSV4_BIN=$(BUILD)/dsv4 DSV4_ASAN_BUILD=$(ASAN_BUILD) DSV4_PYTHON=$(abspath $(PYTHON)) \
