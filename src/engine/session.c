@@ -1,13 +1,10 @@
-/* Session lifecycle: allocation of the per-layer state, reset, evaluation. */
+/* Session lifecycle: allocation of the per-layer state, reset; evaluation as
+ * one-lane steps. */
 #include <stdlib.h>
 #include <string.h>
 
 #include "base/error.h"
-#include "engine/forward.h"
-
-/* Largest chunk the forward runs at once; longer inputs are split (the
- * result is the same for every chunking, this only bounds activation memory). */
-#define MAX_CHUNK 256
+#include "engine/session.h"
 
 static void layer_free(dsv4_backend *b, dsv4_layer_state *ls)
 {
@@ -130,52 +127,28 @@ dsv4_status session_reserve(dsv4_session *s, int64_t n_tokens)
     return DSV4_OK;
 }
 
-static dsv4_status eval(dsv4_session *s, const int32_t *tokens, int n, float *logits, int all_rows)
+/* One lane of the general step (engine/step.c), so a prompt of any length is
+ * one transaction: an error before the run leaves the session as it was. */
+static dsv4_status eval(dsv4_session *s, const int32_t *tokens, int n, float *logits, dsv4_logits_mode mode)
 {
     if (!s) return dsv4_fail(DSV4_ERR_ARG, "eval: no session");
-    if (s->poisoned)
-        return dsv4_fail(DSV4_ERR_POISONED, "session is poisoned by an earlier failed step; reset or restore it");
     if (n <= 0 || !tokens) return dsv4_fail(DSV4_ERR_ARG, "eval: no tokens");
-    const dsv4_config *c = &s->m->cfg;
-    for (int i = 0; i < n; i++)
-        if (tokens[i] < 0 || tokens[i] >= c->vocab)
-            return dsv4_fail(DSV4_ERR_ARG, "token id %d at input position %d is outside the vocabulary (0..%d)",
-                             tokens[i], i, c->vocab - 1);
-    dsv4_status st = session_reserve(s, s->pos + n);
-    if (st) return st;
-    fwd_scratch *sc = NULL;
-    int rows = n < MAX_CHUNK ? n : MAX_CHUNK;
-    if ((st = forward_scratch_new(s->m, rows, all_rows ? rows : 1, &sc))) return st;
-    for (int done = 0; done < n;) {
-        int T = n - done > MAX_CHUNK ? MAX_CHUNK : n - done;
-        int last = done + T == n;
-        float *lg = NULL;
-        if (logits && all_rows) lg = logits + (size_t)done * (size_t)c->vocab;
-        else if (logits && last) lg = logits;
-        fwd_lane lane = {s, T, 0};
-        st = forward_step(s->m, sc, &lane, 1, tokens + done, T, lg, all_rows);
-        if (st) {
-            /* the forward writes ring slots and compressor rows in place */
-            s->poisoned = 1;
-            forward_scratch_free(s->m, sc);
-            return dsv4_fail_prefix(st, "session poisoned: ");
-        }
-        s->pos += T;
-        done += T;
-    }
-    forward_scratch_free(s->m, sc);
-    return DSV4_OK;
+    dsv4_lane ln = {.session = s, .tokens = tokens, .n_tokens = n, .logits_mode = logits ? mode : DSV4_LOGITS_NONE,
+                    .logits = logits};
+    return dsv4_step(s->m, &ln, 1, NULL);
 }
 
 dsv4_status dsv4_session_eval(dsv4_session *s, const int32_t *tokens, int n, float *logits)
 {
-    return eval(s, tokens, n, logits, 1);
+    return eval(s, tokens, n, logits, DSV4_LOGITS_ALL);
 }
 
 dsv4_status dsv4_session_eval_last(dsv4_session *s, const int32_t *tokens, int n, float *logits)
 {
-    return eval(s, tokens, n, logits, 0);
+    return eval(s, tokens, n, logits, DSV4_LOGITS_LAST);
 }
+
+int dsv4_session_poisoned(const dsv4_session *s) { return s->poisoned; }
 
 /* Benchmarks: pretend the session has consumed n tokens, with random state
  * (window ring, open compressor rows, entries), so decode speed at a long
