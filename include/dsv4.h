@@ -124,10 +124,18 @@ struct dsv4_lane {
     float *hidden;
     dsv4_accept_fn accept;       /* NULL: publish every token */
     void *accept_user;
-    int n_published;             /* out: tokens the lane advanced by */
+    /* non-NULL: the lane runs the session's MTP head (spec §5.2) instead of
+     * the model, at its own position (dsv4_session_mtp_pos): row i reads
+     * mtp_in[i], the model's final streams ([hc_mult][dim], as `hidden`
+     * gives them) of the position the row stands for, and the embedding of
+     * tokens[i], the token after that position; logits and hidden are the
+     * MTP's (its hidden can be fed back to draft further) */
+    const float *mtp_in;
+    int n_published;             /* out: tokens (or MTP rows) the lane advanced by */
 };
 
-/* Advance n_lanes distinct sessions (1..DSV4_MAX_LANES) in one transaction:
+/* Advance n_lanes distinct sessions (1..DSV4_MAX_LANES; a session may appear
+ * once as a model lane and once as an MTP lane) in one transaction:
  * each lane feeds its tokens at its own position (a prefill chunk, one decode
  * token, a draft to verify). A lane's outputs and state are bit-identical
  * whatever else is in the step and however its tokens are chunked.
@@ -139,6 +147,13 @@ dsv4_status dsv4_step(dsv4_model *m, dsv4_lane *lanes, int n_lanes, const dsv4_g
 
 /* Floats of one row of dsv4_lane.hidden (hc_mult · dim). */
 int dsv4_model_hidden_size(const dsv4_model *m);
+/* 1 when the checkpoint has an MTP head (mtp.0.*). */
+int dsv4_model_has_mtp(const dsv4_model *m);
+/* MTP rows the session has consumed: row i stands for position i and reads
+ * token i + 1, so after the model consumed n tokens the MTP can take rows
+ * up to n − 1 (the last one needs the token sampled from the model's last
+ * logits) — it drafts token i + 2. */
+int64_t dsv4_session_mtp_pos(const dsv4_session *s);
 
 /* Decode one token for each of n_lanes distinct sessions (1..DSV4_MAX_LANES,
  * any positions) in one step. logits (may be NULL): n_lanes rows of vocab.

@@ -45,7 +45,8 @@ int cmd_info(int argc, char **argv)
     printf("weights:          %.2f MiB mapped\n", (double)mi.weight_bytes / (1 << 20));
     printf("session fixed:    %llu bytes (window rings + compressor buffers)\n", (unsigned long long)mi.fixed_bytes);
     printf("session per token:%.2f bytes (compressed KV + indexer keys, fp32)\n", mi.bytes_per_token);
-    printf("mtp tensors:      %d (kept for speculative decoding)\n", m->n_mtp_tensors);
+    printf("mtp head:         %s\n", dsv4_model_has_mtp(m) ? "yes (mtp.0, speculative decoding with --spec mtp)" : "no");
+    if (m->n_mtp_tensors) printf("mtp tensors:      %d more, not used (deeper drafters)\n", m->n_mtp_tensors);
     printf("unknown tensors:  %d\n", dsv4_model_unknown_count(m));
     dsv4_model_free(m);
     return 0;

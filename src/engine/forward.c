@@ -20,12 +20,15 @@
 struct fwd_scratch {
     float *X, *x, *xn, *post, *comb, *qr, *q, *kv, *o, *z, *a, *u, *g, *qi, *wi, *y, *logits;
     int32_t *tok, *sel_idx, *sel_n;
+    /* MTP scratch only: the main model's streams as read, and the constants
+     * that make hc_post add e_proj·e to every stream (post = 1, comb = I) */
+    float *Xin, *ones, *eye;
     void *block;
     int rows, out_rows;
 };
 typedef fwd_scratch scratch;
 
-static dsv4_status scratch_alloc(dsv4_backend *b, scratch *sc, const dsv4_config *c, int rows, int out_rows)
+static dsv4_status scratch_alloc(dsv4_backend *b, scratch *sc, const dsv4_config *c, int rows, int out_rows, int mtp)
 {
     sc->rows = rows;
     sc->out_rows = out_rows;
@@ -34,12 +37,13 @@ static dsv4_status scratch_alloc(dsv4_backend *b, scratch *sc, const dsv4_config
     size_t cw = 2 * (hd > ihd ? hd : ihd), z = (size_t)c->o_groups * (size_t)c->o_lora, R = (size_t)rows;
     size_t sizes[] = {hc * D * R, D * R, D * R, hc * R, hc * hc * R, (size_t)c->q_lora * R, H * hd * R, hd * R,
                       H * hd * R, z * R, D * R, cw * R, cw * R, ih * ihd * R, ih * R, D * R,
-                      (size_t)c->vocab * (size_t)out_rows, R, k * R, R};
+                      (size_t)c->vocab * (size_t)out_rows, R, k * R, R,
+                      mtp ? hc * D * R : 0, mtp ? hc * R : 0, mtp ? hc * hc * R : 0};
     void **slots[] = {(void **)&sc->X, (void **)&sc->x, (void **)&sc->xn, (void **)&sc->post, (void **)&sc->comb,
                       (void **)&sc->qr, (void **)&sc->q, (void **)&sc->kv, (void **)&sc->o, (void **)&sc->z,
                       (void **)&sc->a, (void **)&sc->u, (void **)&sc->g, (void **)&sc->qi, (void **)&sc->wi,
                       (void **)&sc->y, (void **)&sc->logits, (void **)&sc->tok, (void **)&sc->sel_idx,
-                      (void **)&sc->sel_n};
+                      (void **)&sc->sel_n, (void **)&sc->Xin, (void **)&sc->ones, (void **)&sc->eye};
     size_t n = sizeof sizes / sizeof sizes[0], total = 0;
     for (size_t i = 0; i < n; i++) total += (sizes[i] + 63) & ~(size_t)63; /* 256-byte aligned slots */
     sc->block = b->ops->alloc(b, total * 4);
@@ -49,14 +53,24 @@ static dsv4_status scratch_alloc(dsv4_backend *b, scratch *sc, const dsv4_config
         *slots[i] = p;
         p += ((sizes[i] + 63) & ~(size_t)63) * 4;
     }
+    if (!mtp) sc->Xin = sc->ones = sc->eye = NULL;
+    if (mtp) {
+        float *h = malloc(hc * hc * R * sizeof *h);
+        if (!h) { b->ops->free(b, sc->block); return dsv4_fail(DSV4_ERR_NOMEM, "out of memory"); }
+        for (size_t i = 0; i < hc * hc * R; i++) h[i] = i % (hc * hc) % (hc + 1) == 0 ? 1.0f : 0.0f;
+        b->ops->upload(b, sc->eye, h, hc * hc * R * sizeof *h);
+        for (size_t i = 0; i < hc * R; i++) h[i] = 1.0f;
+        b->ops->upload(b, sc->ones, h, hc * R * sizeof *h);
+        free(h);
+    }
     return DSV4_OK;
 }
 
-size_t forward_log_floats(const dsv4_config *c, int T)
+size_t forward_log_floats(const dsv4_config *c, int l0, int l1, int T)
 {
     size_t n = 0;
-    for (int l = 0; l < c->n_layers; l++) {
-        int kind = c->attn_kind[l];
+    for (int l = l0; l < l1; l++) {
+        int kind = config_kind(c, l);
         n += (size_t)c->head_dim;
         if (kind != ATTN_SWA) n += 2 * (size_t)c->head_dim * (kind == ATTN_CSA ? 2 : 1);
         if (kind == ATTN_CSA) n += 4 * (size_t)c->idx_head_dim;
@@ -71,8 +85,8 @@ static log_layer log_at(const dsv4_config *c, const fwd_log *log, int l)
 {
     log_layer r = {0};
     float *p = log->base;
-    for (int i = 0; i <= l; i++) {
-        int kind = c->attn_kind[i];
+    for (int i = log->l0; i <= l; i++) {
+        int kind = config_kind(c, i);
         r = (log_layer){0};
         r.cw = kind == ATTN_SWA ? 0 : c->head_dim * (kind == ATTN_CSA ? 2 : 1);
         r.iw = kind == ATTN_CSA ? 2 * c->idx_head_dim : 0;
@@ -90,7 +104,7 @@ static dsv4_comp_params comp_params(const dsv4_model *m, int l, int indexer)
     const dsv4_config *c = &m->cfg;
     const dsv4_layer_w *w = &m->layers[l];
     const dsv4_comp_w *cw = indexer ? &w->idx_comp : &w->comp;
-    int kind = c->attn_kind[l];
+    int kind = config_kind(c, l);
     const float *freq = kind == ATTN_SWA ? m->inv_freq_main : m->inv_freq_compress;
     return (dsv4_comp_params){config_ratio(c, l), indexer || kind == ATTN_CSA, indexer ? c->idx_head_dim : c->head_dim,
                               c->rope_dim, &cw->ape, &cw->norm, freq, (float)c->norm_eps};
@@ -107,7 +121,7 @@ static void attend_lane(dsv4_model *m, int l, const fwd_lane *ln, scratch *sc)
     dsv4_backend *b = m->be;
     const dsv4_ops *op = b->ops;
     int64_t pos0 = ln->pos0, r0 = ln->row0;
-    int T = ln->T, D = c->dim, H = c->n_heads, hd = c->head_dim, rd = c->rope_dim, kind = c->attn_kind[l];
+    int T = ln->T, D = c->dim, H = c->n_heads, hd = c->head_dim, rd = c->rope_dim, kind = config_kind(c, l);
     int ratio = config_ratio(c, l);
     const float *freq = kind == ATTN_SWA ? m->inv_freq_main : m->inv_freq_compress;
     const float *xn = sc->xn + r0 * D, *qr = sc->qr + r0 * c->q_lora, *kv = sc->kv + r0 * hd;
@@ -157,7 +171,7 @@ void forward_replay(dsv4_model *m, dsv4_session *s, int64_t pos0, const fwd_log 
 {
     const dsv4_config *c = &m->cfg;
     dsv4_backend *b = m->be;
-    for (int l = 0; l < c->n_layers; l++) {
+    for (int l = log->l0; l < log->l1; l++) {
         dsv4_layer_state *ls = &s->L[l];
         log_layer lg = log_at(c, log, l);
         if (lg.cu) {
@@ -180,7 +194,7 @@ static void attention_block(dsv4_model *m, int l, const fwd_lane *lanes, int n_l
     const dsv4_ops *op = b->ops;
     int D = c->dim, H = c->n_heads, hd = c->head_dim, rd = c->rope_dim;
     float eps = (float)c->norm_eps;
-    const float *freq = c->attn_kind[l] == ATTN_SWA ? m->inv_freq_main : m->inv_freq_compress;
+    const float *freq = config_kind(c, l) == ATTN_SWA ? m->inv_freq_main : m->inv_freq_compress;
 
     op->hc_pre(b, sc->X, rows, c->hc_mult, D, &w->hc_attn_fn, &w->hc_attn_base, &w->hc_attn_scale, c->hc_iters,
                (float)c->hc_eps, eps, sc->x, sc->post, sc->comb);
@@ -226,12 +240,12 @@ static void ffn_block(dsv4_model *m, int l, int rows, scratch *sc)
     op->hc_post(b, sc->X, rows, c->hc_mult, D, sc->y, sc->post, sc->comb);
 }
 
-dsv4_status forward_scratch_new(dsv4_model *m, int rows, int out_rows, fwd_scratch **out)
+dsv4_status forward_scratch_new(dsv4_model *m, int rows, int out_rows, int mtp, fwd_scratch **out)
 {
     *out = NULL;
     scratch *sc = calloc(1, sizeof *sc);
     if (!sc) return dsv4_fail(DSV4_ERR_NOMEM, "out of memory");
-    dsv4_status st = scratch_alloc(m->be, sc, &m->cfg, rows, out_rows);
+    dsv4_status st = scratch_alloc(m->be, sc, &m->cfg, rows, out_rows, mtp);
     if (st) { free(sc); return st; }
     *out = sc;
     return DSV4_OK;
@@ -247,7 +261,9 @@ void forward_scratch_free(dsv4_model *m, fwd_scratch *sc)
 /* Logits of the lanes' chosen rows: hc head on each lane's last out_rows
  * rows into x (stacked), one norm and head matmul over all of them; lanes
  * whose host buffers follow each other get one download. */
-static void logits_out(dsv4_model *m, const fwd_lane *lanes, int n_lanes, scratch *sc)
+typedef struct { const dsv4_mat *fn, *base, *scale, *norm; } head_w;
+
+static void logits_out(dsv4_model *m, const head_w *hw, const fwd_lane *lanes, int n_lanes, scratch *sc)
 {
     const dsv4_config *c = &m->cfg;
     dsv4_backend *b = m->be;
@@ -258,12 +274,11 @@ static void logits_out(dsv4_model *m, const fwd_lane *lanes, int n_lanes, scratc
         const fwd_lane *ln = &lanes[i];
         if (!ln->out_rows) continue;
         op->hc_head(b, sc->X + (int64_t)(ln->row0 + ln->T - ln->out_rows) * hcD, ln->out_rows, c->hc_mult, c->dim,
-                    &m->hc_head_fn, &m->hc_head_base, &m->hc_head_scale, (float)c->hc_eps, (float)c->norm_eps,
-                    sc->x + (int64_t)n * c->dim);
+                    hw->fn, hw->base, hw->scale, (float)c->hc_eps, (float)c->norm_eps, sc->x + (int64_t)n * c->dim);
         n += ln->out_rows;
     }
     if (!n) return;
-    op->rmsnorm(b, sc->x, n, c->dim, &m->norm, (float)c->norm_eps, sc->x);
+    op->rmsnorm(b, sc->x, n, c->dim, hw->norm, (float)c->norm_eps, sc->x);
     op->matmul(b, sc->x, c->dim, n, &m->head, sc->logits, V);
     int o = 0;
     for (int i = 0; i < n_lanes;) {
@@ -277,25 +292,60 @@ static void logits_out(dsv4_model *m, const fwd_lane *lanes, int n_lanes, scratc
     }
 }
 
-dsv4_status forward_step(dsv4_model *m, fwd_scratch *scp, const fwd_lane *lanes, int n_lanes, const int32_t *tok,
-                         int rows)
+/* MTP input fusion (spec §5.2): X0[t][k] = e_proj·enorm(Embed[tok t]) +
+ * h_proj·hnorm(Xmain[t][k]) for every stream k; the sum is hc_post with
+ * post = 1 and comb = I (exact: 1·a + X[k] + 0·X[j]...). */
+static void mtp_input(dsv4_model *m, const fwd_lane *lanes, int n_lanes, int rows, scratch *sc)
+{
+    const dsv4_config *c = &m->cfg;
+    dsv4_backend *b = m->be;
+    const dsv4_ops *op = b->ops;
+    const dsv4_mtp_w *w = &m->mtp;
+    int D = c->dim, hc = c->hc_mult;
+    float eps = (float)c->norm_eps;
+    int64_t hcD = (int64_t)hc * D;
+    for (int i = 0; i < n_lanes; i++)
+        op->upload(b, sc->Xin + (int64_t)lanes[i].row0 * hcD, lanes[i].x_in, (size_t)lanes[i].T * hcD * sizeof(float));
+    op->embed(b, &m->embed, sc->tok, rows, 1, sc->x);
+    op->rmsnorm(b, sc->x, rows, D, &w->enorm, eps, sc->x);
+    op->matmul(b, sc->x, D, rows, &w->e_proj, sc->a, D);
+    op->rmsnorm(b, sc->Xin, rows * hc, D, &w->hnorm, eps, sc->Xin);
+    op->matmul(b, sc->Xin, D, rows * hc, &w->h_proj, sc->X, D);
+    op->hc_post(b, sc->X, rows, hc, D, sc->a, sc->ones, sc->eye);
+}
+
+/* The main model (mtp = 0: embedding, every layer, hc head, norm) or the MTP
+ * head (mtp = 1: input fusion, its block, its own hc head and norm), then the
+ * shared output head. */
+static dsv4_status forward_run(dsv4_model *m, fwd_scratch *scp, const fwd_lane *lanes, int n_lanes,
+                               const int32_t *tok, int rows, int mtp)
 {
     const dsv4_config *c = &m->cfg;
     dsv4_backend *b = m->be;
     const dsv4_ops *op = b->ops;
     int out_rows = 0;
     for (int i = 0; i < n_lanes; i++) out_rows += lanes[i].out_rows;
-    if (rows > scp->rows || out_rows > scp->out_rows)
+    if (rows > scp->rows || out_rows > scp->out_rows || (mtp && !scp->Xin))
         return dsv4_fail(DSV4_ERR_ARG, "forward: %d rows exceed the scratch for %d", rows, scp->rows);
     scratch sc = *scp;
     dsv4_status st;
     if (op->step_begin) op->step_begin(b, rows);
     op->upload(b, sc.tok, tok, (size_t)rows * sizeof *tok);
-    op->embed(b, &m->embed, sc.tok, rows, c->hc_mult, sc.X);
-    for (int l = 0; l < c->n_layers; l++) {
+    head_w hw = {&m->hc_head_fn, &m->hc_head_base, &m->hc_head_scale, &m->norm};
+    if (mtp) {
+        int l = c->n_layers;
         b->cur_layer = l;
+        mtp_input(m, lanes, n_lanes, rows, &sc);
         attention_block(m, l, lanes, n_lanes, rows, &sc);
         ffn_block(m, l, rows, &sc);
+        hw = (head_w){&m->mtp.hc_head_fn, &m->mtp.hc_head_base, &m->mtp.hc_head_scale, &m->mtp.norm};
+    } else {
+        op->embed(b, &m->embed, sc.tok, rows, c->hc_mult, sc.X);
+        for (int l = 0; l < c->n_layers; l++) {
+            b->cur_layer = l;
+            attention_block(m, l, lanes, n_lanes, rows, &sc);
+            ffn_block(m, l, rows, &sc);
+        }
     }
     b->cur_layer = -1;
     int64_t hcD = (int64_t)c->hc_mult * c->dim;
@@ -303,7 +353,7 @@ dsv4_status forward_step(dsv4_model *m, fwd_scratch *scp, const fwd_lane *lanes,
         if (lanes[i].hidden)
             op->download(b, lanes[i].hidden, sc.X + (int64_t)lanes[i].row0 * hcD,
                          (size_t)lanes[i].T * (size_t)hcD * sizeof(float));
-    logits_out(m, lanes, n_lanes, &sc);
+    logits_out(m, &hw, lanes, n_lanes, &sc);
     if (op->step_end) op->step_end(b);
     st = op->sync(b);
     if (st) { /* name the lane and layer the fault came from */
@@ -311,11 +361,24 @@ dsv4_status forward_step(dsv4_model *m, fwd_scratch *scp, const fwd_lane *lanes,
         for (int i = 0; i < n_lanes && b->sticky_row >= 0; i++)
             if (b->sticky_row >= lanes[i].row0 && b->sticky_row < lanes[i].row0 + lanes[i].T) lane = i;
         char where[64] = "";
+        const char *what = mtp ? "mtp " : "";
         if (lane >= 0 && b->sticky_layer >= 0)
-            snprintf(where, sizeof where, "lane %d, layer %d: ", lanes[lane].id, b->sticky_layer);
-        else if (b->sticky_layer >= 0) snprintf(where, sizeof where, "layer %d: ", b->sticky_layer);
+            snprintf(where, sizeof where, "lane %d, %slayer %d: ", lanes[lane].id, what, b->sticky_layer);
+        else if (b->sticky_layer >= 0) snprintf(where, sizeof where, "%slayer %d: ", what, b->sticky_layer);
         st = dsv4_fail(st, "%s%s", where, b->sticky_msg);
         backend_clear_error(b);
     }
     return st;
+}
+
+dsv4_status forward_step(dsv4_model *m, fwd_scratch *sc, const fwd_lane *lanes, int n_lanes, const int32_t *tok,
+                         int rows)
+{
+    return forward_run(m, sc, lanes, n_lanes, tok, rows, 0);
+}
+
+dsv4_status forward_mtp(dsv4_model *m, fwd_scratch *sc, const fwd_lane *lanes, int n_lanes, const int32_t *tok,
+                        int rows)
+{
+    return forward_run(m, sc, lanes, n_lanes, tok, rows, 1);
 }

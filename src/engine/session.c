@@ -37,15 +37,15 @@ dsv4_status dsv4_session_new(dsv4_model *m, dsv4_session **out)
     if (!m) return dsv4_fail(DSV4_ERR_ARG, "session_new: no model");
     const dsv4_config *c = &m->cfg;
     dsv4_session *s = calloc(1, sizeof *s);
-    if (!s || !(s->L = calloc((size_t)c->n_layers, sizeof *s->L))) {
+    if (!s || !(s->L = calloc((size_t)c->n_layers + 1, sizeof *s->L))) {
         free(s);
         return dsv4_fail(DSV4_ERR_NOMEM, "out of memory for a session");
     }
     s->m = m;
     int ok = 1;
-    for (int l = 0; l < c->n_layers && ok; l++) {
+    for (int l = 0; l < session_n_layers(s) && ok; l++) {
         dsv4_layer_state *ls = &s->L[l];
-        int kind = c->attn_kind[l], ratio = config_ratio(c, l);
+        int kind = config_kind(c, l), ratio = config_ratio(c, l);
         ok = (ls->ring = m->be->ops->alloc(m->be, (size_t)c->window * (size_t)c->head_dim * sizeof(float))) != NULL;
         if (ok && kind != ATTN_SWA) ok = comp_alloc(m->be, &ls->comp, ratio, c->head_dim, kind == ATTN_CSA);
         if (ok && kind == ATTN_CSA) ok = comp_alloc(m->be, &ls->idx, ratio, c->idx_head_dim, 1);
@@ -62,7 +62,7 @@ void dsv4_session_free(dsv4_session *s)
 {
     if (!s) return;
     if (s->L)
-        for (int l = 0; l < s->m->cfg.n_layers; l++) layer_free(s->m->be, &s->L[l]);
+        for (int l = 0; l < session_n_layers(s); l++) layer_free(s->m->be, &s->L[l]);
     free(s->L);
     free(s);
 }
@@ -73,7 +73,7 @@ void dsv4_session_reset(dsv4_session *s)
      * zeroing keeps snapshots and byte comparisons of fresh sessions equal. */
     const dsv4_config *c = &s->m->cfg;
     dsv4_backend *b = s->m->be;
-    for (int l = 0; l < c->n_layers; l++) {
+    for (int l = 0; l < session_n_layers(s); l++) {
         dsv4_layer_state *ls = &s->L[l];
         int ratio = config_ratio(c, l);
         b->ops->zero(b, ls->ring, (size_t)c->window * (size_t)c->head_dim * sizeof(float));
@@ -91,6 +91,7 @@ void dsv4_session_reset(dsv4_session *s)
         }
     }
     s->pos = 0;
+    s->mtp_pos = 0;
     s->poisoned = 0;
 }
 
@@ -111,7 +112,7 @@ static dsv4_status grow(dsv4_backend *b, float **p, int64_t old, int64_t cap, in
 dsv4_status session_reserve(dsv4_session *s, int64_t n_tokens)
 {
     const dsv4_config *c = &s->m->cfg;
-    for (int l = 0; l < c->n_layers; l++) {
+    for (int l = 0; l < c->n_layers; l++) { /* the MTP layer is SWA-only: no entries */
         dsv4_layer_state *ls = &s->L[l];
         int kind = c->attn_kind[l];
         if (kind == ATTN_SWA) continue;

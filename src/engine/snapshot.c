@@ -5,6 +5,8 @@
  *   compressor (CSA/HCA): the pos % ratio open rows (u, then g), the series-A
  *     rows of the last closed window (CSA, once one exists), entries [pos/ratio]
  *   indexer compressor (CSA): the same at the indexer's width
+ * then, with an MTP head: mtp_pos, and its ring rows of positions
+ *   max(0,mtp_pos-window+1) .. mtp_pos-1
  * Dead bytes (ring slots outside the window, rows of closed windows, entry
  * capacity) are not part of it, so two sessions with equal images behave
  * identically, and memcmp of images is the state comparison of the tests. */
@@ -16,7 +18,7 @@
 
 struct dsv4_snapshot {
     const dsv4_model *m;
-    int64_t pos;
+    int64_t pos, mtp_pos;
     size_t len;
     unsigned char *data;
 };
@@ -50,17 +52,22 @@ static void comp_walk(cursor *c, dsv4_comp_state *cs, int64_t pos, int ratio, in
 }
 
 /* Visits every live region in image order; returns the image size. */
-static size_t walk(dsv4_session *s, int64_t pos, unsigned char *img, int save)
+static size_t walk(dsv4_session *s, int64_t pos, int64_t mtp_pos, unsigned char *img, int save)
 {
     const dsv4_config *c = &s->m->cfg;
     cursor cu = {s->m->be, img, sizeof pos, save};
     if (img && save) memcpy(img, &pos, sizeof pos);
     size_t row = (size_t)c->head_dim * sizeof(float);
-    for (int l = 0; l < c->n_layers; l++) {
+    for (int l = 0; l < session_n_layers(s); l++) {
         dsv4_layer_state *ls = &s->L[l];
+        if (l == c->n_layers) { /* the MTP layer (SWA-only), at its own position */
+            if (img && save) memcpy(img + cu.off, &mtp_pos, sizeof mtp_pos);
+            cu.off += sizeof mtp_pos;
+            pos = mtp_pos;
+        }
         int64_t first = pos - c->window + 1 < 0 ? 0 : pos - c->window + 1;
         for (int64_t p = first; p < pos; p++) region(&cu, ls->ring + (p % c->window) * c->head_dim, row);
-        int kind = c->attn_kind[l], r = config_ratio(c, l);
+        int kind = config_kind(c, l), r = config_ratio(c, l);
         if (kind != ATTN_SWA) comp_walk(&cu, &ls->comp, pos, r, c->head_dim, kind == ATTN_CSA);
         if (kind == ATTN_CSA) comp_walk(&cu, &ls->idx, pos, r, c->idx_head_dim, 1);
     }
@@ -72,15 +79,16 @@ dsv4_status dsv4_session_snapshot(dsv4_session *s, dsv4_snapshot **out)
     *out = NULL;
     if (s->poisoned) return dsv4_fail(DSV4_ERR_POISONED, "snapshot: the session is poisoned");
     dsv4_snapshot *sn = calloc(1, sizeof *sn);
-    size_t len = walk(s, s->pos, NULL, 1);
+    size_t len = walk(s, s->pos, s->mtp_pos, NULL, 1);
     if (!sn || !(sn->data = malloc(len))) {
         free(sn);
         return dsv4_fail(DSV4_ERR_NOMEM, "out of memory for a %zu-byte snapshot", len);
     }
     sn->m = s->m;
     sn->pos = s->pos;
+    sn->mtp_pos = s->mtp_pos;
     sn->len = len;
-    walk(s, s->pos, sn->data, 1);
+    walk(s, s->pos, s->mtp_pos, sn->data, 1);
     dsv4_status st = s->m->be->ops->sync(s->m->be);
     if (st) { dsv4_snapshot_free(sn); backend_clear_error(s->m->be); return st; }
     *out = sn;
@@ -92,13 +100,14 @@ dsv4_status dsv4_session_restore(dsv4_session *s, const dsv4_snapshot *sn)
     if (!sn || sn->m != s->m) return dsv4_fail(DSV4_ERR_ARG, "restore: snapshot of another model");
     dsv4_status st = session_reserve(s, sn->pos);
     if (st) return st; /* state untouched: still usable (or still poisoned) as before */
-    walk(s, sn->pos, sn->data, 0);
+    walk(s, sn->pos, sn->mtp_pos, sn->data, 0);
     if ((st = s->m->be->ops->sync(s->m->be))) {
         backend_clear_error(s->m->be);
         s->poisoned = 1;
         return dsv4_fail_prefix(st, "restore failed, session poisoned: ");
     }
     s->pos = sn->pos;
+    s->mtp_pos = sn->mtp_pos;
     s->poisoned = 0;
     return DSV4_OK;
 }

@@ -23,6 +23,9 @@
  * Only live bytes are copied, so a one-token step copies just the series-A
  * rows of the CSA layers whose window it closes.
  *
+ * An MTP lane (dsv4_lane.mtp_in) is the same over the session's MTP layer at
+ * mtp_pos, run by the MTP head's forward after the model's lanes.
+ *
  * Publishing j < T tokens restores the undo copy and replays the state writes
  * of the first j rows from the log (forward_replay): the same ops on the same
  * rows as feeding only those tokens, whatever T was. A fault detected after
@@ -92,12 +95,20 @@ static int plan_comp(region_list *l, dsv4_comp_state *cs, int64_t pos0, int T, i
     return ok;
 }
 
+/* A lane's state: the main layers at pos, or the MTP layer at mtp_pos. */
+static int64_t lane_pos(const dsv4_lane *l) { return l->mtp_in ? l->session->mtp_pos : l->session->pos; }
+static int lane_l0(const dsv4_model *m, const dsv4_lane *l) { return l->mtp_in ? m->cfg.n_layers : 0; }
+static int lane_l1(const dsv4_model *m, const dsv4_lane *l) { return m->cfg.n_layers + (l->mtp_in ? 1 : 0); }
+
 /* The plan of one lane (pure: its position, T and the config). */
-static int plan_lane(region_list *l, const dsv4_config *c, dsv4_session *s, int T)
+static int plan_lane(region_list *l, const dsv4_model *m, const dsv4_lane *ln)
 {
-    int64_t pos0 = s->pos, W = c->window, end = pos0 + T;
+    const dsv4_config *c = &m->cfg;
+    dsv4_session *s = ln->session;
+    int T = ln->n_tokens;
+    int64_t pos0 = lane_pos(ln), W = c->window, end = pos0 + T;
     size_t row = (size_t)c->head_dim * sizeof(float);
-    for (int k = 0; k < c->n_layers; k++) {
+    for (int k = lane_l0(m, ln); k < lane_l1(m, ln); k++) {
         dsv4_layer_state *ls = &s->L[k];
         /* ring: positions [first, end) overwrite live slots; consecutive
          * positions are consecutive slots, wrapping at most once */
@@ -110,7 +121,7 @@ static int plan_lane(region_list *l, const dsv4_config *c, dsv4_session *s, int 
                 !region_add(l, ls->ring, (size_t)(n - n1) * row))
                 return 0;
         }
-        int kind = c->attn_kind[k], r = config_ratio(c, k);
+        int kind = config_kind(c, k), r = config_ratio(c, k);
         if (kind != ATTN_SWA && !plan_comp(l, &ls->comp, pos0, T, r, c->head_dim, kind == ATTN_CSA)) return 0;
         if (kind == ATTN_CSA && !plan_comp(l, &ls->idx, pos0, T, r, c->idx_head_dim, 1)) return 0;
     }
@@ -151,6 +162,8 @@ static dsv4_status check_lanes(dsv4_model *m, const dsv4_lane *ln, int n)
         if (!s || s->m != m) return dsv4_fail(DSV4_ERR_ARG, "step: lane %d has no session of this model", i);
         if (s->poisoned)
             return dsv4_fail(DSV4_ERR_POISONED, "lane %d: session is poisoned by an earlier failed step; reset or restore it", i);
+        if (l->mtp_in && !m->has_mtp)
+            return dsv4_fail(DSV4_ERR_UNSUPPORTED, "lane %d: this checkpoint has no MTP head (mtp.0.*)", i);
         if (l->n_tokens < 1 || !l->tokens) return dsv4_fail(DSV4_ERR_ARG, "step: lane %d has no tokens", i);
         if (l->logits_mode < DSV4_LOGITS_NONE || l->logits_mode > DSV4_LOGITS_ALL)
             return dsv4_fail(DSV4_ERR_ARG, "step: lane %d: logits mode %d is not one of none/last/all", i, (int)l->logits_mode);
@@ -160,8 +173,9 @@ static dsv4_status check_lanes(dsv4_model *m, const dsv4_lane *ln, int n)
             if (l->tokens[t] < 0 || l->tokens[t] >= m->cfg.vocab)
                 return dsv4_fail(DSV4_ERR_ARG, "lane %d: token id %d at input position %d is outside the vocabulary (0..%d)",
                                  i, l->tokens[t], t, m->cfg.vocab - 1);
-        for (int j = 0; j < i; j++)
-            if (ln[j].session == s) return dsv4_fail(DSV4_ERR_ARG, "step: lanes %d and %d are the same session", j, i);
+        for (int j = 0; j < i; j++) /* a session's model state and MTP state are disjoint */
+            if (ln[j].session == s && !ln[j].mtp_in == !l->mtp_in)
+                return dsv4_fail(DSV4_ERR_ARG, "step: lanes %d and %d are the same session", j, i);
     }
     return DSV4_OK;
 }
@@ -172,27 +186,31 @@ static dsv4_status prepare(dsv4_model *m, dsv4_lane *ln, int n, step_ctx *x)
     const dsv4_config *c = &m->cfg;
     dsv4_backend *b = m->be;
     int64_t total = 0;
+    int any_mtp = 0;
     for (int i = 0; i < n; i++) {
         dsv4_session *s = ln[i].session;
-        dsv4_status st = session_reserve(s, s->pos + ln[i].n_tokens);
+        dsv4_status st = ln[i].mtp_in ? DSV4_OK : session_reserve(s, s->pos + ln[i].n_tokens);
         if (st) return st;
         x->first[i] = x->undo.n;
-        if (!plan_lane(&x->undo, c, s, ln[i].n_tokens))
-            return dsv4_fail(DSV4_ERR_NOMEM, "out of memory for the step's plan");
+        if (!plan_lane(&x->undo, m, &ln[i])) return dsv4_fail(DSV4_ERR_NOMEM, "out of memory for the step's plan");
         total += ln[i].n_tokens;
+        any_mtp |= ln[i].mtp_in != NULL;
     }
     x->first[n] = x->undo.n;
     size_t bytes = x->undo.bytes, log_off[DSV4_MAX_LANES];
     for (int i = 0; i < n; i++) {
         log_off[i] = bytes;
-        if (ln[i].accept) bytes += forward_log_floats(c, ln[i].n_tokens) * sizeof(float);
+        if (ln[i].accept)
+            bytes += forward_log_floats(c, lane_l0(m, &ln[i]), lane_l1(m, &ln[i]), ln[i].n_tokens) * sizeof(float);
     }
     if (bytes && !(x->block = b->ops->alloc(b, bytes)))
         return dsv4_fail(DSV4_ERR_NOMEM, "out of memory for the step's undo copy (%zu bytes)", bytes);
     for (int i = 0; i < n; i++)
-        if (ln[i].accept) x->log[i] = (fwd_log){(float *)((char *)x->block + log_off[i]), ln[i].n_tokens};
+        if (ln[i].accept)
+            x->log[i] = (fwd_log){(float *)((char *)x->block + log_off[i]), ln[i].n_tokens, lane_l0(m, &ln[i]),
+                                  lane_l1(m, &ln[i])};
     int rows = total < STEP_ROWS ? (int)total : STEP_ROWS;
-    dsv4_status st = forward_scratch_new(m, rows, rows, &x->sc);
+    dsv4_status st = forward_scratch_new(m, rows, rows, any_mtp, &x->sc);
     if (st) return st;
     if (!(x->tok = malloc((size_t)rows * sizeof *x->tok))) return dsv4_fail(DSV4_ERR_NOMEM, "out of memory");
     for (int k = 0; k < x->undo.n; k++)
@@ -202,23 +220,30 @@ static dsv4_status prepare(dsv4_model *m, dsv4_lane *ln, int n, step_ctx *x)
     return st;
 }
 
-/* The forwards of the step: rows packed lane by lane, at most STEP_ROWS per
- * forward; a lane longer than what is left continues in the next one. */
-static dsv4_status run(dsv4_model *m, dsv4_lane *ln, int n, step_ctx *x)
+/* The forwards of the step: the model's lanes, then the MTP head's; rows
+ * packed lane by lane, at most STEP_ROWS per forward; a lane longer than
+ * what is left continues in the next one. */
+static dsv4_status run_kind(dsv4_model *m, dsv4_lane *ln, int n, step_ctx *x, int mtp)
 {
     const dsv4_config *c = &m->cfg;
     size_t hcD = (size_t)c->hc_mult * (size_t)c->dim, V = (size_t)c->vocab;
     int done[DSV4_MAX_LANES] = {0};
+    for (int k = 0; k < n; k++)
+        if ((ln[k].mtp_in != NULL) != mtp) done[k] = ln[k].n_tokens; /* the other kind's */
     for (int i = 0; i < n;) {
+        while (i < n && done[i] == ln[i].n_tokens) i++;
+        if (i == n) break;
         fwd_lane fl[DSV4_MAX_LANES];
         int nf = 0, rows = 0, lane_of[DSV4_MAX_LANES];
         for (int k = i; k < n && rows < STEP_ROWS; k++) {
             dsv4_lane *l = &ln[k];
+            if (done[k] == l->n_tokens) continue;
             int T = l->n_tokens - done[k] < STEP_ROWS - rows ? l->n_tokens - done[k] : STEP_ROWS - rows;
             int last = done[k] + T == l->n_tokens;
             fwd_lane *f = &fl[nf];
-            *f = (fwd_lane){.s = l->session, .id = k, .pos0 = l->session->pos + done[k], .T = T, .row0 = rows,
+            *f = (fwd_lane){.s = l->session, .id = k, .pos0 = lane_pos(l) + done[k], .T = T, .row0 = rows,
                             .t0 = done[k]};
+            if (mtp) f->x_in = l->mtp_in + (size_t)done[k] * hcD;
             if (l->logits_mode == DSV4_LOGITS_ALL) {
                 f->out_rows = T;
                 f->logits = l->logits + (size_t)done[k] * V;
@@ -232,12 +257,17 @@ static dsv4_status run(dsv4_model *m, dsv4_lane *ln, int n, step_ctx *x)
             lane_of[nf++] = k;
             rows += T;
         }
-        dsv4_status st = forward_step(m, x->sc, fl, nf, x->tok, rows);
+        dsv4_status st = mtp ? forward_mtp(m, x->sc, fl, nf, x->tok, rows) : forward_step(m, x->sc, fl, nf, x->tok, rows);
         if (st) return st;
         for (int k = 0; k < nf; k++) done[lane_of[k]] += fl[k].T;
-        while (i < n && done[i] == ln[i].n_tokens) i++;
     }
     return DSV4_OK;
+}
+
+static dsv4_status run(dsv4_model *m, dsv4_lane *ln, int n, step_ctx *x)
+{
+    dsv4_status st = run_kind(m, ln, n, x, 0);
+    return st ? st : run_kind(m, ln, n, x, 1);
 }
 
 static void poison(dsv4_lane *ln, int n)
@@ -322,7 +352,7 @@ dsv4_status dsv4_step(dsv4_model *m, dsv4_lane *ln, int n, const dsv4_gate *gate
     for (int i = 0; i < n; i++) {
         if (keep[i] == ln[i].n_tokens) continue;
         undo_lanes(b, &x, i, i + 1);
-        if (keep[i]) forward_replay(m, ln[i].session, ln[i].session->pos, &x.log[i], keep[i]);
+        if (keep[i]) forward_replay(m, ln[i].session, lane_pos(&ln[i]), &x.log[i], keep[i]);
         rolled = 1;
     }
     if (rolled && (st = b->ops->sync(b))) {
@@ -334,7 +364,8 @@ dsv4_status dsv4_step(dsv4_model *m, dsv4_lane *ln, int n, const dsv4_gate *gate
 
     /* publish */
     for (int i = 0; i < n; i++) {
-        ln[i].session->pos += keep[i];
+        if (ln[i].mtp_in) ln[i].session->mtp_pos += keep[i];
+        else ln[i].session->pos += keep[i];
         ln[i].n_published = keep[i];
     }
     ctx_free(m, &x);
@@ -362,3 +393,5 @@ dsv4_status dsv4_decode_batch(dsv4_model *m, dsv4_session *const *sessions, cons
 }
 
 int dsv4_model_hidden_size(const dsv4_model *m) { return m->cfg.hc_mult * m->cfg.dim; }
+int dsv4_model_has_mtp(const dsv4_model *m) { return m->has_mtp; }
+int64_t dsv4_session_mtp_pos(const dsv4_session *s) { return s->mtp_pos; }
