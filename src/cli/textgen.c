@@ -95,6 +95,7 @@ int textgen_option(const char *cmd, textgen_args *a, int c, const char *arg)
     case TG_TOKENIZER: a->tokenizer = arg; return 1;
     case TG_THREADS: if (integer(cmd, "threads", arg, 0, 4096, &i)) return -1; a->threads = (int)i; return 1;
     case TG_DEVICE: a->device = arg; return 1;
+    case TG_SPEC: return cli_parse_spec(cmd, arg, &a->spec_k) ? -1 : 1;
     default: return 0;
     }
 }
@@ -115,6 +116,9 @@ void textgen_usage(FILE *f)
             "  --logprobs N         for each token, a JSON line on stderr: {\"index\",\"token\",\"text\",\n"
             "                       \"logprob\",\"top\":[{\"token\",\"text\",\"logprob\"} x N]} (raw-logit\n"
             "                       log-probabilities, before penalties/temperature)\n"
+            "  --spec mtp[:K]       speculative decoding: the checkpoint's MTP head drafts K tokens\n"
+            "                       (default 1), one step verifies them; same output as without\n"
+            "                       (greedy: identical; sampling: the same distribution)\n"
             "  --threads N --device cpu|cuda|auto\n");
 }
 
@@ -312,19 +316,76 @@ static void show(FILE *out, const char *text, size_t from, size_t to)
     fflush(out);
 }
 
+/* Output state of one generation: the text so far and what is shown. */
+typedef struct {
+    size_t cap, shown, checked;
+    tok_stream ts;
+} out_state;
+
+static int out_begin(const textgen *g, out_state *o, textgen_result *r, int max_tokens)
+{
+    memset(r, 0, sizeof *r);
+    memset(o, 0, sizeof *o);
+    o->cap = 256;
+    tok_stream_init(&o->ts, g->tok, 0);
+    r->text = malloc(o->cap);
+    r->ids = malloc(((size_t)max_tokens + SPEC_MAX_K + 1) * sizeof *r->ids);
+    if (!r->text || !r->ids) { fprintf(stderr, "dsv4 %s: out of memory\n", g->cmd); return -1; }
+    r->text[0] = 0;
+    return 0;
+}
+
+/* One produced token: stop token, text, stop strings. Returns 1 when the
+ * generation ends with it (r->end set), -1 on error, 0 to go on. */
+static int take(const textgen *g, out_state *o, FILE *out, int32_t id, textgen_result *r)
+{
+    size_t cut, hold = 0;
+    if (sampling_is_stop_token(g->stop_ids, g->n_stop_ids, id)) { r->end = TG_END_EOS; return 1; }
+    r->ids[r->n_ids++] = id;
+    const char *piece;
+    size_t plen;
+    if (tok_stream_put(&o->ts, id, &piece, &plen) || append(r, &o->cap, piece, plen)) {
+        fprintf(stderr, "dsv4 %s: %s\n", g->cmd, dsv4_last_error());
+        return -1;
+    }
+    if (sampling_stop_check(r->text, r->len, o->checked, g->stops, g->n_stops, &cut, &hold) >= 0) {
+        r->len = cut;
+        r->text[cut] = 0;
+        r->end = TG_END_STOP;
+        return 1;
+    }
+    o->checked = r->len;
+    show(out, r->text, o->shown, r->len - hold);
+    o->shown = r->len - hold;
+    return 0;
+}
+
+static void out_end(const textgen *g, out_state *o, FILE *out, int rc, textgen_result *r)
+{
+    size_t cut, hold;
+    if (!rc && r->end != TG_END_STOP) {
+        /* A dangling partial UTF-8 character becomes U+FFFD, which cannot
+         * start a stop string, so everything left can be shown. */
+        const char *piece;
+        size_t plen;
+        if (!tok_stream_finish(&o->ts, &piece, &plen) && !append(r, &o->cap, piece, plen) &&
+            sampling_stop_check(r->text, r->len, o->checked, g->stops, g->n_stops, &cut, &hold) >= 0) {
+            r->len = cut;
+            r->text[cut] = 0;
+            r->end = TG_END_STOP;
+        }
+    }
+    if (r->text) show(out, r->text, o->shown, r->len);
+    tok_stream_free(&o->ts);
+}
+
 int textgen_run(const textgen *g, dsv4_session *s, sampler *smp, float *logits, int max_tokens, FILE *out,
                 volatile sig_atomic_t *cancel, textgen_result *r)
 {
-    memset(r, 0, sizeof *r);
-    size_t cap = 256, shown = 0, checked = 0, cut, hold = 0;
+    out_state o;
     int rc = 0, top_n = g->logprobs;
-    tok_stream ts;
-    tok_stream_init(&ts, g->tok, 0);
-    r->text = malloc(cap);
-    r->ids = malloc(((size_t)max_tokens + 1) * sizeof *r->ids);
     sampling_logprob top[20];
-    if (!r->text || !r->ids) { fprintf(stderr, "dsv4 %s: out of memory\n", g->cmd); rc = -1; goto done; }
-    r->text[0] = 0;
+    if (out_begin(g, &o, r, max_tokens)) { rc = -1; goto done; }
     for (int i = 0;; i++) {
         if (cancel && *cancel) { r->end = TG_END_CANCEL; break; }
         if (i == max_tokens) { r->end = TG_END_LENGTH; break; }
@@ -346,40 +407,52 @@ int textgen_run(const textgen *g, dsv4_session *s, sampler *smp, float *logits, 
             break;
         }
         if (top_n) print_logprobs(g, i, id, lp, top);
-        if (sampling_is_stop_token(g->stop_ids, g->n_stop_ids, id)) { r->end = TG_END_EOS; break; }
-        r->ids[r->n_ids++] = id;
-        const char *piece;
-        size_t plen;
-        if (tok_stream_put(&ts, id, &piece, &plen) || append(r, &cap, piece, plen)) {
-            fprintf(stderr, "dsv4 %s: %s\n", g->cmd, dsv4_last_error());
+        int t = take(g, &o, out, id, r);
+        if (t) { rc = t < 0 ? -1 : 0; break; }
+    }
+done:
+    out_end(g, &o, out, rc, r);
+    return rc;
+}
+
+int textgen_spec_lane(const textgen *g, spec_lane *l, dsv4_session *s, int k, sampler *smp)
+{
+    if (spec_lane_init(l, s, k, smp)) { cli_report(g->cmd, "--spec"); return -1; }
+    l->mask = g->masked;
+    l->n_mask = g->n_masked;
+    l->stop_ids = g->stop_ids;
+    l->n_stop = g->n_stop_ids;
+    return 0;
+}
+
+int textgen_run_spec(const textgen *g, spec_lane *l, int max_tokens, FILE *out, volatile sig_atomic_t *cancel,
+                     textgen_result *r)
+{
+    out_state o;
+    int rc = 0, done = 0;
+    if (out_begin(g, &o, r, max_tokens)) { rc = -1; goto end; }
+    /* the session consumed every token the lane produced but the last (l->next) */
+    while (!done) {
+        for (int i = 0; i < l->n_out && !done; i++) {
+            if (cancel && *cancel) { r->end = TG_END_CANCEL; done = 1; break; }
+            if (r->n_ids == max_tokens) { r->end = TG_END_LENGTH; done = 1; break; }
+            int t = take(g, &o, out, l->out[i], r);
+            if (t) { rc = t < 0 ? -1 : 0; done = 1; }
+        }
+        r->n_fed = r->n_ids < l->n_hist - 1 ? r->n_ids : l->n_hist - 1;
+        if (done) break;
+        if (r->n_ids == max_tokens) { r->end = TG_END_LENGTH; break; }
+        if (dsv4_session_pos(l->s) >= g->max_pos) { r->end = TG_END_CONTEXT; break; }
+        int room = g->max_pos - (int)dsv4_session_pos(l->s), left = max_tokens - r->n_ids;
+        l->budget = room < left ? room : left;
+        if (spec_step(g->model, &l, 1, NULL)) {
+            fprintf(stderr, "dsv4 %s: token %d: %s\n", g->cmd, r->n_ids + 1, dsv4_last_error());
             rc = -1;
             break;
         }
-        if (sampling_stop_check(r->text, r->len, checked, g->stops, g->n_stops, &cut, &hold) >= 0) {
-            r->len = cut;
-            r->text[cut] = 0;
-            r->end = TG_END_STOP;
-            break;
-        }
-        checked = r->len;
-        show(out, r->text, shown, r->len - hold);
-        shown = r->len - hold;
     }
-    if (!rc && r->end != TG_END_STOP) {
-        /* A dangling partial UTF-8 character becomes U+FFFD, which cannot
-         * start a stop string, so everything left can be shown. */
-        const char *piece;
-        size_t plen;
-        if (!tok_stream_finish(&ts, &piece, &plen) && !append(r, &cap, piece, plen) &&
-            sampling_stop_check(r->text, r->len, checked, g->stops, g->n_stops, &cut, &hold) >= 0) {
-            r->len = cut;
-            r->text[cut] = 0;
-            r->end = TG_END_STOP;
-        }
-    }
-    show(out, r->text, shown, r->len);
-done:
-    tok_stream_free(&ts);
+end:
+    out_end(g, &o, out, rc, r);
     return rc;
 }
 

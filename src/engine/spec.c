@@ -43,7 +43,6 @@ dsv4_status spec_lane_init(spec_lane *l, dsv4_session *s, int k, sampler *smp)
     if (k < 0 || k > SPEC_MAX_K) return dsv4_fail(DSV4_ERR_ARG, "spec: %d drafts per step (0..%d)", k, SPEC_MAX_K);
     if (k && !s->m->has_mtp)
         return dsv4_fail(DSV4_ERR_UNSUPPORTED, "spec: this checkpoint has no MTP head (mtp.0.*) to draft with");
-    if (s->pos) return dsv4_fail(DSV4_ERR_ARG, "spec: the session must be fresh");
     l->s = s;
     l->k = k;
     l->smp = smp;

@@ -72,13 +72,14 @@ struct spec_lane {
     uint64_t force_rng;
 };
 
-/* k drafts per step (0..SPEC_MAX_K); smp may be NULL (greedy). The session
- * must be fresh (position 0): the lane feeds it. */
+/* k drafts per step (0..SPEC_MAX_K); smp may be NULL (greedy). The lane
+ * feeds the session from here on; on a session fed before without it, the
+ * MTP lacks the rows of that past (its drafts are then worse, never wrong). */
 dsv4_status spec_lane_init(spec_lane *l, dsv4_session *s, int k, sampler *smp);
 void spec_lane_free(spec_lane *l);
 
-/* Feeds the n >= 1 prompt tokens (once, first) and samples the first
- * token: out[0]. */
+/* Feeds the n >= 1 prompt tokens (once, first) at the session's position
+ * and samples the first token: out[0]. */
 dsv4_status spec_feed(spec_lane *l, const int32_t *t, int n);
 
 /* One speculative step for n lanes of one model (each after spec_feed):

@@ -20,5 +20,9 @@ V=$(python3 tools/make_tiny_tokenizer.py $TT)
 $GEN --out tests/fixtures/tiny-chat --vocab "$V" --layers S,C,H --hash-layers 1 --experts 4 --experts-per-tok 2 \
   --dtype bf16 --seq-len 64 --seed 11
 mv $TT tests/fixtures/tiny-chat/tokenizer.json
-# An MTP head (mtp.0.*) with its logits at every position from the composed oracle (tools/oracle/mtp.py).
-$GEN --out tests/fixtures/tiny-mtp-f32 --mtp --layers S,C,H --hash-layers 1 --seq-len 80 --seed 21
+# An MTP head (mtp.0.*) with its logits at every position from the composed oracle (tools/oracle/mtp.py),
+# on the tiny tokenizer's vocabulary (text-mode speculative decoding tests).
+TT=tests/fixtures/tiny-mtp.tokenizer.json.tmp
+V=$(python3 tools/make_tiny_tokenizer.py $TT)
+$GEN --out tests/fixtures/tiny-mtp-f32 --mtp --vocab "$V" --layers S,C,H --hash-layers 1 --seq-len 80 --seed 21
+mv $TT tests/fixtures/tiny-mtp-f32/tokenizer.json
