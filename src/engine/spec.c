@@ -149,8 +149,8 @@ static dsv4_status emit(spec_lane *l, const int32_t *t, int n)
 
 dsv4_status spec_feed(spec_lane *l, const int32_t *t, int n)
 {
-    if (l->has_next || l->s->pos) return dsv4_fail(DSV4_ERR_ARG, "spec: the prompt goes first, once");
     if (n < 1 || !t) return dsv4_fail(DSV4_ERR_ARG, "spec: empty prompt");
+    l->n_hist = 0; /* the penalties count what is generated from here on */
     dsv4_model *m = l->s->m;
     /* in chunks: each chunk's streams are what the MTP needs next; the
      * previous chunk's rows go to the MTP with the same step */

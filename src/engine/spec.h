@@ -78,8 +78,10 @@ struct spec_lane {
 dsv4_status spec_lane_init(spec_lane *l, dsv4_session *s, int k, sampler *smp);
 void spec_lane_free(spec_lane *l);
 
-/* Feeds the n >= 1 prompt tokens (once, first) at the session's position
- * and samples the first token: out[0]. */
+/* Feeds n >= 1 prompt tokens at the session's position and samples the
+ * first token after them: out[0]. After a generation the lane's unconsumed
+ * token is dropped (the prompt says what comes next, e.g. a new chat turn);
+ * the penalties then count the tokens generated from here on. */
 dsv4_status spec_feed(spec_lane *l, const int32_t *t, int n);
 
 /* One speculative step for n lanes of one model (each after spec_feed):

@@ -60,3 +60,11 @@ else fail info_reports_mtp "$("$BIN" info --model $FX | tail -3)"; fi
 out=$("$BIN" bench --device cpu --model $FX --contexts 0 --prefill 0 --decode 8 --spec mtp:2 --accept 0.8 2>&1)
 if echo "$out" | grep -q "speculative mtp:2, forced acceptance 0.80"; then pass bench_spec
 else fail bench_spec "$(echo "$out" | tail -3)"; fi
+
+# chat: the same replies with --spec over turns, a mode switch (which
+# re-renders earlier turns) and /reset
+printf 'hello\nhow are you\n/think\nwhy\n/nothink\nok then\n/reset\nagain\n' > $tmp/chat.in
+"$BIN" chat --device cpu --model $FX --temperature 0 -n 30 < $tmp/chat.in > $tmp/chat.plain 2>$tmp/err
+"$BIN" chat --device cpu --model $FX --temperature 0 -n 30 --spec mtp:2 < $tmp/chat.in > $tmp/chat.spec 2>>$tmp/err
+if [ "$(wc -l < $tmp/chat.plain)" -ge 5 ] && cmp -s $tmp/chat.plain $tmp/chat.spec; then pass spec_chat_equals_plain
+else fail spec_chat_equals_plain "$(head -c 300 $tmp/err)"; fi
