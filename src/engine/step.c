@@ -203,7 +203,11 @@ static dsv4_status prepare(dsv4_model *m, dsv4_lane *ln, int n, step_ctx *x)
         if (ln[i].accept)
             bytes += forward_log_floats(c, lane_l0(m, &ln[i]), lane_l1(m, &ln[i]), ln[i].n_tokens) * sizeof(float);
     }
-    if (bytes && !(x->block = b->ops->alloc(b, bytes)))
+    /* a power of two: steps of similar shape then reuse one block size, which
+     * the CUDA allocator's cache (and the graphs keyed by its addresses) keep */
+    size_t pow2 = 4096;
+    while (bytes && pow2 < bytes) pow2 *= 2;
+    if (bytes && !(x->block = b->ops->alloc(b, pow2)))
         return dsv4_fail(DSV4_ERR_NOMEM, "out of memory for the step's undo copy (%zu bytes)", bytes);
     for (int i = 0; i < n; i++)
         if (ln[i].accept)
