@@ -61,7 +61,7 @@ int dsv4_model_unknown_count(const dsv4_model *m);
 const char *dsv4_model_unknown_name(const dsv4_model *m, int i);
 
 typedef struct {
-    uint64_t fixed_bytes;        /* window rings + compressor buffers */
+    uint64_t fixed_bytes;        /* window rings (the MTP head's too) + compressor buffers */
     double bytes_per_token;      /* growing part (compressed KV + indexer keys, fp32), averaged */
     uint64_t weight_bytes;       /* bytes of mapped weights */
 } dsv4_memory_info;

@@ -94,7 +94,7 @@ static dsv4_status dist(spec_lane *l, const float *logits, const int32_t *extra,
     for (int i = 0; i < l->n_mask; i++) l->row[l->mask[i]] = -INFINITY;
     if (!grow((void **)&l->hist, &l->cap_hist, l->n_hist + n_extra + 1, sizeof *l->hist))
         return dsv4_fail(DSV4_ERR_NOMEM, "out of memory");
-    memcpy(l->hist + l->n_hist, extra, (size_t)n_extra * sizeof *extra);
+    if (n_extra) memcpy(l->hist + l->n_hist, extra, (size_t)n_extra * sizeof *extra);
     if (l->smp) return sampler_distribution(l->smp, l->row, l->hist, l->n_hist + n_extra, probs);
     /* no sampler: plain argmax (lowest id on ties), as sampler_sample at temperature 0 */
     int best = 0;

@@ -185,7 +185,7 @@ static dsv4_status prepare(dsv4_model *m, dsv4_lane *ln, int n, step_ctx *x)
 {
     const dsv4_config *c = &m->cfg;
     dsv4_backend *b = m->be;
-    int64_t total = 0;
+    int64_t total = 0, outs = 0;
     int any_mtp = 0;
     for (int i = 0; i < n; i++) {
         dsv4_session *s = ln[i].session;
@@ -194,6 +194,7 @@ static dsv4_status prepare(dsv4_model *m, dsv4_lane *ln, int n, step_ctx *x)
         x->first[i] = x->undo.n;
         if (!plan_lane(&x->undo, m, &ln[i])) return dsv4_fail(DSV4_ERR_NOMEM, "out of memory for the step's plan");
         total += ln[i].n_tokens;
+        outs += ln[i].logits_mode == DSV4_LOGITS_ALL ? ln[i].n_tokens : ln[i].logits_mode == DSV4_LOGITS_LAST;
         any_mtp |= ln[i].mtp_in != NULL;
     }
     x->first[n] = x->undo.n;
@@ -213,8 +214,8 @@ static dsv4_status prepare(dsv4_model *m, dsv4_lane *ln, int n, step_ctx *x)
         if (ln[i].accept)
             x->log[i] = (fwd_log){(float *)((char *)x->block + log_off[i]), ln[i].n_tokens, lane_l0(m, &ln[i]),
                                   lane_l1(m, &ln[i])};
-    int rows = total < STEP_ROWS ? (int)total : STEP_ROWS;
-    dsv4_status st = forward_scratch_new(m, rows, rows, any_mtp, &x->sc);
+    int rows = total < STEP_ROWS ? (int)total : STEP_ROWS, out_rows = outs < rows ? (int)outs : rows;
+    dsv4_status st = forward_scratch_new(m, rows, out_rows, any_mtp, &x->sc);
     if (st) return st;
     if (!(x->tok = malloc((size_t)rows * sizeof *x->tok))) return dsv4_fail(DSV4_ERR_NOMEM, "out of memory");
     for (int k = 0; k < x->undo.n; k++)
