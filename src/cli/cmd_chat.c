@@ -237,7 +237,9 @@ static int sync_spec(chat *c, const int32_t *ids, int n)
 {
     int same = 0;
     while (same < c->n_held && same < n && c->held[same] == ids[same]) same++;
-    if (same < c->n_held || same == n) forget(c);
+    /* a reply cut inside a step (stop string, Ctrl-C) leaves the session
+     * holding tokens the reply does not: then it does not extend either */
+    if (same < c->n_held || same == n || dsv4_session_pos(c->s) != c->n_held) forget(c);
     if (!c->sl.s) { cli_report("chat", "--spec"); return -1; }
     if (spec_feed(&c->sl, ids + c->n_held, n - c->n_held) || hold(c, ids + c->n_held, n - c->n_held)) {
         cli_report("chat", NULL);
