@@ -187,6 +187,7 @@ void dsv4_model_memory(const dsv4_model *m, dsv4_memory_info *out)
             per_tok += c->idx_head_dim * f / r;
         }
     }
+    if (m->has_mtp) fixed += (uint64_t)c->window * (uint64_t)c->head_dim * sizeof(float); /* its SWA ring */
     out->fixed_bytes = fixed;
     out->bytes_per_token = per_tok;
     tensor_source src = {m->st, m->gg};

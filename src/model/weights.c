@@ -33,9 +33,9 @@ typedef struct {
 } binder;
 
 /* Looks up `names` (NULL-terminated alternatives, official spelling first)
- * under prefix `pre` ("" or "layers.L."); a GGUF source is searched under
- * the GGUF spelling of the official name. Returns the tensor's index or -1
- * with the name tried in `tried`. */
+ * under prefix `pre` ("", "layers.L." or "mtp.0."); a GGUF source is
+ * searched under the GGUF spelling of the official name. Returns the
+ * tensor's index or -1 with the name tried in `tried`. */
 static int lookup(binder *b, const char *pre, const char *const *names, src_tensor *t, char *tried, size_t tried_len)
 {
     char full[512];
@@ -403,12 +403,12 @@ static dsv4_status bind_experts(binder *b, dsv4_layer_w *lw, const char *pre)
     return DSV4_OK;
 }
 
-static dsv4_status bind_layer(binder *b, int l)
+/* Layer l's block under prefix pre ("layers.L.", or "mtp.0." for the MTP
+ * block, l = n_layers: its attention kind from the config, routed MoE). */
+static dsv4_status bind_layer(binder *b, int l, const char *pre)
 {
     const dsv4_config *cf = &b->m->cfg;
     dsv4_layer_w *lw = &b->m->layers[l];
-    char pre[64];
-    snprintf(pre, sizeof pre, "layers.%d.", l);
     int D = cf->dim, H = cf->n_heads, hd = cf->head_dim, hc = cf->hc_mult, mix = (2 + hc) * hc;
     TRY(bind(b, &lw->attn_norm, pre, NAMES("attn_norm.weight", "input_layernorm.weight"), D, 0));
     TRY(bind(b, &lw->ffn_norm, pre, NAMES("ffn_norm.weight", "post_attention_layernorm.weight"), D, 0));
@@ -428,7 +428,7 @@ static dsv4_status bind_layer(binder *b, int l)
     TRY(bind_w(b, &lw->wo_b, pre, NAMES("attn.wo_b.weight", "self_attn.o_b_proj.weight"), D,
              (int64_t)cf->o_groups * cf->o_lora));
     TRY(bind(b, &lw->sinks, pre, NAMES("attn.attn_sink", "self_attn.sinks"), H, 0));
-    int kind = cf->attn_kind[l];
+    int kind = config_kind(cf, l);
     if (kind != ATTN_SWA)
         TRY(bind_comp(b, &lw->comp, pre, 0, hd, config_ratio(cf, l), kind == ATTN_CSA));
     if (kind == ATTN_CSA) {
@@ -440,7 +440,7 @@ static dsv4_status bind_layer(binder *b, int l)
                  cf->idx_heads, D));
     }
     TRY(bind_w(b, &lw->gate, pre, NAMES("ffn.gate.weight", "mlp.gate.weight"), cf->n_experts, D));
-    if (cf->hash_layer[l])
+    if (l < cf->n_layers && cf->hash_layer[l])
         TRY(bind_tid2eid(b, lw, pre));
     else
         TRY(bind(b, &lw->gate_bias, pre, NAMES("ffn.gate.bias", "mlp.gate.e_score_correction_bias"), cf->n_experts, 0));
@@ -452,8 +452,38 @@ static dsv4_status bind_layer(binder *b, int l)
     return DSV4_OK;
 }
 
-/* Names we know but do not bind (yet): the MTP draft head (GGUF: the
- * blocks after the main layers). */
+/* The MTP head (spec §5.2), when the checkpoint has mtp.0.e_proj: all of
+ * it must then be there. */
+static dsv4_status bind_mtp(binder *b)
+{
+    dsv4_model *m = b->m;
+    const dsv4_config *cf = &m->cfg;
+    char tried[512];
+    src_tensor t;
+    /* GGUF holds the head as blocks blk.n_layers.* (nextn): known, not bound */
+    if (b->src.gg || lookup(b, "mtp.0.", NAMES("e_proj.weight"), &t, tried, sizeof tried) < 0) return DSV4_OK;
+    if (cf->mtp_attn_kind != ATTN_SWA)
+        return dsv4_fail(DSV4_ERR_UNSUPPORTED, "checkpoint: an MTP layer with compressed attention is not supported "
+                         "(compress_ratios gives it ratio %d)", config_ratio(cf, cf->n_layers));
+    int D = cf->dim, hc = cf->hc_mult;
+    dsv4_mtp_w *w = &m->mtp;
+    const char *p = "mtp.0.";
+    TRY(bind_w(b, &w->e_proj, p, NAMES("e_proj.weight"), D, D));
+    TRY(bind_w(b, &w->h_proj, p, NAMES("h_proj.weight"), D, D));
+    TRY(bind(b, &w->enorm, p, NAMES("enorm.weight"), D, 0));
+    TRY(bind(b, &w->hnorm, p, NAMES("hnorm.weight"), D, 0));
+    TRY(bind(b, &w->norm, p, NAMES("norm.weight"), D, 0));
+    TRY(bind(b, &w->hc_head_fn, p, NAMES("hc_head_fn", "hc_head.hc_fn"), hc, (int64_t)hc * D));
+    TRY(bind(b, &w->hc_head_base, p, NAMES("hc_head_base", "hc_head.hc_base"), hc, 0));
+    TRY(bind(b, &w->hc_head_scale, p, NAMES("hc_head_scale", "hc_head.hc_scale"), 1, 0));
+    TRY(bind_layer(b, cf->n_layers, p));
+    m->has_mtp = 1;
+    return DSV4_OK;
+}
+
+/* Names we know but do not bind: deeper draft heads (mtp.1.* ...), an
+ * incomplete mtp.0 (no e_proj), and GGUF's MTP blocks (the blocks after
+ * the main layers). */
 static int is_known_unbound(const binder *b, const char *name)
 {
     if (b->src.gg) return gguf_is_mtp_name(name, b->m->cfg.n_layers);
@@ -486,7 +516,7 @@ dsv4_status weights_bind(dsv4_model *m)
     tensor_source src = {m->st, m->gg};
     int n = tsrc_count(&src);
     binder b = {m, src, calloc((size_t)n + 1, 1)};
-    m->layers = calloc((size_t)cf->n_layers, sizeof *m->layers);
+    m->layers = calloc((size_t)cf->n_layers + 1, sizeof *m->layers);
     if (!b.used || !m->layers) { free(b.used); return dsv4_fail(DSV4_ERR_NOMEM, "out of memory"); }
     dsv4_status st;
     int hc = cf->hc_mult;
@@ -499,8 +529,12 @@ dsv4_status weights_bind(dsv4_model *m)
         free(b.used);
         return st;
     }
-    for (int l = 0; l < cf->n_layers; l++)
-        if ((st = bind_layer(&b, l))) { free(b.used); return st; }
+    for (int l = 0; l < cf->n_layers; l++) {
+        char pre[64];
+        snprintf(pre, sizeof pre, "layers.%d.", l);
+        if ((st = bind_layer(&b, l, pre))) { free(b.used); return st; }
+    }
+    if ((st = bind_mtp(&b))) { free(b.used); return st; }
     st = collect_unknown(&b);
     free(b.used);
     return st;
@@ -528,14 +562,19 @@ static dsv4_status adopt(adopter *a, dsv4_mat *w)
     return DSV4_OK;
 }
 
-/* Calls fn on every bound weight view: the top-level ones, then layer by
- * layer with the routed experts last (absent views included; fn skips them). */
+/* Calls fn on every bound weight view: the top-level ones, the MTP head's,
+ * then layer by layer (the MTP block last) with the routed experts last
+ * (absent views included; fn skips them). */
 static dsv4_status each_weight(dsv4_model *m, dsv4_status (*fn)(void *ctx, dsv4_mat *w), void *ctx)
 {
     const dsv4_config *cf = &m->cfg;
     dsv4_mat *top[] = {&m->embed, &m->head, &m->norm, &m->hc_head_fn, &m->hc_head_base, &m->hc_head_scale};
     for (size_t i = 0; i < sizeof top / sizeof top[0]; i++) TRY(fn(ctx, top[i]));
-    for (int l = 0; l < cf->n_layers; l++) {
+    dsv4_mtp_w *mw = &m->mtp;
+    dsv4_mat *mtp[] = {&mw->e_proj, &mw->h_proj, &mw->enorm, &mw->hnorm, &mw->norm, &mw->hc_head_fn,
+                       &mw->hc_head_base, &mw->hc_head_scale};
+    for (size_t i = 0; i < sizeof mtp / sizeof mtp[0]; i++) TRY(fn(ctx, mtp[i]));
+    for (int l = 0; l < cf->n_layers + m->has_mtp; l++) {
         dsv4_layer_w *w = &m->layers[l];
         dsv4_mat *mats[] = {&w->attn_norm, &w->ffn_norm, &w->hc_attn_fn, &w->hc_attn_base, &w->hc_attn_scale,
                             &w->hc_ffn_fn, &w->hc_ffn_base, &w->hc_ffn_scale, &w->wq_a, &w->q_norm, &w->wq_b,
@@ -593,7 +632,7 @@ dsv4_status weights_adopt(dsv4_model *m, dsv4_progress_fn progress, void *user)
 void weights_free(dsv4_model *m)
 {
     if (m->layers) {
-        for (int l = 0; l < m->cfg.n_layers; l++) {
+        for (int l = 0; l < m->cfg.n_layers + 1; l++) {
             dsv4_layer_w *w = &m->layers[l];
             free(w->w1);
             free(w->w2);
