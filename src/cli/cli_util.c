@@ -7,6 +7,7 @@
 
 #include "cli/commands.h"
 #include "dsv4.h"
+#include "engine/spec.h"
 
 int cli_parse_ids(const char *text, int **ids, int *n, const char *what)
 {
@@ -65,4 +66,18 @@ char *cli_read_file(const char *path, size_t *len)
 void cli_report(const char *cmd, const char *what)
 {
     fprintf(stderr, "dsv4 %s: %s%s%s\n", cmd, what ? what : "", what ? ": " : "", dsv4_last_error());
+}
+
+int cli_parse_spec(const char *cmd, const char *arg, int *k)
+{
+    if (!strcmp(arg, "mtp")) { *k = 1; return 0; }
+    char *end;
+    long v = 0;
+    if (!strncmp(arg, "mtp:", 4)) {
+        errno = 0;
+        v = strtol(arg + 4, &end, 10);
+        if (end != arg + 4 && !*end && !errno && v >= 1 && v <= SPEC_MAX_K) { *k = (int)v; return 0; }
+    }
+    fprintf(stderr, "dsv4 %s: --spec: '%s' is not mtp or mtp:K with K in 1..%d\n", cmd, arg, SPEC_MAX_K);
+    return -1;
 }

@@ -38,5 +38,8 @@ int cli_cache_arg(const char *cmd, const char *name, dsv4_cache_mode *out);
                         "                                      checkpoints, else exact fp32 as transformers)\n"
 /* Token ids from --tokens TEXT or --tokens-file PATH (exactly one). */
 int cli_token_arg(const char *cmd, const char *tokens, const char *file, int **ids, int *n);
+/* --spec mtp[:K]: speculative decoding with K drafts per step (default 1,
+ * the MTP head's trained depth). 0, or -1 with a message. */
+int cli_parse_spec(const char *cmd, const char *arg, int *k);
 
 #endif
