@@ -76,7 +76,7 @@ int dsv4_model_unknown_count(const dsv4_model *m);
 const char *dsv4_model_unknown_name(const dsv4_model *m, int i);
 
 typedef struct {
-    uint64_t fixed_bytes;        /* window rings + compressor buffers */
+    uint64_t fixed_bytes;        /* window rings (the MTP head's too) + compressor buffers */
     double bytes_per_token;      /* growing part (compressed KV + indexer keys, fp32), averaged */
     uint64_t weight_bytes;       /* bytes of mapped weights */
     uint64_t device_weight_bytes; /* weight bytes resident in device memory (CUDA: checkpoint bytes and
@@ -109,7 +109,7 @@ dsv4_status dsv4_session_eval(dsv4_session *s, const int32_t *tokens, int n,
 dsv4_status dsv4_session_eval_last(dsv4_session *s, const int32_t *tokens, int n,
                                    float *logits);
 
-/* ---- several sessions in one transaction (engine/txn.c) ---- */
+/* ---- the general step: several sessions in one transaction (engine/step.c) ---- */
 
 #define DSV4_MAX_LANES 64
 
@@ -121,6 +121,64 @@ typedef struct {
     void *user;
     double deadline_ms;     /* > 0: veto a step whose execution took longer */
 } dsv4_gate;
+
+/* Which logits rows a lane of a step returns. */
+typedef enum {
+    DSV4_LOGITS_NONE = 0,
+    DSV4_LOGITS_LAST,     /* the row of the lane's last token */
+    DSV4_LOGITS_ALL,      /* one row per token */
+} dsv4_logits_mode;
+
+typedef struct dsv4_lane dsv4_lane;
+/* Partial acceptance: called once per lane that has it, after the step ran,
+ * validated and passed the gate, with the lane's outputs filled in; returns
+ * how many of its tokens to publish (0..n_tokens). The state is then exactly
+ * the one that feeding only those tokens gives. Anything else is refused
+ * (DSV4_ERR_ARG) and no lane advances. */
+typedef int (*dsv4_accept_fn)(void *user, const dsv4_lane *lane);
+
+struct dsv4_lane {
+    dsv4_session *session;
+    const int32_t *tokens;       /* n_tokens >= 1 ids fed at the session's position */
+    int n_tokens;
+    dsv4_logits_mode logits_mode;
+    float *logits;               /* host: n_tokens (ALL) or 1 (LAST) rows of vocab floats */
+    /* host, optional: every row's final residual streams before the hc head,
+     * [n_tokens][hc_mult][dim] (dsv4_model_hidden_size floats a row): what
+     * the MTP head reads */
+    float *hidden;
+    dsv4_accept_fn accept;       /* NULL: publish every token */
+    void *accept_user;
+    /* non-NULL: the lane runs the session's MTP head (spec §5.2) instead of
+     * the model, at its own position (dsv4_session_mtp_pos): row i reads
+     * mtp_in[i], the model's final streams ([hc_mult][dim], as `hidden`
+     * gives them) of the position the row stands for, and the embedding of
+     * tokens[i], the token after that position; logits and hidden are the
+     * MTP's (its hidden can be fed back to draft further) */
+    const float *mtp_in;
+    int n_published;             /* out: tokens (or MTP rows) the lane advanced by */
+};
+
+/* Advance n_lanes distinct sessions (1..DSV4_MAX_LANES; a session may appear
+ * once as a model lane and once as an MTP lane) in one transaction:
+ * each lane feeds its tokens at its own position (a prefill chunk, one decode
+ * token, a draft to verify). A lane's outputs and state are bit-identical
+ * whatever else is in the step and however its tokens are chunked.
+ * plan → prepare → run → validate → gate → accept → publish: an error before
+ * the run or a veto (DSV4_ERR_VETO) leaves every session exactly as it was;
+ * a fault once state was touched (message names lane and layer) poisons
+ * every lane of the step. gate may be NULL. */
+dsv4_status dsv4_step(dsv4_model *m, dsv4_lane *lanes, int n_lanes, const dsv4_gate *gate);
+
+/* Floats of one row of dsv4_lane.hidden (hc_mult · dim). */
+int dsv4_model_hidden_size(const dsv4_model *m);
+/* 1 when the checkpoint has an MTP head (mtp.0.*). */
+int dsv4_model_has_mtp(const dsv4_model *m);
+/* MTP rows the session has consumed: row i stands for position i and reads
+ * token i + 1, so after the model consumed n tokens the MTP can take rows
+ * up to n − 1 (the last one needs the token sampled from the model's last
+ * logits) — it drafts token i + 2. */
+int64_t dsv4_session_mtp_pos(const dsv4_session *s);
 
 /* Decode one token for each of n_lanes distinct sessions (1..DSV4_MAX_LANES,
  * any positions before the end of the context) in one step. logits (may be NULL): n_lanes rows of vocab.

@@ -9,6 +9,7 @@
 
 #include "cli/commands.h"
 #include "dsv4.h"
+#include "engine/spec.h"
 
 /* strtoll/strtod accept leading whitespace; a value must be the number
  * alone, so "", " 5" and "5 " are all refused. */
@@ -169,4 +170,18 @@ int cli_output_ok(const char *cmd)
 void cli_report(const char *cmd, const char *what)
 {
     fprintf(stderr, "dsv4 %s: %s%s%s\n", cmd, what ? what : "", what ? ": " : "", dsv4_last_error());
+}
+
+int cli_parse_spec(const char *cmd, const char *arg, int *k)
+{
+    if (!strcmp(arg, "mtp")) { *k = 1; return 0; }
+    char *end;
+    long v = 0;
+    if (!strncmp(arg, "mtp:", 4)) {
+        errno = 0;
+        v = strtol(arg + 4, &end, 10);
+        if (end != arg + 4 && !*end && !errno && v >= 1 && v <= SPEC_MAX_K) { *k = (int)v; return 0; }
+    }
+    fprintf(stderr, "dsv4 %s: --spec: '%s' is not mtp or mtp:K with K in 1..%d\n", cmd, arg, SPEC_MAX_K);
+    return -1;
 }

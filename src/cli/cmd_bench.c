@@ -12,6 +12,7 @@
 #include "cli/commands.h"
 #include "engine/profile.h"
 #include "engine/session.h"
+#include "engine/spec.h"
 
 #define HBM_PEAK_GBS 4800.0 /* H100/H200 SXM datasheet figure the targets use */
 
@@ -23,6 +24,7 @@ static void usage(FILE *f)
             "                  [--device cpu|cuda|auto] [--threads N] [--contexts 0,4096,32768,131072]\n"
             "                  [--cache exact|official|auto]\n"
             "                  [--decode N] [--prefill N] [--hf-compare] [--lanes 1,2,4,8]\n"
+            "                  [--spec mtp:K --accept P]\n"
             "Decode tokens/s at each context (state filled with random values, no prefill),\n"
             "prefill tokens/s for an N-token prompt, bytes read per decode token, achieved\n"
             "GB/s against the bandwidth limit, and the split of decode time by op family.\n"
@@ -33,7 +35,10 @@ static void usage(FILE *f)
             "and prints our decode speed at the first context as a ratio to it.\n"
             "--lanes: aggregate tokens/s of batched steps (dsv4_decode_batch) with that many\n"
             "sessions at the first context, against the roofline of dense weights + the\n"
-            "expected distinct experts of the lanes (uniform routing) + every lane's state.\n");
+            "expected distinct experts of the lanes (uniform routing) + every lane's state.\n"
+            "--spec mtp:K --accept P: batch-1 speculative decoding at the first context, the\n"
+            "MTP head drafting K tokens per step and each draft kept with probability P (a\n"
+            "speed model: the tokens are not the model's), against plain decoding.\n");
 }
 
 static double now(void)
@@ -157,6 +162,39 @@ static int bench_lanes(dsv4_model *m, const int64_t *nl, int cnt, int64_t ctx, i
     return 0;
 }
 
+/* Speculative decoding speed at context ctx with forced acceptance P. */
+static int bench_spec(dsv4_model *m, int k, double P, int64_t ctx, int n_dec, double plain_t)
+{
+    dsv4_session *s = NULL;
+    spec_lane l;
+    memset(&l, 0, sizeof l);
+    int32_t prompt[4];
+    uint32_t x = 4242u;
+    for (int i = 0; i < 4; i++) prompt[i] = random_token(&x, dsv4_model_vocab(m));
+    int ok = !dsv4_session_new(m, &s) && (!ctx || !session_fill_random(s, ctx)) && !spec_lane_init(&l, s, k, NULL);
+    l.force_accept = P;
+    ok = ok && !spec_feed(&l, prompt, 4);
+    long long produced = 0, kept0 = 0, drafted0 = 0;
+    double t = 0;
+    int steps = 0;
+    for (int i = 0; i < 2 + n_dec && ok; i++) {
+        if (i == 2) { t = now(); kept0 = l.n_kept; drafted0 = l.n_drafted; }
+        spec_lane *lp = &l;
+        ok = !spec_step(m, &lp, 1, NULL);
+        if (i >= 2) { produced += l.n_out; steps++; }
+    }
+    t = now() - t;
+    if (!ok) { cli_report("bench", "speculative decoding"); spec_lane_free(&l); dsv4_session_free(s); return -1; }
+    double tps = (double)produced / t, step_ms = 1e3 * t / steps;
+    printf("speculative mtp:%d, forced acceptance %.2f, context %lld: %.2f tok/s (%.2f tokens/step, %.3f ms/step = "
+           "%.2fx a 1-token step; %lld of %lld drafts kept) -> %.2fx plain decoding\n",
+           k, P, (long long)ctx, tps, (double)produced / steps, step_ms, step_ms / (1e3 * plain_t),
+           l.n_kept - kept0, l.n_drafted - drafted0, tps * plain_t);
+    spec_lane_free(&l);
+    dsv4_session_free(s);
+    return 0;
+}
+
 /* ms per decode token of transformers' eager model (tools/bench/hf_decode.py). */
 static double hf_decode_ms(const char *preset, int layers, int experts, int n)
 {
@@ -184,11 +222,13 @@ int cmd_bench(int argc, char **argv)
         {"contexts", required_argument, 0, 'c'}, {"decode", required_argument, 0, 'n'},
         {"prefill", required_argument, 0, 'p'}, {"hf-compare", no_argument, 0, 'H'},
         {"lanes", required_argument, 0, 'l'}, {"weights", required_argument, 0, 'W'},
-        {"cache", required_argument, 0, 'C'},
+        {"cache", required_argument, 0, 'C'}, {"spec", required_argument, 0, 'S'},
+        {"accept", required_argument, 0, 'A'},
         {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
     const char *model = NULL, *synth = NULL, *device = NULL, *ctxs = "0,4096,32768,131072", *lanes_arg = NULL;
     const char *weights = NULL, *cache = NULL;
-    int layers = 0, experts = 0, threads = 0, n_dec = 16, n_pre = 4096, hf = 0, c;
+    int layers = 0, experts = 0, threads = 0, n_dec = 16, n_pre = 4096, hf = 0, spec = 0, c;
+    double accept = -1;
     optind = 1;
     while ((c = getopt_long(argc, argv, "m:s:L:E:d:j:c:n:p:h", opts, NULL)) != -1) {
         switch (c) {
@@ -205,6 +245,8 @@ int cmd_bench(int argc, char **argv)
         case 'l': lanes_arg = optarg; break;
         case 'W': weights = optarg; break;
         case 'C': cache = optarg; break;
+        case 'S': if (cli_parse_spec("bench", optarg, &spec)) return 2; break;
+        case 'A': if (cli_real("bench", "--accept", optarg, 0, 1, &accept)) return 2; break;
         case 'h': usage(stdout); return 0;
         default: usage(stderr); return 2;
         }
@@ -215,6 +257,7 @@ int cmd_bench(int argc, char **argv)
     if (n_ctx < 0 || (lanes_arg && (n_lanes = parse_list("--lanes", lanes_arg, 1, DSV4_MAX_LANES, lanes, 16)) < 0))
         return 2;
     if (!!model == !!synth || (hf && !synth) || (weights && !synth)) { usage(stderr); return 2; }
+    if (!spec != (accept < 0)) { fprintf(stderr, "dsv4 bench: --spec and --accept go together\n"); return 2; }
     dsv4_model *m = NULL;
     double t0 = now();
     if (synth) {
@@ -290,6 +333,7 @@ int cmd_bench(int argc, char **argv)
         free(tok);
     }
     if (n_lanes && bench_lanes(m, lanes, n_lanes, ctx[0], n_dec, limit)) { free(logits); dsv4_model_free(m); return 1; }
+    if (spec && bench_spec(m, spec, accept, ctx[0], n_dec, first_t)) { free(logits); dsv4_model_free(m); return 1; }
     if (hf) {
         double hf_ms = hf_decode_ms(synth, cf->n_layers, cf->n_experts, n_dec);
         if (hf_ms > 0)

@@ -86,6 +86,8 @@ typedef struct {
     chat_mode prev_mode;  /* the mode it was rendered in */
     dsv4_snapshot *snap; /* state after held[0..snap_pos) */
     int snap_pos;
+    int spec_k;          /* --spec: the lane feeds the session and drafts */
+    spec_lane sl;
 } chat;
 
 static int add_msg(chat *c, chat_role role, const char *content, const char *reasoning)
@@ -181,9 +183,17 @@ static int hold(chat *c, const int32_t *ids, int n)
     return 0;
 }
 
+/* --spec: a lane on the (reset) session. */
+static int spec_restart(chat *c)
+{
+    spec_lane_free(&c->sl);
+    return textgen_spec_lane(&c->g, &c->sl, c->s, c->spec_k, c->smp);
+}
+
 static void forget(chat *c)
 {
     dsv4_session_reset(c->s);
+    if (c->spec_k) spec_restart(c);
     c->n_held = 0;
     c->prev_user = -1;
     dsv4_snapshot_free(c->snap);
@@ -221,10 +231,31 @@ static void check_session(chat *c, int reused)
     free(ids);
 }
 
+/* --spec: the lane feeds what the session lacks (it keeps the model's
+ * streams for the MTP) and samples the reply's first token. Without a
+ * snapshot to go back to (the MTP would lack the rows in between), a
+ * transcript that no longer extends the held tokens is fed from scratch. */
+static int sync_spec(chat *c, const int32_t *ids, int n)
+{
+    int same = 0;
+    while (same < c->n_held && same < n && c->held[same] == ids[same]) same++;
+    /* a reply cut inside a step (stop string, Ctrl-C) leaves the session
+     * holding tokens the reply does not: then it does not extend either */
+    if (same < c->n_held || same == n || dsv4_session_pos(c->s) != c->n_held) forget(c);
+    if (!c->sl.s) { cli_report("chat", "--spec"); return -1; }
+    if (spec_feed(&c->sl, ids + c->n_held, n - c->n_held) || hold(c, ids + c->n_held, n - c->n_held)) {
+        cli_report("chat", NULL);
+        forget(c);
+        return -1;
+    }
+    return 0;
+}
+
 /* Brings the session to the transcript's tokens and leaves the logits of
  * the last one in c->logits. */
 static int sync_session(chat *c, const int32_t *ids, int n)
 {
+    if (c->spec_k) return sync_spec(c, ids, n);
     int same = 0;
     while (same < c->n_held && same < n && c->held[same] == ids[same]) same++;
     if (same == n) same--; /* evaluate at least one token: its logits are needed */
@@ -287,7 +318,8 @@ static void turn(chat *c, const char *line)
     textgen_result r;
     g_cancel = 0;
     /* a reply cut by the context ends with GEN_END_CONTEXT, which says so */
-    bad = textgen_run(&c->g, c->s, c->smp, c->logits, c->max_tokens, stdout, &g_cancel, &r);
+    bad = c->spec_k ? textgen_run_spec(&c->g, &c->sl, c->max_tokens, stdout, &g_cancel, &r)
+                    : textgen_run(&c->g, c->s, c->smp, c->logits, c->max_tokens, stdout, &g_cancel, &r);
     if (r.out_failed) c->out_failed = 1;
     /* After an error the state may be poisoned: start the next turn afresh
      * (what was produced stays in the transcript). */
@@ -419,6 +451,12 @@ int cmd_chat(int argc, char **argv)
         }
     }
     if (!model || optind < argc) { usage(stderr); textgen_args_free(&a); return 2; }
+    if (a.spec_k && (c.check || a.logprobs)) {
+        fprintf(stderr, "dsv4 chat: --spec does not go with --check-session or --logprobs\n");
+        textgen_args_free(&a);
+        return 2;
+    }
+    c.spec_k = a.spec_k;
     int rc = 1, tty = isatty(0) && isatty(1);
     if (textgen_open(&c.g, "chat", model, &a)) { textgen_args_free(&a); return 1; }
     if (system) { /* checked now rather than at the first turn */
@@ -434,6 +472,7 @@ int cmd_chat(int argc, char **argv)
         cli_report("chat", NULL);
         goto done;
     }
+    if (c.spec_k && spec_restart(&c)) goto done;
     struct sigaction sa = {0};
     sa.sa_handler = on_sigint;
     sa.sa_flags = SA_RESTART; /* a Ctrl-C while waiting for input is no EOF */
@@ -459,6 +498,7 @@ done:
     free(c.msgs);
     free(c.held);
     dsv4_snapshot_free(c.snap);
+    spec_lane_free(&c.sl);
     sampler_free(c.smp);
     dsv4_session_free(c.s);
     free(c.logits);

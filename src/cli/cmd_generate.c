@@ -9,12 +9,13 @@
 
 #include "base/size.h"
 #include "cli/commands.h"
+#include "engine/spec.h"
 
 static void usage(FILE *f)
 {
     fprintf(f,
             "usage: dsv4 generate --model DIR (--tokens 1,2,3 | --tokens-file F | --batch F) [-n N]\n"
-            "                     [--serial] [--step-deadline-ms MS] [--threads N]\n"
+            "                     [--serial] [--step-deadline-ms MS] [--spec mtp[:K]] [--threads N]\n"
             "       [--device cpu|cuda|auto]   (default auto: cuda when a GPU is usable)\n"
             CLI_CACHE_USAGE
             "Prefills the prompt, then decodes N tokens greedily (default 16) and prints\n"
@@ -23,7 +24,10 @@ static void usage(FILE *f)
             "step per token for every lane; prints one line per prompt. --serial decodes\n"
             "them one at a time instead (same output: batching never changes results).\n"
             "--step-deadline-ms: a batched step that takes longer is vetoed (no lane\n"
-            "advances) and generation stops with an error.\n");
+            "advances) and generation stops with an error.\n"
+            "--spec mtp[:K]: speculative decoding, the MTP head drafting K tokens per step\n"
+            "(default 1), verified in one step (with --batch: all prompts' drafts together);\n"
+            "prints the same ids. Acceptance goes to stderr.\n");
     generate_text_usage(f);
 }
 
@@ -80,6 +84,59 @@ static int read_batch(const char *path, int max_pos, int ***ids, int **lens, int
     return 0;
 }
 
+/* Greedy speculative decoding of n prompts together (cohort steps); n_gen
+ * already fits the context. */
+static int generate_spec(dsv4_model *m, int **ids, const int *lens, int n, int n_gen, int k, double deadline)
+{
+    int rc = 1;
+    dsv4_session **s = calloc((size_t)n, sizeof *s);
+    spec_lane *l = calloc((size_t)n, sizeof *l), **act = calloc((size_t)n, sizeof *act);
+    int *got = calloc((size_t)n, sizeof *got);
+    int32_t *out = calloc((size_t)n * (size_t)(n_gen + SPEC_MAX_K + 1), sizeof *out);
+    if (!s || !l || !act || !got || !out) { fprintf(stderr, "dsv4 generate: out of memory\n"); goto done; }
+    for (int i = 0; i < n; i++) {
+        if (dsv4_session_new(m, &s[i]) || spec_lane_init(&l[i], s[i], k, NULL) ||
+            spec_feed(&l[i], (const int32_t *)ids[i], lens[i])) {
+            fprintf(stderr, "dsv4 generate: prompt %d: %s\n", i + 1, dsv4_last_error());
+            goto done;
+        }
+        out[(size_t)i * (n_gen + SPEC_MAX_K + 1)] = l[i].out[0];
+        got[i] = 1;
+    }
+    dsv4_gate gate = {NULL, NULL, deadline};
+    for (;;) {
+        int na = 0;
+        for (int i = 0; i < n; i++)
+            if (got[i] < n_gen) {
+                l[i].budget = n_gen - got[i];
+                act[na++] = &l[i];
+            }
+        if (!na) break;
+        if (spec_step(m, act, na, &gate)) { cli_report("generate", "speculative step"); goto done; }
+        for (int i = 0; i < na; i++) {
+            int w = (int)(act[i] - l);
+            memcpy(out + (size_t)w * (n_gen + SPEC_MAX_K + 1) + got[w], act[i]->out, (size_t)act[i]->n_out * sizeof *out);
+            got[w] += act[i]->n_out;
+        }
+    }
+    long long drafted = 0, kept = 0, steps = 0;
+    for (int i = 0; i < n; i++) {
+        for (int j = 0; j < n_gen; j++) printf("%d%s", out[(size_t)i * (n_gen + SPEC_MAX_K + 1) + j], j + 1 < n_gen ? "," : "");
+        printf("\n");
+        drafted += l[i].n_drafted;
+        kept += l[i].n_kept;
+        steps += l[i].n_steps;
+    }
+    fprintf(stderr, "spec mtp:%d: %lld verify steps, %lld of %lld drafts kept (%.1f%%)\n", k, steps, kept, drafted,
+            drafted ? 100.0 * (double)kept / (double)drafted : 0.0);
+    rc = 0;
+done:
+    for (int i = 0; l && i < n; i++) spec_lane_free(&l[i]); /* calloc'd: unused lanes are empty */
+    for (int i = 0; s && i < n; i++) dsv4_session_free(s[i]);
+    free(s); free(l); free(act); free(got); free(out);
+    return rc;
+}
+
 /* How many tokens a greedy run can print after a prompt of `longest`
  * tokens: each one but the last is fed back, so at most max_pos - longest + 1. */
 static int room(int n_gen, int longest, int max_pos)
@@ -88,11 +145,21 @@ static int room(int n_gen, int longest, int max_pos)
     return n_gen < most ? n_gen : most;
 }
 
-static int generate_batch(dsv4_model *m, int **ids, const int *lens, int n, int n_gen, int serial, double deadline)
+static int generate_batch(dsv4_model *m, int **ids, const int *lens, int n, int n_gen, int serial, double deadline,
+                          int spec)
 {
     int rc = 1, V = dsv4_model_vocab(m), longest = 0, max_pos = dsv4_model_max_positions(m);
     for (int i = 0; i < n; i++) longest = lens[i] > longest ? lens[i] : longest;
     int todo = room(n_gen, longest, max_pos);
+    if (spec && todo > 0) {
+        if (n > DSV4_MAX_LANES / 2) { /* a speculative lane is two lanes of the step */
+            fprintf(stderr, "dsv4 generate: %d prompts; at most %d decode together with --spec\n", n, DSV4_MAX_LANES / 2);
+            return 1;
+        }
+        rc = generate_spec(m, ids, lens, n, todo, spec, deadline);
+        if (!rc && todo < n_gen) cli_context_full("generate", max_pos);
+        return rc;
+    }
     dsv4_session **s = calloc((size_t)n, sizeof *s);
     int32_t *next = calloc((size_t)n, sizeof *next);
     int32_t *out_ids = malloc(size_mul3((size_t)n, (size_t)todo + 1, sizeof *out_ids));
@@ -169,10 +236,11 @@ int cmd_generate(int argc, char **argv)
         {"model", required_argument, 0, 'm'}, {"tokens", required_argument, 0, 't'},
         {"tokens-file", required_argument, 0, 'f'}, {"batch", required_argument, 0, 'b'},
         {"serial", no_argument, 0, 'S'}, {"step-deadline-ms", required_argument, 0, 'D'},
+        {"spec", required_argument, 0, 's'},
         {"threads", required_argument, 0, 'j'}, {"device", required_argument, 0, 'd'},
         {"cache", required_argument, 0, 'c'}, {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
     const char *model = NULL, *tokens = NULL, *file = NULL, *batch = NULL, *device = NULL, *cache = NULL;
-    int n_gen = 16, threads = 0, serial = 0, c;
+    int n_gen = 16, threads = 0, serial = 0, spec = 0, c;
     double deadline = 0;
     if (text_mode(argc, argv)) return cmd_generate_text(argc, argv);
     optind = 1;
@@ -183,6 +251,7 @@ int cmd_generate(int argc, char **argv)
         case 'f': file = optarg; break;
         case 'b': batch = optarg; break;
         case 'S': serial = 1; break;
+        case 's': if (cli_parse_spec("generate", optarg, &spec)) return 2; break;
         case 'D': if (cli_real("generate", "--step-deadline-ms", optarg, 1e-9, 1e9, &deadline)) return 2; break;
         case 'n': if (cli_int32("generate", "-n", optarg, 0, INT_MAX, &n_gen)) return 2; break;
         case 'j': if (cli_int32("generate", "--threads", optarg, 0, CLI_MAX_THREADS, &threads)) return 2; break;
@@ -193,6 +262,7 @@ int cmd_generate(int argc, char **argv)
         }
     }
     if (!model) { usage(stderr); return 2; }
+    if (spec && serial) { fprintf(stderr, "dsv4 generate: --spec decodes the batch together; drop --serial\n"); return 2; }
     if (batch && (tokens || file)) { fprintf(stderr, "dsv4 generate: --batch replaces --tokens/--tokens-file\n"); return 2; }
     int max_pos = cli_model_context("generate", model);
     if (max_pos < 0) return 1;
@@ -200,7 +270,9 @@ int cmd_generate(int argc, char **argv)
     if (batch ? read_batch(batch, max_pos, &prompts, &lens, &n) : cli_token_arg("generate", tokens, file, max_pos, &ids, &n))
         return 2;
     dsv4_model *m = cli_load_model("generate", model, threads, device, cache);
-    int rc = !m ? 1 : batch ? generate_batch(m, prompts, lens, n, n_gen, serial, deadline) : generate_one(m, ids, n, n_gen);
+    int rc = !m ? 1 : batch ? generate_batch(m, prompts, lens, n, n_gen, serial, deadline, spec)
+                      : spec && n_gen > 0 ? generate_batch(m, &ids, &n, 1, n_gen, 0, 0, spec)
+                                          : generate_one(m, ids, n, n_gen);
     dsv4_model_free(m);
     for (int i = 0; prompts && i < n; i++) free(prompts[i]);
     free(prompts);

@@ -95,6 +95,11 @@ int cmd_generate_text(int argc, char **argv)
             }
         }
     }
+    if (a.spec_k && a.logprobs) {
+        fprintf(stderr, "dsv4 generate: --logprobs with --spec is not supported\n");
+        textgen_args_free(&a);
+        return 2;
+    }
     if (!model || !!prompt == !!pfile || optind < argc) {
         if (model && prompt && pfile) fprintf(stderr, "dsv4 generate: give -p or --prompt-file, not both\n");
         else generate_text_usage(stderr);
@@ -122,8 +127,17 @@ int cmd_generate_text(int argc, char **argv)
         cli_report("generate", NULL);
         goto done;
     }
-    if (dsv4_session_eval_last(s, ids, (int)n, logits)) { cli_report("generate", "prompt"); goto done; }
-    int bad = textgen_run(&g, s, smp, logits, n_gen, stdout, NULL, &res);
+    int bad;
+    if (a.spec_k) {
+        spec_lane l;
+        if (textgen_spec_lane(&g, &l, s, a.spec_k, smp)) goto done;
+        if (spec_feed(&l, ids, (int)n)) { cli_report("generate", "prompt"); spec_lane_free(&l); goto done; }
+        bad = textgen_run_spec(&g, &l, n_gen, stdout, NULL, &res);
+        spec_lane_free(&l);
+    } else {
+        if (dsv4_session_eval_last(s, ids, (int)n, logits)) { cli_report("generate", "prompt"); goto done; }
+        bad = textgen_run(&g, s, smp, logits, n_gen, stdout, NULL, &res);
+    }
     printf("\n");
     if (!bad && res.end == GEN_END_CONTEXT) cli_context_full("generate", g.max_pos);
     rc = bad ? 1 : 0;

@@ -174,7 +174,8 @@ int cmd_info(int argc, char **argv)
                                        : k == CHAT_TEMPLATE_OTHER ? "not DeepSeek-V4's (ignored; the built-in V4 encoder renders chats)"
                                        : "none (the built-in V4 encoder renders chats)");
     }
-    printf("mtp tensors:      %d (kept for speculative decoding)\n", m->n_mtp_tensors);
+    printf("mtp head:         %s\n", dsv4_model_has_mtp(m) ? "yes (mtp.0, speculative decoding with --spec mtp)" : "no");
+    printf("mtp tensors:      %d known, not bound (GGUF nextn blocks, MTP heads after mtp.0)\n", m->n_mtp_tensors);
     printf("unknown tensors:  %d\n", dsv4_model_unknown_count(m));
     dsv4_model_free(m);
     return 0;

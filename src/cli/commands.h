@@ -76,5 +76,8 @@ int cli_model_context(const char *cmd, const char *dir);
 /* Token ids from --tokens TEXT or --tokens-file PATH (exactly one), at most
  * max_pos of them. */
 int cli_token_arg(const char *cmd, const char *tokens, const char *file, int max_pos, int **ids, int *n);
+/* --spec mtp[:K]: speculative decoding with K drafts per step (default 1,
+ * the MTP head's trained depth). 0, or -1 with a message. */
+int cli_parse_spec(const char *cmd, const char *arg, int *k);
 
 #endif

@@ -84,6 +84,7 @@ int textgen_option(const char *cmd, textgen_args *a, int c, const char *arg)
     case TG_THREADS: return cli_int32(cmd, "--threads", arg, 0, CLI_MAX_THREADS, &a->threads) ? -1 : 1;
     case TG_DEVICE: a->device = arg; return 1;
     case TG_CACHE: a->cache = arg; return 1;
+    case TG_SPEC: return cli_parse_spec(cmd, arg, &a->spec_k) ? -1 : 1;
     default: return 0;
     }
 }
@@ -104,6 +105,9 @@ void textgen_usage(FILE *f)
             "  --logprobs N         for each token, a JSON line on stderr: {\"index\",\"token\",\"text\",\n"
             "                       \"logprob\",\"top\":[{\"token\",\"text\",\"logprob\"} x N]} (raw-logit\n"
             "                       log-probabilities, before penalties/temperature)\n"
+            "  --spec mtp[:K]       speculative decoding: the checkpoint's MTP head drafts K tokens\n"
+            "                       (default 1), one step verifies them; same output as without\n"
+            "                       (greedy: identical; sampling: the same distribution)\n"
             "  --threads N --device cpu|cuda|auto --cache exact|official|auto\n");
 }
 
@@ -284,18 +288,54 @@ static void print_logprobs(const textgen *g, int index, int32_t id, float lp, co
     cJSON_Delete(o);
 }
 
+/* A request for one reply with g's stops and limits; gm must outlive it. */
+static int begin(const textgen *g, gen_model *gm, gen_req *q, sampler *smp, int max_tokens, int top_logprobs,
+                 textgen_result *r)
+{
+    memset(r, 0, sizeof *r);
+    *gm = (gen_model){g->tok, g->vocab, g->masked, g->n_masked};
+    gen_params p = {g->sp, max_tokens, g->stop_ids, g->n_stop_ids, g->stops, g->n_stops, top_logprobs, smp};
+    if (gen_init(q, gm, &p)) { fprintf(stderr, "dsv4 %s: %s\n", g->cmd, dsv4_last_error()); return -1; }
+    return 0;
+}
+
+/* Writes the text that became visible since *shown; once writing fails,
+ * r->out_failed stays set and nothing more is written. Returns
+ * r->out_failed. */
+static int show(FILE *out, const gen_req *q, size_t *shown, textgen_result *r)
+{
+    if (!out || r->out_failed || q->visible <= *shown) return r->out_failed;
+    fwrite(q->text + *shown, 1, q->visible - *shown, out);
+    r->out_failed = fflush(out) || ferror(out);
+    *shown = q->visible;
+    return r->out_failed;
+}
+
+/* Hands the request's output to r and frees the request. */
+static void finish(gen_req *q, FILE *out, size_t *shown, textgen_result *r)
+{
+    show(out, q, shown, r);
+    r->ids = q->ids;
+    r->n_ids = q->n_ids;
+    r->n_fed = q->n_fed;
+    r->text = q->text;
+    r->len = q->len;
+    r->end = q->end;
+    q->ids = NULL;
+    q->text = NULL;
+    gen_free(q);
+}
+
 int textgen_run(const textgen *g, dsv4_session *s, sampler *smp, float *logits, int max_tokens, FILE *out,
                 volatile sig_atomic_t *cancel, textgen_result *r)
 {
-    memset(r, 0, sizeof *r);
     /* the context ends the run after max_pos - pos + 1 sampled tokens; one
      * more of room lets it end as GEN_END_CONTEXT, which says so */
     int64_t room = (int64_t)g->max_pos - dsv4_session_pos(s) + 2;
     if (max_tokens > room) max_tokens = (int)room;
-    gen_model gm = {g->tok, g->vocab, g->masked, g->n_masked};
-    gen_params p = {g->sp, max_tokens, g->stop_ids, g->n_stop_ids, g->stops, g->n_stops, g->logprobs, smp};
+    gen_model gm;
     gen_req q;
-    if (gen_init(&q, &gm, &p)) { fprintf(stderr, "dsv4 %s: %s\n", g->cmd, dsv4_last_error()); return -1; }
+    if (begin(g, &gm, &q, smp, max_tokens, g->logprobs, r)) return -1;
     int rc = 0;
     size_t shown = 0;
     gen_token t;
@@ -304,12 +344,7 @@ int textgen_run(const textgen *g, dsv4_session *s, sampler *smp, float *logits, 
         int more = gen_step(&q, logits, &t);
         if (q.end != GEN_END_ERROR && g->logprobs) print_logprobs(g, i, t.id, t.logprob, t.top);
         if (q.end == GEN_END_ERROR) { fprintf(stderr, "dsv4 %s: %s\n", g->cmd, dsv4_last_error()); rc = -1; }
-        if (out && q.visible > shown) {
-            fwrite(q.text + shown, 1, q.visible - shown, out);
-            r->out_failed = fflush(out) || ferror(out);
-            shown = q.visible;
-        }
-        if (!more || r->out_failed) break;
+        if (show(out, &q, &shown, r) || !more) break;
         if (cancel && *cancel) { gen_finish(&q, GEN_END_CANCEL); break; }
         if (dsv4_session_pos(s) >= g->max_pos) { gen_finish(&q, GEN_END_CONTEXT); break; }
         if (dsv4_session_eval_last(s, &q.ids[q.n_ids - 1], 1, logits)) {
@@ -319,19 +354,50 @@ int textgen_run(const textgen *g, dsv4_session *s, sampler *smp, float *logits, 
         }
         q.n_fed++;
     }
-    if (out && q.visible > shown && !r->out_failed) {
-        fwrite(q.text + shown, 1, q.visible - shown, out);
-        r->out_failed = fflush(out) || ferror(out);
+    finish(&q, out, &shown, r);
+    return rc;
+}
+
+int textgen_spec_lane(const textgen *g, spec_lane *l, dsv4_session *s, int k, sampler *smp)
+{
+    if (spec_lane_init(l, s, k, smp)) { cli_report(g->cmd, "--spec"); return -1; }
+    l->mask = g->masked;
+    l->n_mask = g->n_masked;
+    l->stop_ids = g->stop_ids;
+    l->n_stop = g->n_stop_ids;
+    return 0;
+}
+
+int textgen_run_spec(const textgen *g, spec_lane *l, int max_tokens, FILE *out, volatile sig_atomic_t *cancel,
+                     textgen_result *r)
+{
+    gen_model gm;
+    gen_req q;
+    /* the lane samples; the request only takes its tokens (l->smp may be
+     * NULL for greedy: gen_init then makes an unused one from g->sp) */
+    if (begin(g, &gm, &q, l->smp, max_tokens, 0, r)) return -1;
+    int rc = 0;
+    size_t shown = 0;
+    /* the session consumed every token the lane produced but the last (l->next) */
+    while (!q.end) {
+        for (int i = 0; i < l->n_out && !q.end; i++) {
+            if (cancel && *cancel) { gen_finish(&q, GEN_END_CANCEL); break; }
+            gen_take(&q, l->out[i]);
+            if (show(out, &q, &shown, r)) break;
+        }
+        q.n_fed = q.n_ids < l->n_hist - 1 ? q.n_ids : l->n_hist - 1;
+        if (q.end == GEN_END_ERROR) { fprintf(stderr, "dsv4 %s: %s\n", g->cmd, dsv4_last_error()); rc = -1; }
+        if (q.end || r->out_failed) break;
+        if (dsv4_session_pos(l->s) >= g->max_pos) { gen_finish(&q, GEN_END_CONTEXT); break; }
+        int room = g->max_pos - (int)dsv4_session_pos(l->s), left = max_tokens - q.n_ids;
+        l->budget = room < left ? room : left;
+        if (spec_step(g->model, &l, 1, NULL)) {
+            fprintf(stderr, "dsv4 %s: token %d: %s\n", g->cmd, q.n_ids + 1, dsv4_last_error());
+            rc = -1;
+            break;
+        }
     }
-    r->ids = q.ids;
-    r->n_ids = q.n_ids;
-    r->n_fed = q.n_fed;
-    r->text = q.text;
-    r->len = q.len;
-    r->end = q.end;
-    q.ids = NULL;
-    q.text = NULL;
-    gen_free(&q);
+    finish(&q, out, &shown, r);
     return rc;
 }
 

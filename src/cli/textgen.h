@@ -7,6 +7,7 @@
 #include <stdio.h>
 
 #include "dsv4.h"
+#include "engine/spec.h"
 #include "text/generate.h"
 #include "text/sampling.h"
 #include "text/tokenizer.h"
@@ -18,6 +19,7 @@ enum {
     TG_OPT_BASE = 1000,
     TG_TEMP = TG_OPT_BASE, TG_TOPK, TG_TOPP, TG_MINP, TG_REP, TG_PRES, TG_FREQ, TG_SEED,
     TG_STOP, TG_STOP_ID, TG_IGNORE_EOS, TG_LOGPROBS, TG_TOKENIZER, TG_THREADS, TG_DEVICE, TG_CACHE,
+    TG_SPEC,
 };
 #define TEXTGEN_LONG_OPTIONS                                                                      \
     {"temperature", required_argument, 0, TG_TEMP}, {"top-k", required_argument, 0, TG_TOPK},     \
@@ -28,7 +30,8 @@ enum {
     {"stop", required_argument, 0, TG_STOP}, {"stop-id", required_argument, 0, TG_STOP_ID},       \
     {"ignore-eos", no_argument, 0, TG_IGNORE_EOS}, {"logprobs", required_argument, 0, TG_LOGPROBS}, \
     {"tokenizer", required_argument, 0, TG_TOKENIZER}, {"threads", required_argument, 0, TG_THREADS}, \
-    {"device", required_argument, 0, TG_DEVICE}, {"cache", required_argument, 0, TG_CACHE}
+    {"device", required_argument, 0, TG_DEVICE}, {"cache", required_argument, 0, TG_CACHE},        \
+    {"spec", required_argument, 0, TG_SPEC}
 
 /* What the shared options set. */
 typedef struct {
@@ -44,6 +47,7 @@ typedef struct {
     int threads;
     const char *device;
     const char *cache;  /* --cache exact|official|auto */
+    int spec_k;         /* --spec mtp[:K]: drafts per step; 0 = off */
 } textgen_args;
 
 void textgen_args_init(textgen_args *a);
@@ -107,6 +111,14 @@ typedef struct {
  * non-zero (r then holds what was produced before it). logits is scratch. */
 int textgen_run(const textgen *g, dsv4_session *s, sampler *smp, float *logits, int max_tokens,
                 FILE *out, volatile sig_atomic_t *cancel, textgen_result *r);
+/* The same with speculative decoding: l was fed the prompt (spec_feed, its
+ * mask and stop ids set by textgen_spec_lane) and holds the first token;
+ * each step's tokens go through the same stop checks. Greedy output is the
+ * same as textgen_run's; sampled output has the same distribution. */
+int textgen_run_spec(const textgen *g, spec_lane *l, int max_tokens, FILE *out, volatile sig_atomic_t *cancel,
+                     textgen_result *r);
+/* A spec lane on s with --spec's k, the sampler, and g's mask and stop ids. */
+int textgen_spec_lane(const textgen *g, spec_lane *l, dsv4_session *s, int k, sampler *smp);
 void textgen_result_free(textgen_result *r);
 
 #endif

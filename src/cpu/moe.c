@@ -57,9 +57,11 @@ static void route(const float *logits, const int32_t *tok, int T, const dsv4_moe
                 st[k] = best;
             }
         }
+        /* a corrupted tid2eid id (cpu_moe refuses it next) must not be read past s */
         float sum = 0;
-        for (int k = 0; k < K; k++) sum += s[st[k]];
-        for (int k = 0; k < K; k++) wt[(int64_t)t * K + k] = s[st[k]] / (sum + 1e-20f) * p->route_scale;
+        for (int k = 0; k < K; k++) sum += st[k] >= 0 && st[k] < E ? s[st[k]] : 0.0f;
+        for (int k = 0; k < K; k++)
+            wt[(int64_t)t * K + k] = (st[k] >= 0 && st[k] < E ? s[st[k]] : 0.0f) / (sum + 1e-20f) * p->route_scale;
     }
 }
 

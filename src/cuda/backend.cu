@@ -84,12 +84,12 @@ static const dsv4_ops k_cuda_ops = {
 static const cu_exec_fn k_exec[K_COUNT] = {
     cu_exec_matmul, cu_exec_rmsnorm, cu_exec_rope, cu_exec_embed, cu_exec_hc_pre, cu_exec_hc_post,
     cu_exec_hc_head, cu_exec_ring, cu_exec_compress, cu_exec_indexer, cu_exec_attention, cu_exec_moe,
-    cu_exec_upload, cu_exec_download, cu_exec_cache_quant,
+    cu_exec_upload, cu_exec_download, cu_exec_cache_quant, cu_exec_copy,
 };
 
 static const char *const k_family[K_COUNT] = {
     "matmul", "rmsnorm", "rope", "embed", "hc_pre", "hc_post", "hc_head", "ring_store", "compress", "indexer",
-    "attention", "moe", "upload", "download", "cache_quant",
+    "attention", "moe", "upload", "download", "cache_quant", "copy",
 };
 
 int cu_check(cu_impl *c, cudaError_t e, const char *what)

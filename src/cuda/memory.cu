@@ -75,11 +75,24 @@ void cu_download(dsv4_backend *b, void *dst, const void *src, size_t bytes)
     cu_check(c, cudaStreamSynchronize(c->stream), "download");
 }
 
+/* Device-to-device copies are recorded like kernels, so a step that logs
+ * rows (engine/step.c) still runs as one graph. */
+typedef struct { int64_t pos0; void *dst; const void *src; size_t bytes; } copy_args;
+
+void cu_exec_copy(cu_impl *c, const void *a, const int64_t *dpos)
+{
+    copy_args k;
+    memcpy(&k, a, sizeof k);
+    (void)dpos;
+    cu_check(c, cudaMemcpyAsync(k.dst, k.src, k.bytes, cudaMemcpyDeviceToDevice, c->stream), "copy");
+}
+
 void cu_copy(dsv4_backend *b, void *dst, const void *src, size_t bytes)
 {
     cu_impl *c = cu_of(b);
-    cu_flush(c);
-    if (bytes) cu_check(c, cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, c->stream), "copy");
+    if (!bytes) return;
+    copy_args a = {0, dst, src, bytes};
+    cu_submit(c, K_COPY, &a, sizeof a);
 }
 
 void cu_zero(dsv4_backend *b, void *p, size_t bytes)

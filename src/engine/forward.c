@@ -20,12 +20,15 @@
 struct fwd_scratch {
     float *X, *x, *xn, *post, *comb, *qr, *q, *kv, *o, *z, *a, *u, *g, *qi, *wi, *y, *logits;
     int32_t *tok, *sel_idx, *sel_n;
+    /* MTP scratch only: the main model's streams as read, and the constants
+     * that make hc_post add e_proj·e to every stream (post = 1, comb = I) */
+    float *Xin, *ones, *eye;
     void *block;
     int rows, out_rows;
 };
 typedef fwd_scratch scratch;
 
-static dsv4_status scratch_alloc(dsv4_backend *b, scratch *sc, const dsv4_config *c, int rows, int out_rows)
+static dsv4_status scratch_alloc(dsv4_backend *b, scratch *sc, const dsv4_config *c, int rows, int out_rows, int mtp)
 {
     sc->rows = rows;
     sc->out_rows = out_rows;
@@ -34,12 +37,13 @@ static dsv4_status scratch_alloc(dsv4_backend *b, scratch *sc, const dsv4_config
     size_t cw = 2 * (hd > ihd ? hd : ihd), z = (size_t)c->o_groups * (size_t)c->o_lora, R = (size_t)rows;
     size_t sizes[] = {hc * D * R, D * R, D * R, hc * R, hc * hc * R, (size_t)c->q_lora * R, H * hd * R, hd * R,
                       H * hd * R, z * R, D * R, cw * R, cw * R, ih * ihd * R, ih * R, D * R,
-                      (size_t)c->vocab * (size_t)out_rows, R, k * R, R};
+                      (size_t)c->vocab * (size_t)out_rows, R, k * R, R,
+                      mtp ? hc * D * R : 0, mtp ? hc * R : 0, mtp ? hc * hc * R : 0};
     void **slots[] = {(void **)&sc->X, (void **)&sc->x, (void **)&sc->xn, (void **)&sc->post, (void **)&sc->comb,
                       (void **)&sc->qr, (void **)&sc->q, (void **)&sc->kv, (void **)&sc->o, (void **)&sc->z,
                       (void **)&sc->a, (void **)&sc->u, (void **)&sc->g, (void **)&sc->qi, (void **)&sc->wi,
                       (void **)&sc->y, (void **)&sc->logits, (void **)&sc->tok, (void **)&sc->sel_idx,
-                      (void **)&sc->sel_n};
+                      (void **)&sc->sel_n, (void **)&sc->Xin, (void **)&sc->ones, (void **)&sc->eye};
     size_t n = sizeof sizes / sizeof sizes[0], total = 0;
     for (size_t i = 0; i < n; i++) total += (sizes[i] + 63) & ~(size_t)63; /* 256-byte aligned slots */
     sc->block = b->ops->alloc(b, total * 4);
@@ -49,11 +53,66 @@ static dsv4_status scratch_alloc(dsv4_backend *b, scratch *sc, const dsv4_config
         *slots[i] = p;
         p += ((sizes[i] + 63) & ~(size_t)63) * 4;
     }
+    if (!mtp) sc->Xin = sc->ones = sc->eye = NULL;
+    if (mtp) {
+        float *h = malloc(hc * hc * R * sizeof *h);
+        if (!h) { b->ops->free(b, sc->block); return dsv4_fail(DSV4_ERR_NOMEM, "out of memory"); }
+        for (size_t i = 0; i < hc * hc * R; i++) h[i] = i % (hc * hc) % (hc + 1) == 0 ? 1.0f : 0.0f;
+        b->ops->upload(b, sc->eye, h, hc * hc * R * sizeof *h);
+        for (size_t i = 0; i < hc * R; i++) h[i] = 1.0f;
+        b->ops->upload(b, sc->ones, h, hc * R * sizeof *h);
+        free(h);
+    }
     return DSV4_OK;
 }
 
+size_t forward_log_floats(const dsv4_config *c, int l0, int l1, int T)
+{
+    size_t n = 0;
+    for (int l = l0; l < l1; l++) {
+        int kind = config_kind(c, l);
+        n += (size_t)c->head_dim;
+        if (kind != ATTN_SWA) n += 2 * (size_t)c->head_dim * (kind == ATTN_CSA ? 2 : 1);
+        if (kind == ATTN_CSA) n += 4 * (size_t)c->idx_head_dim;
+    }
+    return n * (size_t)T;
+}
+
+/* Layer l's part of a log: pointers to row 0 of each array (NULL: none). */
+typedef struct { float *kv, *cu, *cg, *iu, *ig; int cw, iw; } log_layer;
+
+static log_layer log_at(const dsv4_config *c, const fwd_log *log, int l)
+{
+    log_layer r = {0};
+    float *p = log->base;
+    for (int i = log->l0; i <= l; i++) {
+        int kind = config_kind(c, i);
+        r = (log_layer){0};
+        r.cw = kind == ATTN_SWA ? 0 : c->head_dim * (kind == ATTN_CSA ? 2 : 1);
+        r.iw = kind == ATTN_CSA ? 2 * c->idx_head_dim : 0;
+        r.kv = p;
+        p += (size_t)log->T * c->head_dim;
+        if (r.cw) { r.cu = p; r.cg = p + (size_t)log->T * r.cw; p += 2 * (size_t)log->T * r.cw; }
+        if (r.iw) { r.iu = p; r.ig = p + (size_t)log->T * r.iw; p += 2 * (size_t)log->T * r.iw; }
+    }
+    return r;
+}
+
+/* The compressors' constants of layer l (main, or the indexer's). */
+static dsv4_comp_params comp_params(const dsv4_model *m, int l, int indexer)
+{
+    const dsv4_config *c = &m->cfg;
+    const dsv4_layer_w *w = &m->layers[l];
+    const dsv4_comp_w *cw = indexer ? &w->idx_comp : &w->comp;
+    int kind = config_kind(c, l);
+    const float *freq = kind == ATTN_SWA ? m->inv_freq_main : m->inv_freq_compress;
+    return (dsv4_comp_params){config_ratio(c, l), indexer || kind == ATTN_CSA, indexer ? c->idx_head_dim : c->head_dim,
+                              c->rope_dim, &cw->ape, &cw->norm, freq, (float)c->norm_eps};
+}
+
 /* The state-dependent part of attention for one lane: compressors, indexer,
- * attention over window + compressed keys, ring update. */
+ * attention over window + compressed keys, ring update. A logged lane keeps
+ * copies of the rows those state writes consume. */
 static void attend_lane(dsv4_model *m, int l, const fwd_lane *ln, scratch *sc)
 {
     const dsv4_config *c = &m->cfg;
@@ -61,19 +120,25 @@ static void attend_lane(dsv4_model *m, int l, const fwd_lane *ln, scratch *sc)
     dsv4_layer_state *ls = &ln->s->L[l];
     dsv4_backend *b = m->be;
     const dsv4_ops *op = b->ops;
-    int64_t pos0 = ln->s->pos, r0 = ln->row0;
-    int T = ln->T, D = c->dim, H = c->n_heads, hd = c->head_dim, rd = c->rope_dim, kind = c->attn_kind[l];
+    int64_t pos0 = ln->pos0, r0 = ln->row0;
+    int T = ln->T, D = c->dim, H = c->n_heads, hd = c->head_dim, rd = c->rope_dim, kind = config_kind(c, l);
     int ratio = config_ratio(c, l);
-    float eps = (float)c->norm_eps;
     const float *freq = kind == ATTN_SWA ? m->inv_freq_main : m->inv_freq_compress;
     const float *xn = sc->xn + r0 * D, *qr = sc->qr + r0 * c->q_lora, *kv = sc->kv + r0 * hd;
+    log_layer lg = {0};
+    if (ln->log) lg = log_at(c, ln->log, l);
+    size_t f = sizeof(float);
 
     const int32_t *sel_idx = NULL, *sel_n = NULL;
     if (kind != ATTN_SWA) {
         int cw = hd * (kind == ATTN_CSA ? 2 : 1);
-        dsv4_comp_params cp = {ratio, kind == ATTN_CSA, hd, rd, &w->comp.ape, &w->comp.norm, freq, eps};
+        dsv4_comp_params cp = comp_params(m, l, 0);
         op->matmul(b, xn, D, T, &w->comp.wkv, sc->u, cw);
         op->matmul(b, xn, D, T, &w->comp.wgate, sc->g, cw);
+        if (ln->log) {
+            op->copy(b, lg.cu + (size_t)ln->t0 * cw, sc->u, (size_t)T * cw * f);
+            op->copy(b, lg.cg + (size_t)ln->t0 * cw, sc->g, (size_t)T * cw * f);
+        }
         op->compress(b, sc->u, sc->g, T, pos0, &cp, &ls->comp);
         if (m->cache_official) { /* the entries this chunk emitted */
             int64_t e0 = pos0 / ratio, e1 = (pos0 + T) / ratio;
@@ -82,9 +147,13 @@ static void attend_lane(dsv4_model *m, int l, const fwd_lane *ln, scratch *sc)
     }
     if (kind == ATTN_CSA) {
         int ih = c->idx_heads, ihd = c->idx_head_dim;
-        dsv4_comp_params ip = {ratio, 1, ihd, rd, &w->idx_comp.ape, &w->idx_comp.norm, freq, eps};
+        dsv4_comp_params ip = comp_params(m, l, 1);
         op->matmul(b, xn, D, T, &w->idx_comp.wkv, sc->u, 2 * ihd);
         op->matmul(b, xn, D, T, &w->idx_comp.wgate, sc->g, 2 * ihd);
+        if (ln->log) {
+            op->copy(b, lg.iu + (size_t)ln->t0 * 2 * ihd, sc->u, (size_t)T * 2 * ihd * f);
+            op->copy(b, lg.ig + (size_t)ln->t0 * 2 * ihd, sc->g, (size_t)T * 2 * ihd * f);
+        }
         op->compress(b, sc->u, sc->g, T, pos0, &ip, &ls->idx);
         op->matmul(b, qr, c->q_lora, T, &w->idx_wq_b, sc->qi, (int64_t)ih * ihd);
         op->rope(b, sc->qi, T, ih, ihd, rd, pos0, 1, freq, 0);
@@ -103,7 +172,27 @@ static void attend_lane(dsv4_model *m, int l, const fwd_lane *ln, scratch *sc)
     op->attention(b, sc->q + r0 * H * hd, T, pos0, H, hd, c->window, ls->ring, kv, ls->comp.entries,
                   kind == ATTN_HCA ? ratio : 0, sel_idx, sel_n, c->idx_topk, &w->sinks, 1.0f / sqrtf((float)hd),
                   sc->o + r0 * H * hd);
+    if (ln->log) op->copy(b, lg.kv + (size_t)ln->t0 * hd, kv, (size_t)T * hd * f);
     op->ring_store(b, ls->ring, c->window, hd, kv, T, pos0);
+}
+
+void forward_replay(dsv4_model *m, dsv4_session *s, int64_t pos0, const fwd_log *log, int n)
+{
+    const dsv4_config *c = &m->cfg;
+    dsv4_backend *b = m->be;
+    for (int l = log->l0; l < log->l1; l++) {
+        dsv4_layer_state *ls = &s->L[l];
+        log_layer lg = log_at(c, log, l);
+        if (lg.cu) {
+            dsv4_comp_params cp = comp_params(m, l, 0);
+            b->ops->compress(b, lg.cu, lg.cg, n, pos0, &cp, &ls->comp);
+        }
+        if (lg.iu) {
+            dsv4_comp_params ip = comp_params(m, l, 1);
+            b->ops->compress(b, lg.iu, lg.ig, n, pos0, &ip, &ls->idx);
+        }
+        b->ops->ring_store(b, ls->ring, c->window, c->head_dim, lg.kv, n, pos0);
+    }
 }
 
 static void attention_block(dsv4_model *m, int l, const fwd_lane *lanes, int n_lanes, int rows, scratch *sc)
@@ -114,7 +203,7 @@ static void attention_block(dsv4_model *m, int l, const fwd_lane *lanes, int n_l
     const dsv4_ops *op = b->ops;
     int D = c->dim, H = c->n_heads, hd = c->head_dim, rd = c->rope_dim;
     float eps = (float)c->norm_eps;
-    const float *freq = c->attn_kind[l] == ATTN_SWA ? m->inv_freq_main : m->inv_freq_compress;
+    const float *freq = config_kind(c, l) == ATTN_SWA ? m->inv_freq_main : m->inv_freq_compress;
 
     op->hc_pre(b, sc->X, rows, c->hc_mult, D, &w->hc_attn_fn, &w->hc_attn_base, &w->hc_attn_scale, c->hc_iters,
                (float)c->hc_eps, eps, sc->x, sc->post, sc->comb);
@@ -128,8 +217,8 @@ static void attention_block(dsv4_model *m, int l, const fwd_lane *lanes, int n_l
     op->rmsnorm(b, sc->kv, rows, hd, &w->kv_norm, eps, sc->kv);
     for (int i = 0; i < n_lanes; i++) { /* rope at each lane's positions */
         const fwd_lane *ln = &lanes[i];
-        op->rope(b, sc->q + (int64_t)ln->row0 * H * hd, ln->T, H, hd, rd, ln->s->pos, 1, freq, 0);
-        op->rope(b, sc->kv + (int64_t)ln->row0 * hd, ln->T, 1, hd, rd, ln->s->pos, 1, freq, 0);
+        op->rope(b, sc->q + (int64_t)ln->row0 * H * hd, ln->T, H, hd, rd, ln->pos0, 1, freq, 0);
+        op->rope(b, sc->kv + (int64_t)ln->row0 * hd, ln->T, 1, hd, rd, ln->pos0, 1, freq, 0);
     }
     /* official numerics: the window KV as the FP8 cache holds it, for this
      * step's attention and for the ring alike */
@@ -138,7 +227,7 @@ static void attention_block(dsv4_model *m, int l, const fwd_lane *lanes, int n_l
     /* undo the keys' rotation at the query position, then the grouped
      * low-rank output projection (block-diagonal wo_a, then wo_b) */
     for (int i = 0; i < n_lanes; i++)
-        op->rope(b, sc->o + (int64_t)lanes[i].row0 * H * hd, lanes[i].T, H, hd, rd, lanes[i].s->pos, 1, freq, 1);
+        op->rope(b, sc->o + (int64_t)lanes[i].row0 * H * hd, lanes[i].T, H, hd, rd, lanes[i].pos0, 1, freq, 1);
     int64_t zw = (int64_t)c->o_groups * c->o_lora;
     op->matmul_grouped(b, sc->o, (int64_t)H * hd, rows, &w->wo_a, c->o_groups, sc->z, zw);
     op->matmul(b, sc->z, zw, rows, &w->wo_b, sc->a, D);
@@ -163,12 +252,12 @@ static void ffn_block(dsv4_model *m, int l, int rows, scratch *sc)
     op->hc_post(b, sc->X, rows, c->hc_mult, D, sc->y, sc->post, sc->comb);
 }
 
-dsv4_status forward_scratch_new(dsv4_model *m, int rows, int out_rows, fwd_scratch **out)
+dsv4_status forward_scratch_new(dsv4_model *m, int rows, int out_rows, int mtp, fwd_scratch **out)
 {
     *out = NULL;
     scratch *sc = calloc(1, sizeof *sc);
     if (!sc) return dsv4_fail(DSV4_ERR_NOMEM, "out of memory");
-    dsv4_status st = scratch_alloc(m->be, sc, &m->cfg, rows, out_rows);
+    dsv4_status st = scratch_alloc(m->be, sc, &m->cfg, rows, out_rows, mtp);
     if (st) { free(sc); return st; }
     *out = sc;
     return DSV4_OK;
@@ -181,61 +270,122 @@ void forward_scratch_free(dsv4_model *m, fwd_scratch *sc)
     free(sc);
 }
 
-/* The one finiteness policy of every path (eval, batch): a NaN or infinite
- * logit, from corrupt weights or state, fails the step and names where. */
-static dsv4_status check_finite(const dsv4_config *c, const fwd_lane *lanes, int n_lanes, const float *logits,
-                                int all_rows)
+/* The one finiteness policy of every path (eval, batch, speculative): a NaN
+ * or infinite logit, from corrupt weights or state, fails the step and names
+ * where. A lane's out_rows rows are its last ones. */
+static dsv4_status check_finite(const dsv4_config *c, const fwd_lane *lanes, int n_lanes, int mtp)
 {
     for (int i = 0; i < n_lanes; i++) {
-        int first = all_rows ? lanes[i].row0 : i, n = all_rows ? lanes[i].T : 1;
-        for (int r = 0; r < n; r++) {
-            const float *row = logits + (size_t)(first + r) * (size_t)c->vocab;
+        const fwd_lane *ln = &lanes[i];
+        for (int r = 0; r < ln->out_rows; r++) {
+            const float *row = ln->logits + (size_t)r * (size_t)c->vocab;
             for (int v = 0; v < c->vocab; v++)
                 if (!isfinite(row[v])) {
-                    int64_t pos = lanes[i].s->pos + (all_rows ? r : lanes[i].T - 1);
-                    return dsv4_fail(DSV4_ERR_DEVICE, "lane %d, position %lld: non-finite logit (%g) for token %d",
-                                     i, (long long)pos, (double)row[v], v);
+                    int64_t pos = ln->pos0 + ln->T - ln->out_rows + r;
+                    return dsv4_fail(DSV4_ERR_DEVICE, "lane %d, %sposition %lld: non-finite logit (%g) for token %d",
+                                     ln->id, mtp ? "mtp " : "", (long long)pos, (double)row[v], v);
                 }
         }
     }
     return DSV4_OK;
 }
 
-dsv4_status forward_step(dsv4_model *m, fwd_scratch *scp, const fwd_lane *lanes, int n_lanes, const int32_t *tok,
-                         int rows, float *logits, int all_rows)
+/* Logits of the lanes' chosen rows: hc head on each lane's last out_rows
+ * rows into x (stacked), one norm and head matmul over all of them; lanes
+ * whose host buffers follow each other get one download. */
+typedef struct { const dsv4_mat *fn, *base, *scale, *norm; } head_w;
+
+static void logits_out(dsv4_model *m, const head_w *hw, const fwd_lane *lanes, int n_lanes, scratch *sc)
 {
     const dsv4_config *c = &m->cfg;
     dsv4_backend *b = m->be;
     const dsv4_ops *op = b->ops;
-    int out_rows = all_rows ? rows : n_lanes;
-    if (rows > scp->rows || (logits && out_rows > scp->out_rows))
+    int64_t hcD = (int64_t)c->hc_mult * c->dim, V = c->vocab;
+    int n = 0;
+    for (int i = 0; i < n_lanes; i++) {
+        const fwd_lane *ln = &lanes[i];
+        if (!ln->out_rows) continue;
+        op->hc_head(b, sc->X + (int64_t)(ln->row0 + ln->T - ln->out_rows) * hcD, ln->out_rows, c->hc_mult, c->dim,
+                    hw->fn, hw->base, hw->scale, (float)c->hc_eps, (float)c->norm_eps, sc->x + (int64_t)n * c->dim);
+        n += ln->out_rows;
+    }
+    if (!n) return;
+    op->rmsnorm(b, sc->x, n, c->dim, hw->norm, (float)c->norm_eps, sc->x);
+    op->matmul(b, sc->x, c->dim, n, &m->head, sc->logits, V);
+    int o = 0;
+    for (int i = 0; i < n_lanes;) {
+        if (!lanes[i].out_rows) { i++; continue; }
+        float *dst = lanes[i].logits;
+        int k = lanes[i].out_rows, j = i + 1;
+        for (; j < n_lanes && lanes[j].out_rows && lanes[j].logits == dst + (size_t)k * V; j++) k += lanes[j].out_rows;
+        op->download(b, dst, sc->logits + (size_t)o * V, (size_t)k * V * sizeof(float));
+        o += k;
+        i = j;
+    }
+}
+
+/* MTP input fusion (spec §5.2): X0[t][k] = e_proj·enorm(Embed[tok t]) +
+ * h_proj·hnorm(Xmain[t][k]) for every stream k; the sum is hc_post with
+ * post = 1 and comb = I (exact: 1·a + X[k] + 0·X[j]...). */
+static void mtp_input(dsv4_model *m, const fwd_lane *lanes, int n_lanes, int rows, scratch *sc)
+{
+    const dsv4_config *c = &m->cfg;
+    dsv4_backend *b = m->be;
+    const dsv4_ops *op = b->ops;
+    const dsv4_mtp_w *w = &m->mtp;
+    int D = c->dim, hc = c->hc_mult;
+    float eps = (float)c->norm_eps;
+    int64_t hcD = (int64_t)hc * D;
+    for (int i = 0; i < n_lanes; i++)
+        op->upload(b, sc->Xin + (int64_t)lanes[i].row0 * hcD, lanes[i].x_in, (size_t)lanes[i].T * hcD * sizeof(float));
+    op->embed(b, &m->embed, sc->tok, rows, 1, sc->x);
+    op->rmsnorm(b, sc->x, rows, D, &w->enorm, eps, sc->x);
+    op->matmul(b, sc->x, D, rows, &w->e_proj, sc->a, D);
+    op->rmsnorm(b, sc->Xin, rows * hc, D, &w->hnorm, eps, sc->Xin);
+    op->matmul(b, sc->Xin, D, rows * hc, &w->h_proj, sc->X, D);
+    op->hc_post(b, sc->X, rows, hc, D, sc->a, sc->ones, sc->eye);
+}
+
+/* The main model (mtp = 0: embedding, every layer, hc head, norm) or the MTP
+ * head (mtp = 1: input fusion, its block, its own hc head and norm), then the
+ * shared output head. */
+static dsv4_status forward_run(dsv4_model *m, fwd_scratch *scp, const fwd_lane *lanes, int n_lanes,
+                               const int32_t *tok, int rows, int mtp)
+{
+    const dsv4_config *c = &m->cfg;
+    dsv4_backend *b = m->be;
+    const dsv4_ops *op = b->ops;
+    int out_rows = 0;
+    for (int i = 0; i < n_lanes; i++) out_rows += lanes[i].out_rows;
+    if (rows > scp->rows || out_rows > scp->out_rows || (mtp && !scp->Xin))
         return dsv4_fail(DSV4_ERR_ARG, "forward: %d rows exceed the scratch for %d", rows, scp->rows);
     scratch sc = *scp;
     dsv4_status st;
     if (op->step_begin) op->step_begin(b, rows);
     op->upload(b, sc.tok, tok, (size_t)rows * sizeof *tok);
-    op->embed(b, &m->embed, sc.tok, rows, c->hc_mult, sc.X);
-    for (int l = 0; l < c->n_layers; l++) {
+    head_w hw = {&m->hc_head_fn, &m->hc_head_base, &m->hc_head_scale, &m->norm};
+    if (mtp) {
+        int l = c->n_layers;
         b->cur_layer = l;
+        mtp_input(m, lanes, n_lanes, rows, &sc);
         attention_block(m, l, lanes, n_lanes, rows, &sc);
         ffn_block(m, l, rows, &sc);
+        hw = (head_w){&m->mtp.hc_head_fn, &m->mtp.hc_head_base, &m->mtp.hc_head_scale, &m->mtp.norm};
+    } else {
+        op->embed(b, &m->embed, sc.tok, rows, c->hc_mult, sc.X);
+        for (int l = 0; l < c->n_layers; l++) {
+            b->cur_layer = l;
+            attention_block(m, l, lanes, n_lanes, rows, &sc);
+            ffn_block(m, l, rows, &sc);
+        }
     }
     b->cur_layer = -1;
-    if (logits) {
-        int64_t hcD = (int64_t)c->hc_mult * c->dim;
-        if (all_rows) {
-            op->hc_head(b, sc.X, rows, c->hc_mult, c->dim, &m->hc_head_fn, &m->hc_head_base, &m->hc_head_scale,
-                        (float)c->hc_eps, (float)c->norm_eps, sc.x);
-        } else {
-            for (int i = 0; i < n_lanes; i++)
-                op->hc_head(b, sc.X + (int64_t)(lanes[i].row0 + lanes[i].T - 1) * hcD, 1, c->hc_mult, c->dim,
-                            &m->hc_head_fn, &m->hc_head_base, &m->hc_head_scale, (float)c->hc_eps,
-                            (float)c->norm_eps, sc.x + (int64_t)i * c->dim);
-        }
-        op->rmsnorm(b, sc.x, out_rows, c->dim, &m->norm, (float)c->norm_eps, sc.x);
-        op->matmul(b, sc.x, c->dim, out_rows, &m->head, sc.logits, c->vocab);
-        op->download(b, logits, sc.logits, (size_t)out_rows * (size_t)c->vocab * sizeof(float));
-    }
+    int64_t hcD = (int64_t)c->hc_mult * c->dim;
+    for (int i = 0; i < n_lanes; i++)
+        if (lanes[i].hidden)
+            op->download(b, lanes[i].hidden, sc.X + (int64_t)lanes[i].row0 * hcD,
+                         (size_t)lanes[i].T * (size_t)hcD * sizeof(float));
+    logits_out(m, &hw, lanes, n_lanes, &sc);
     if (op->step_end) op->step_end(b);
     st = op->sync(b);
     if (st) { /* name the lane and layer the fault came from */
@@ -243,11 +393,25 @@ dsv4_status forward_step(dsv4_model *m, fwd_scratch *scp, const fwd_lane *lanes,
         for (int i = 0; i < n_lanes && b->sticky_row >= 0; i++)
             if (b->sticky_row >= lanes[i].row0 && b->sticky_row < lanes[i].row0 + lanes[i].T) lane = i;
         char where[64] = "";
-        if (lane >= 0 && b->sticky_layer >= 0) snprintf(where, sizeof where, "lane %d, layer %d: ", lane, b->sticky_layer);
-        else if (b->sticky_layer >= 0) snprintf(where, sizeof where, "layer %d: ", b->sticky_layer);
+        const char *what = mtp ? "mtp " : "";
+        if (lane >= 0 && b->sticky_layer >= 0)
+            snprintf(where, sizeof where, "lane %d, %slayer %d: ", lanes[lane].id, what, b->sticky_layer);
+        else if (b->sticky_layer >= 0) snprintf(where, sizeof where, "%slayer %d: ", what, b->sticky_layer);
         st = dsv4_fail(st, "%s%s", where, b->sticky_msg);
         backend_clear_error(b);
     }
-    if (!st && logits) st = check_finite(c, lanes, n_lanes, logits, all_rows);
+    if (!st) st = check_finite(c, lanes, n_lanes, mtp);
     return st;
+}
+
+dsv4_status forward_step(dsv4_model *m, fwd_scratch *sc, const fwd_lane *lanes, int n_lanes, const int32_t *tok,
+                         int rows)
+{
+    return forward_run(m, sc, lanes, n_lanes, tok, rows, 0);
+}
+
+dsv4_status forward_mtp(dsv4_model *m, fwd_scratch *sc, const fwd_lane *lanes, int n_lanes, const int32_t *tok,
+                        int rows)
+{
+    return forward_run(m, sc, lanes, n_lanes, tok, rows, 1);
 }

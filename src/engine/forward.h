@@ -1,26 +1,57 @@
-/* One forward step over one or more lanes (sessions). */
+/* One forward pass over one or more lanes (sessions). */
 #ifndef DSV4_ENGINE_FORWARD_H
 #define DSV4_ENGINE_FORWARD_H
 #include "engine/session.h"
 
+/* What a partial publication replays (engine/step.c): the per-row state
+ * writes of a lane's step, in backend memory. Per layer l0..l1-1 (the main
+ * layers, or the MTP layer), in order: the roped kv rows [T][head_dim];
+ * CSA/HCA: the main compressor's inputs u, g [T][c·head_dim]; CSA: the
+ * indexer compressor's u, g [T][2·idx_head_dim]. */
 typedef struct {
-    dsv4_session *s; /* state read at s->pos and written in place */
-    int T;           /* tokens of this lane in this step */
-    int row0;        /* its first row among the step's rows */
+    float *base; /* forward_log_floats(cfg, l0, l1, T) floats */
+    int T, l0, l1;
+} fwd_log;
+size_t forward_log_floats(const dsv4_config *c, int l0, int l1, int T);
+
+typedef struct {
+    dsv4_session *s;  /* state read at pos0 and written in place */
+    int id;           /* its lane number in messages */
+    int64_t pos0;     /* position of the lane's first row in this forward */
+    int T;            /* rows of this lane in this forward */
+    int row0;         /* its first row among the forward's rows */
+    int out_rows;     /* logits of its last out_rows rows (0, 1 or T) ... */
+    float *logits;    /* ... into this host buffer */
+    float *hidden;    /* host or NULL: final residual streams of its T rows */
+    const fwd_log *log; /* NULL, or the lane's log; these rows are rows t0.. of it */
+    int t0;
+    const float *x_in;  /* MTP lanes: host, the main model's streams of the T rows */
 } fwd_lane;
 
-/* Activation memory for steps of up to `rows` rows and `out_rows` logits
- * rows; allocating it is the last fallible thing before a step writes state. */
+/* Activation memory for forwards of up to `rows` rows and `out_rows` logits
+ * rows (mtp: also for the MTP head); allocating it is the last fallible thing
+ * before a step writes state. */
 typedef struct fwd_scratch fwd_scratch;
-dsv4_status forward_scratch_new(dsv4_model *m, int rows, int out_rows, fwd_scratch **out);
+dsv4_status forward_scratch_new(dsv4_model *m, int rows, int out_rows, int mtp, fwd_scratch **out);
 void forward_scratch_free(dsv4_model *m, fwd_scratch *sc);
 
-/* tok: `rows` host token ids, lane by lane. logits (host): NULL, all rows
- * (all_rows) or the last row of each lane. Writes every lane's state in place
- * (ring slots, compressor rows, entries) but does not advance s->pos: the
- * caller publishes. A failure after the first op leaves the lanes' state
- * partly written. */
+/* tok: `rows` host token ids, lane by lane. Writes every lane's state in
+ * place (ring slots, compressor rows, entries) but publishes nothing: the
+ * caller owns the positions. A failure after the first op leaves the lanes'
+ * state partly written. */
 dsv4_status forward_step(dsv4_model *m, fwd_scratch *sc, const fwd_lane *lanes, int n_lanes, const int32_t *tok,
-                         int rows, float *logits, int all_rows);
+                         int rows);
+/* The same for the MTP head (spec §5.2) over the lanes' MTP state at pos0
+ * (their mtp_pos): row t reads x_in[t] and the embedding of tok[t]; logits
+ * and hidden are the MTP's. */
+dsv4_status forward_mtp(dsv4_model *m, fwd_scratch *sc, const fwd_lane *lanes, int n_lanes, const int32_t *tok,
+                        int rows);
+
+/* Queues the state writes of the first n logged rows of a lane again (ring
+ * rows, compressor inputs: the ops the forward ran on them) onto the state
+ * of the log's layers at pos0 whose overwritten rows were restored: the
+ * result is the state after feeding only those n tokens. Faults surface at
+ * the next sync. */
+void forward_replay(dsv4_model *m, dsv4_session *s, int64_t pos0, const fwd_log *log, int n);
 
 #endif

@@ -1,14 +1,11 @@
-/* Session lifecycle: allocation of the per-layer state, reset, evaluation. */
+/* Session lifecycle: allocation of the per-layer state, reset; evaluation as
+ * one-lane steps. */
 #include <stdlib.h>
 #include <string.h>
 
 #include "base/error.h"
 #include "base/size.h"
-#include "engine/forward.h"
-
-/* Largest chunk the forward runs at once; longer inputs are split (the
- * result is the same for every chunking, this only bounds activation memory). */
-#define MAX_CHUNK 256
+#include "engine/session.h"
 
 static void layer_free(dsv4_backend *b, dsv4_layer_state *ls)
 {
@@ -41,15 +38,15 @@ dsv4_status dsv4_session_new(dsv4_model *m, dsv4_session **out)
     if (!m) return dsv4_fail(DSV4_ERR_ARG, "session_new: no model");
     const dsv4_config *c = &m->cfg;
     dsv4_session *s = calloc(1, sizeof *s);
-    if (!s || !(s->L = calloc((size_t)c->n_layers, sizeof *s->L))) {
+    if (!s || !(s->L = calloc((size_t)c->n_layers + 1, sizeof *s->L))) {
         free(s);
         return dsv4_fail(DSV4_ERR_NOMEM, "out of memory for a session");
     }
     s->m = m;
     int ok = 1;
-    for (int l = 0; l < c->n_layers && ok; l++) {
+    for (int l = 0; l < session_n_layers(s) && ok; l++) {
         dsv4_layer_state *ls = &s->L[l];
-        int kind = c->attn_kind[l], ratio = config_ratio(c, l);
+        int kind = config_kind(c, l), ratio = config_ratio(c, l);
         ok = (ls->ring = m->be->ops->alloc(m->be, size_mul3((size_t)c->window, (size_t)c->head_dim, sizeof(float)))) != NULL;
         if (ok && kind != ATTN_SWA) ok = comp_alloc(m->be, &ls->comp, ratio, c->head_dim, kind == ATTN_CSA);
         if (ok && kind == ATTN_CSA) ok = comp_alloc(m->be, &ls->idx, ratio, c->idx_head_dim, 1);
@@ -66,7 +63,7 @@ void dsv4_session_free(dsv4_session *s)
 {
     if (!s) return;
     if (s->L)
-        for (int l = 0; l < s->m->cfg.n_layers; l++) layer_free(s->m->be, &s->L[l]);
+        for (int l = 0; l < session_n_layers(s); l++) layer_free(s->m->be, &s->L[l]);
     free(s->L);
     free(s);
 }
@@ -77,7 +74,7 @@ void dsv4_session_reset(dsv4_session *s)
      * zeroing keeps snapshots and byte comparisons of fresh sessions equal. */
     const dsv4_config *c = &s->m->cfg;
     dsv4_backend *b = s->m->be;
-    for (int l = 0; l < c->n_layers; l++) {
+    for (int l = 0; l < session_n_layers(s); l++) {
         dsv4_layer_state *ls = &s->L[l];
         int ratio = config_ratio(c, l);
         b->ops->zero(b, ls->ring, (size_t)c->window * (size_t)c->head_dim * sizeof(float));
@@ -95,6 +92,7 @@ void dsv4_session_reset(dsv4_session *s)
         }
     }
     s->pos = 0;
+    s->mtp_pos = 0;
     s->poisoned = 0;
 }
 
@@ -118,7 +116,7 @@ dsv4_status session_reserve(dsv4_session *s, int64_t n_tokens)
     if (n_tokens > c->max_pos)
         return dsv4_fail(DSV4_ERR_ARG, "%lld positions pass the context of %d (max_position_embeddings)",
                          (long long)n_tokens, c->max_pos);
-    for (int l = 0; l < c->n_layers; l++) {
+    for (int l = 0; l < c->n_layers; l++) { /* the MTP layer is SWA-only: no entries */
         dsv4_layer_state *ls = &s->L[l];
         int kind = c->attn_kind[l];
         if (kind == ATTN_SWA) continue;
@@ -134,55 +132,28 @@ dsv4_status session_reserve(dsv4_session *s, int64_t n_tokens)
     return DSV4_OK;
 }
 
-static dsv4_status eval(dsv4_session *s, const int32_t *tokens, int n, float *logits, int all_rows)
+/* One lane of the general step (engine/step.c), so a prompt of any length is
+ * one transaction: an error before the run leaves the session as it was. */
+static dsv4_status eval(dsv4_session *s, const int32_t *tokens, int n, float *logits, dsv4_logits_mode mode)
 {
     if (!s) return dsv4_fail(DSV4_ERR_ARG, "eval: no session");
-    if (s->poisoned)
-        return dsv4_fail(DSV4_ERR_POISONED, "session is poisoned by an earlier failed step; reset or restore it");
     if (n <= 0 || !tokens) return dsv4_fail(DSV4_ERR_ARG, "eval: no tokens");
-    const dsv4_config *c = &s->m->cfg;
-    if (n > c->max_pos - s->pos)
-        return dsv4_fail(DSV4_ERR_ARG, "%d tokens at position %lld pass the context of %d positions "
-                         "(max_position_embeddings)", n, (long long)s->pos, c->max_pos);
-    for (int i = 0; i < n; i++)
-        if (tokens[i] < 0 || tokens[i] >= c->vocab)
-            return dsv4_fail(DSV4_ERR_ARG, "token id %d at input position %d is outside the vocabulary (0..%d)",
-                             tokens[i], i, c->vocab - 1);
-    dsv4_status st = session_reserve(s, s->pos + n);
-    if (st) return st;
-    fwd_scratch *sc = NULL;
-    int rows = n < MAX_CHUNK ? n : MAX_CHUNK;
-    if ((st = forward_scratch_new(s->m, rows, all_rows ? rows : 1, &sc))) return st;
-    for (int done = 0; done < n;) {
-        int T = n - done > MAX_CHUNK ? MAX_CHUNK : n - done;
-        int last = done + T == n;
-        float *lg = NULL;
-        if (logits && all_rows) lg = logits + (size_t)done * (size_t)c->vocab;
-        else if (logits && last) lg = logits;
-        fwd_lane lane = {s, T, 0};
-        st = forward_step(s->m, sc, &lane, 1, tokens + done, T, lg, all_rows);
-        if (st) {
-            /* the forward writes ring slots and compressor rows in place */
-            s->poisoned = 1;
-            forward_scratch_free(s->m, sc);
-            return dsv4_fail_prefix(st, "session poisoned: ");
-        }
-        s->pos += T;
-        done += T;
-    }
-    forward_scratch_free(s->m, sc);
-    return DSV4_OK;
+    dsv4_lane ln = {.session = s, .tokens = tokens, .n_tokens = n, .logits_mode = logits ? mode : DSV4_LOGITS_NONE,
+                    .logits = logits};
+    return dsv4_step(s->m, &ln, 1, NULL);
 }
 
 dsv4_status dsv4_session_eval(dsv4_session *s, const int32_t *tokens, int n, float *logits)
 {
-    return eval(s, tokens, n, logits, 1);
+    return eval(s, tokens, n, logits, DSV4_LOGITS_ALL);
 }
 
 dsv4_status dsv4_session_eval_last(dsv4_session *s, const int32_t *tokens, int n, float *logits)
 {
-    return eval(s, tokens, n, logits, 0);
+    return eval(s, tokens, n, logits, DSV4_LOGITS_LAST);
 }
+
+int dsv4_session_poisoned(const dsv4_session *s) { return s->poisoned; }
 
 /* Benchmarks: pretend the session has consumed n tokens, with random state
  * (window ring, open compressor rows, entries), so decode speed at a long

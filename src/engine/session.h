@@ -9,7 +9,12 @@
  * chunk that supersedes them; open rows live until their window closes;
  * entries are written once at emission (roped at their window position) and
  * never change. Counts are derived from `pos` (entries = pos / ratio, open
- * rows = pos % ratio), so publishing a step is one store of `pos`. */
+ * rows = pos % ratio), so publishing a step is one store of `pos`.
+ *
+ * With an MTP head the state has one more layer, L[n_layers], at its own
+ * position mtp_pos (the MTP rows consumed; row i reads the main model's
+ * streams of position i and token i+1, so it trails pos): the window ring of
+ * its SWA-only attention (spec §6.1). */
 #ifndef DSV4_ENGINE_SESSION_H
 #define DSV4_ENGINE_SESSION_H
 #include "model/model.h"
@@ -23,9 +28,13 @@ typedef struct {
 struct dsv4_session {
     dsv4_model *m;
     int64_t pos;      /* tokens consumed */
+    int64_t mtp_pos;  /* MTP rows consumed */
     int poisoned;
-    dsv4_layer_state *L;
+    dsv4_layer_state *L; /* n_layers (+ 1: the MTP layer) */
 };
+
+/* Layers of state: the main ones, plus the MTP layer when the model has one. */
+static inline int session_n_layers(const dsv4_session *s) { return s->m->cfg.n_layers + s->m->has_mtp; }
 
 /* Grow entry storage so `n_tokens` total positions fit. Fails with
  * DSV4_ERR_NOMEM leaving the state as it was. */

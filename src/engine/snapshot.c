@@ -5,6 +5,8 @@
  *   compressor (CSA/HCA): the pos % ratio open rows (u, then g), the series-A
  *     rows of the last closed window (CSA, once one exists), entries [pos/ratio]
  *   indexer compressor (CSA): the same at the indexer's width
+ * then, with an MTP head: mtp_pos, and its ring rows of positions
+ *   max(0,mtp_pos-window+1) .. mtp_pos-1
  * Dead bytes (ring slots outside the window, rows of closed windows, entry
  * capacity) are not part of it, so two sessions with equal images behave
  * identically, and memcmp of images is the state comparison of the tests. */
@@ -16,7 +18,7 @@
 
 struct dsv4_snapshot {
     const dsv4_model *m;
-    int64_t pos;
+    int64_t pos, mtp_pos;
     size_t len;
     unsigned char *data;
 };
@@ -52,18 +54,23 @@ static void comp_walk(cursor *c, dsv4_comp_state *cs, int64_t pos, int ratio, in
 /* Visits every live region in image order; returns the image size. With
  * img == NULL it only measures, and s may then be a stand-in whose layer
  * states are zeroed (no pointer is followed). */
-static size_t walk(dsv4_session *s, int64_t pos, unsigned char *img, int save)
+static size_t walk(dsv4_session *s, int64_t pos, int64_t mtp_pos, unsigned char *img, int save)
 {
     const dsv4_config *c = &s->m->cfg;
     cursor cu = {s->m->be, img, sizeof pos, save};
     if (img && save) memcpy(img, &pos, sizeof pos);
     size_t row = (size_t)c->head_dim * sizeof(float);
-    for (int l = 0; l < c->n_layers; l++) {
+    for (int l = 0; l < session_n_layers(s); l++) {
         dsv4_layer_state *ls = &s->L[l];
+        if (l == c->n_layers) { /* the MTP layer (SWA-only), at its own position */
+            if (img && save) memcpy(img + cu.off, &mtp_pos, sizeof mtp_pos);
+            cu.off += sizeof mtp_pos;
+            pos = mtp_pos;
+        }
         int64_t first = pos - c->window + 1 < 0 ? 0 : pos - c->window + 1;
         for (int64_t p = first; p < pos; p++)
             region(&cu, ls->ring ? ls->ring + (p % c->window) * c->head_dim : NULL, row);
-        int kind = c->attn_kind[l], r = config_ratio(c, l);
+        int kind = config_kind(c, l), r = config_ratio(c, l);
         if (kind != ATTN_SWA) comp_walk(&cu, &ls->comp, pos, r, c->head_dim, kind == ATTN_CSA);
         if (kind == ATTN_CSA) comp_walk(&cu, &ls->idx, pos, r, c->idx_head_dim, 1);
     }
@@ -75,15 +82,16 @@ dsv4_status dsv4_session_snapshot(dsv4_session *s, dsv4_snapshot **out)
     *out = NULL;
     if (s->poisoned) return dsv4_fail(DSV4_ERR_POISONED, "snapshot: the session is poisoned");
     dsv4_snapshot *sn = calloc(1, sizeof *sn);
-    size_t len = walk(s, s->pos, NULL, 1);
+    size_t len = walk(s, s->pos, s->mtp_pos, NULL, 1);
     if (!sn || !(sn->data = malloc(len))) {
         free(sn);
         return dsv4_fail(DSV4_ERR_NOMEM, "out of memory for a %zu-byte snapshot", len);
     }
     sn->m = s->m;
     sn->pos = s->pos;
+    sn->mtp_pos = s->mtp_pos;
     sn->len = len;
-    walk(s, s->pos, sn->data, 1);
+    walk(s, s->pos, s->mtp_pos, sn->data, 1);
     dsv4_status st = s->m->be->ops->sync(s->m->be);
     if (st) { dsv4_snapshot_free(sn); backend_clear_error(s->m->be); return st; }
     *out = sn;
@@ -95,13 +103,14 @@ dsv4_status dsv4_session_restore(dsv4_session *s, const dsv4_snapshot *sn)
     if (!sn || sn->m != s->m) return dsv4_fail(DSV4_ERR_ARG, "restore: snapshot of another model");
     dsv4_status st = session_reserve(s, sn->pos);
     if (st) return st; /* state untouched: still usable (or still poisoned) as before */
-    walk(s, sn->pos, sn->data, 0);
+    walk(s, sn->pos, sn->mtp_pos, sn->data, 0);
     if ((st = s->m->be->ops->sync(s->m->be))) {
         backend_clear_error(s->m->be);
         s->poisoned = 1;
         return dsv4_fail_prefix(st, "restore failed, session poisoned: ");
     }
     s->pos = sn->pos;
+    s->mtp_pos = sn->mtp_pos;
     s->poisoned = 0;
     return DSV4_OK;
 }
@@ -123,11 +132,24 @@ dsv4_status dsv4_snapshot_from_data(const dsv4_model *m, const void *data, size_
     if (pos < 0 || pos > m->cfg.max_pos)
         return dsv4_fail(DSV4_ERR_FORMAT, "snapshot image: position %lld outside 0..%d", (long long)pos,
                          m->cfg.max_pos);
-    /* Measure with a stand-in session: walk reads only the config then. */
-    dsv4_layer_state *L = calloc((size_t)m->cfg.n_layers, sizeof *L);
+    /* Measure with a stand-in session: walk reads only the config then. With
+     * an MTP head, mtp_pos follows the main layers' regions: measuring at
+     * mtp_pos 0 puts it in the last 8 bytes of that size. */
+    int n_state = m->cfg.n_layers + m->has_mtp;
+    dsv4_layer_state *L = calloc((size_t)n_state, sizeof *L);
     if (!L) return dsv4_fail(DSV4_ERR_NOMEM, "out of memory");
-    dsv4_session probe = {(dsv4_model *)m, pos, 0, L};
-    size_t want = walk(&probe, pos, NULL, 1);
+    dsv4_session probe = {.m = (dsv4_model *)m, .pos = pos, .L = L};
+    int64_t mtp_pos = 0;
+    size_t want = walk(&probe, pos, 0, NULL, 1);
+    if (m->has_mtp && len >= want) {
+        memcpy(&mtp_pos, (const unsigned char *)data + want - sizeof mtp_pos, sizeof mtp_pos);
+        if (mtp_pos < 0 || mtp_pos > m->cfg.max_pos) {
+            free(L);
+            return dsv4_fail(DSV4_ERR_FORMAT, "snapshot image: MTP position %lld outside 0..%d",
+                             (long long)mtp_pos, m->cfg.max_pos);
+        }
+        want = walk(&probe, pos, mtp_pos, NULL, 1);
+    }
     free(L);
     if (len != want)
         return dsv4_fail(DSV4_ERR_FORMAT, "snapshot image: %zu bytes, but position %lld needs %zu", len,
@@ -140,6 +162,7 @@ dsv4_status dsv4_snapshot_from_data(const dsv4_model *m, const void *data, size_
     memcpy(sn->data, data, len);
     sn->m = m;
     sn->pos = pos;
+    sn->mtp_pos = mtp_pos;
     sn->len = len;
     *out = sn;
     return DSV4_OK;

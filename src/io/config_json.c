@@ -659,9 +659,13 @@ dsv4_status config_load(const char *dir, dsv4_config *out)
     return st;
 }
 
+int config_kind(const dsv4_config *c, int l)
+{
+    return l < 0 ? ATTN_SWA : l < c->n_layers ? c->attn_kind[l] : c->mtp_attn_kind;
+}
+
 int config_ratio(const dsv4_config *c, int l)
 {
-    if (l < 0) return 0;
-    int k = l < c->n_layers ? c->attn_kind[l] : c->mtp_attn_kind;
+    int k = config_kind(c, l);
     return k == ATTN_CSA ? c->ratio_csa : k == ATTN_HCA ? c->ratio_hca : 0;
 }

@@ -9,6 +9,7 @@
 #include "model/catalog.h"
 
 #define TOP(f) CAT_TOP, offsetof(dsv4_model, f)
+#define MTP(f) CAT_MTP, offsetof(dsv4_model, mtp.f)
 #define LW(w, f) w, offsetof(dsv4_layer_w, f)
 
 const cat_tensor k_catalog[] = {
@@ -18,6 +19,17 @@ const cat_tensor k_catalog[] = {
     {{"hc_head_fn", "hc_head.hc_fn"}, TOP(hc_head_fn), DM_HC, DM_HC_DIM, Q_PLAIN, 1},
     {{"hc_head_base", "hc_head.hc_base"}, TOP(hc_head_base), DM_HC, DM_NONE, Q_PLAIN, 0},
     {{"hc_head_scale", "hc_head.hc_scale"}, TOP(hc_head_scale), DM_1, DM_NONE, Q_PLAIN, 0},
+
+    /* the MTP head's input fusion (FP8 in the released checkpoints, spec
+     * §5.2) and its own hc head and norm; a plain decode step reads none */
+    {{"e_proj.weight"}, MTP(e_proj), DM_DIM, DM_DIM, Q_DENSE, 0},
+    {{"h_proj.weight"}, MTP(h_proj), DM_DIM, DM_DIM, Q_DENSE, 0},
+    {{"enorm.weight"}, MTP(enorm), DM_DIM, DM_NONE, Q_PLAIN, 0},
+    {{"hnorm.weight"}, MTP(hnorm), DM_DIM, DM_NONE, Q_PLAIN, 0},
+    {{"norm.weight"}, MTP(norm), DM_DIM, DM_NONE, Q_PLAIN, 0},
+    {{"hc_head_fn", "hc_head.hc_fn"}, MTP(hc_head_fn), DM_HC, DM_HC_DIM, Q_PLAIN, 0},
+    {{"hc_head_base", "hc_head.hc_base"}, MTP(hc_head_base), DM_HC, DM_NONE, Q_PLAIN, 0},
+    {{"hc_head_scale", "hc_head.hc_scale"}, MTP(hc_head_scale), DM_1, DM_NONE, Q_PLAIN, 0},
 
     {{"attn_norm.weight", "input_layernorm.weight"}, LW(CAT_LAYER, attn_norm), DM_DIM, DM_NONE, Q_PLAIN, 1},
     {{"ffn_norm.weight", "post_attention_layernorm.weight"}, LW(CAT_LAYER, ffn_norm), DM_DIM, DM_NONE, Q_PLAIN, 1},
@@ -89,7 +101,7 @@ int64_t catalog_dim(const dsv4_config *c, int l, int dm)
     case DM_HEADS_HD: return H * hd;
     case DM_OA_ROWS: return (int64_t)c->o_groups * c->o_lora;
     case DM_OA_COLS: return H * hd / c->o_groups;
-    case DM_COMP_W: return hd * (c->attn_kind[l] == ATTN_CSA ? 2 : 1); /* overlap: series A and B */
+    case DM_COMP_W: return hd * (config_kind(c, l) == ATTN_CSA ? 2 : 1); /* overlap: series A and B */
     case DM_RATIO: return config_ratio(c, l);
     case DM_IDX_HD: return c->idx_head_dim;
     case DM_IDX_W: return 2 * (int64_t)c->idx_head_dim;
@@ -101,18 +113,20 @@ int64_t catalog_dim(const dsv4_config *c, int l, int dm)
     }
 }
 
+int catalog_per_layer(const cat_tensor *t) { return t->where != CAT_TOP && t->where != CAT_MTP; }
+
 int catalog_present(const dsv4_config *c, int l, const cat_tensor *t)
 {
     switch (t->where) {
-    case CAT_COMP: return c->attn_kind[l] != ATTN_SWA;
-    case CAT_CSA: return c->attn_kind[l] == ATTN_CSA;
-    case CAT_ROUTED: return !c->hash_layer[l];
+    case CAT_COMP: return config_kind(c, l) != ATTN_SWA;
+    case CAT_CSA: return config_kind(c, l) == ATTN_CSA;
+    case CAT_ROUTED: return !(l < c->n_layers && c->hash_layer[l]); /* the MTP block routes by score */
     default: return 1;
     }
 }
 
 dsv4_mat *catalog_slot(dsv4_model *m, int l, const cat_tensor *t)
 {
-    char *base = t->where == CAT_TOP ? (char *)m : (char *)&m->layers[l];
+    char *base = catalog_per_layer(t) ? (char *)&m->layers[l] : (char *)m;
     return (dsv4_mat *)(base + t->off);
 }

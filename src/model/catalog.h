@@ -11,8 +11,10 @@
 
 #include "model/model.h"
 
-/* Where a tensor exists. */
-enum { CAT_TOP, CAT_LAYER, CAT_COMP /* CSA and HCA layers */, CAT_CSA, CAT_ROUTED /* non-hash layers */ };
+/* Where a tensor exists. CAT_MTP: the MTP head's own tensors (in
+ * dsv4_model.mtp, under "mtp.0."), present when the checkpoint has the head;
+ * its block (layers[n_layers]) takes the per-layer entries like any layer. */
+enum { CAT_TOP, CAT_MTP, CAT_LAYER, CAT_COMP /* CSA and HCA layers */, CAT_CSA, CAT_ROUTED /* non-hash layers */ };
 
 /* Dimensions, evaluated over the config and the layer (catalog_dim). */
 enum {
@@ -26,7 +28,7 @@ enum { Q_PLAIN, Q_DENSE /* a matmul weight: FP8 e4m3 with a block grid */, Q_EXP
 typedef struct {
     const char *name[3];  /* official, transformers, a third spelling (save_pretrained); NULL-padded */
     int where;            /* CAT_* */
-    size_t off;           /* of its dsv4_mat in dsv4_model (CAT_TOP) or dsv4_layer_w */
+    size_t off;           /* of its dsv4_mat in dsv4_model (CAT_TOP, CAT_MTP) or dsv4_layer_w */
     int d0, d1;           /* DM_*; d1 DM_NONE: 1-D */
     int quant;            /* Q_* */
     int per_step;         /* 1: a decode step reads all of it (traffic) */
@@ -35,8 +37,11 @@ typedef struct {
 extern const cat_tensor k_catalog[];
 extern const int k_catalog_count;
 
+/* Layers l run 0..n_layers, n_layers being the MTP block. */
 int64_t catalog_dim(const dsv4_config *c, int layer, int dm);
-/* 1 when tensor t exists in layer l (CAT_TOP: l is ignored). */
+/* 1 when t is a per-layer tensor (not CAT_TOP or CAT_MTP). */
+int catalog_per_layer(const cat_tensor *t);
+/* 1 when per-layer tensor t exists in layer l (others: 1). */
 int catalog_present(const dsv4_config *c, int l, const cat_tensor *t);
 /* Its slot in m (layer l for per-layer tensors). */
 dsv4_mat *catalog_slot(dsv4_model *m, int l, const cat_tensor *t);

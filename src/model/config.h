@@ -76,5 +76,7 @@ dsv4_status config_parse(const char *json, size_t len, const char *path,
 dsv4_status config_load(const char *dir, dsv4_config *out);
 /* Compression rate of layer l (0 for SWA-only); l >= n_layers is the MTP layer. */
 int config_ratio(const dsv4_config *c, int l);
+/* ATTN_* of layer l; l >= n_layers is the MTP layer. */
+int config_kind(const dsv4_config *c, int l);
 
 #endif

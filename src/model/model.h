@@ -30,17 +30,28 @@ typedef struct {
     dsv4_mat sh_w1, sh_w2, sh_w3;
 } dsv4_layer_w;
 
+/* The MTP head (spec §5.2): input fusion and its own hc head and final
+ * norm; its block is layers[n_layers] (attention of cfg.mtp_attn_kind,
+ * routed top-k MoE); embedding and output head are the main model's. */
+typedef struct {
+    dsv4_mat e_proj, h_proj;    /* [D, D] */
+    dsv4_mat enorm, hnorm, norm;
+    dsv4_mat hc_head_fn, hc_head_base, hc_head_scale;
+} dsv4_mtp_w;
+
 struct dsv4_model {
     dsv4_config cfg;
     st_archive *st;       /* the checkpoint's tensors: a safetensors archive, */
     gguf_file *gg;        /* or a GGUF file (exactly one is set) */
     dsv4_mat embed, head, norm, hc_head_fn, hc_head_base, hc_head_scale;
-    dsv4_layer_w *layers;
+    dsv4_layer_w *layers; /* n_layers, then the MTP block when has_mtp */
+    int has_mtp;          /* the checkpoint has mtp.0.* (bound into mtp and layers[n_layers]) */
+    dsv4_mtp_w mtp;
     float *inv_freq_main, *inv_freq_compress; /* [rope_dim/2] each, backend memory */
     dsv4_backend *be;
     char **unknown;       /* tensors neither bound nor recognized (mtp.* is recognized) */
     int n_unknown;
-    int n_mtp_tensors;    /* kept for speculative decoding later */
+    int n_mtp_tensors;    /* MTP tensors recognized but not bound (deeper drafters, GGUF nextn blocks) */
     void *owned_image;    /* synthetic checkpoints: the in-memory safetensors image */
     int cache_official;   /* 1: DSV4_CACHE_OFFICIAL numerics in the forward pass */
 };

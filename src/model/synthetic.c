@@ -1,11 +1,13 @@
 /* Synthetic checkpoints with the real V4-Flash / V4-Pro dimensions and random
  * weights, built in memory as a safetensors image and loaded through the
  * normal path (config parser, binder, backend). For benchmarks at real shapes
- * with a reduced number of layers and experts. Weight formats: "bf16" (every
- * matrix BF16) or "fp8-fp4", the released checkpoints' mix (spec §7): FP8
- * e4m3 dense projections and shared experts with 128x128 E8M0 scales, MXFP4
- * routed experts, BF16 embedding/head/router/compressor/indexer projections,
- * so a decode step reads the real model's bytes. */
+ * with a reduced number of layers and experts, and an MTP head (mtp.0.*) for
+ * speculative decoding's speed. Weight formats: "bf16" (every matrix BF16) or
+ * "fp8-fp4", the released checkpoints' mix (spec §7): FP8 e4m3 dense
+ * projections (the MTP's e_proj/h_proj too, spec §5.2) and shared experts
+ * with 128x128 E8M0 scales, MXFP4 routed experts, BF16
+ * embedding/head/router/compressor/indexer projections, so a decode step
+ * reads the real model's bytes. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -94,18 +96,30 @@ static int build_list(const dsv4_config *c, syn_list *l)
     r |= add(l, "hc_head_fn", DT_F32, hc, (int64_t)hc * D, 1.0f / sqrtf((float)hc * D), 0);
     r |= add(l, "hc_head_base", DT_F32, hc, 0, 0.5f, 0);
     r |= add(l, "hc_head_scale", DT_F32, 1, 0, 0.1f, 0.5f);
-    for (int i = 0; i < c->n_layers; i++) {
-#define NM(fmt) (snprintf(n, sizeof n, "layers.%d." fmt, i), n)
-        int kind = c->attn_kind[i], ratio = config_ratio(c, i), hd = c->head_dim, cw = hd * (kind == ATTN_CSA ? 2 : 1);
+    /* the MTP head's input fusion and own head; its block is layer n_layers below */
+    r |= qmat(l, "mtp.0.e_proj.weight", D, D, q8);
+    r |= qmat(l, "mtp.0.h_proj.weight", D, D, q8);
+    r |= add(l, "mtp.0.enorm.weight", DT_BF16, D, 0, 0.1f, 1.0f);
+    r |= add(l, "mtp.0.hnorm.weight", DT_BF16, D, 0, 0.1f, 1.0f);
+    r |= add(l, "mtp.0.norm.weight", DT_BF16, D, 0, 0.1f, 1.0f);
+    r |= add(l, "mtp.0.hc_head_fn", DT_F32, hc, (int64_t)hc * D, 1.0f / sqrtf((float)hc * D), 0);
+    r |= add(l, "mtp.0.hc_head_base", DT_F32, hc, 0, 0.5f, 0);
+    r |= add(l, "mtp.0.hc_head_scale", DT_F32, 1, 0, 0.1f, 0.5f);
+    for (int i = 0; i <= c->n_layers; i++) {
+        char pre[32];
+        if (i < c->n_layers) snprintf(pre, sizeof pre, "layers.%d.", i);
+        else snprintf(pre, sizeof pre, "mtp.0.");
+#define NM(fmt) (snprintf(n, sizeof n, "%s" fmt, pre), n)
+        int kind = config_kind(c, i), ratio = config_ratio(c, i), hd = c->head_dim, cw = hd * (kind == ATTN_CSA ? 2 : 1);
         r |= add(l, NM("attn_norm.weight"), DT_BF16, D, 0, 0.1f, 1.0f);
         r |= add(l, NM("ffn_norm.weight"), DT_BF16, D, 0, 0.1f, 1.0f);
         const char *site[2] = {"attn", "ffn"};
         for (int s = 0; s < 2; s++) {
-            snprintf(n, sizeof n, "layers.%d.hc_%s_fn", i, site[s]);
+            snprintf(n, sizeof n, "%shc_%s_fn", pre, site[s]);
             r |= add(l, n, DT_F32, mix, (int64_t)hc * D, 1.0f / sqrtf((float)hc * D), 0);
-            snprintf(n, sizeof n, "layers.%d.hc_%s_base", i, site[s]);
+            snprintf(n, sizeof n, "%shc_%s_base", pre, site[s]);
             r |= add(l, n, DT_F32, mix, 0, 0.5f, 0);
-            snprintf(n, sizeof n, "layers.%d.hc_%s_scale", i, site[s]);
+            snprintf(n, sizeof n, "%shc_%s_scale", pre, site[s]);
             r |= add(l, n, DT_F32, 3, 0, 0.1f, 0.5f);
         }
         r |= qmat(l, NM("attn.wq_a.weight"), c->q_lora, D, q8);
@@ -132,14 +146,14 @@ static int build_list(const dsv4_config *c, syn_list *l)
             r |= mat(l, NM("attn.indexer.weights_proj.weight"), c->idx_heads, D);
         }
         r |= mat(l, NM("ffn.gate.weight"), c->n_experts, D);
-        if (c->hash_layer[i]) r |= add(l, NM("ffn.gate.tid2eid"), DT_I32, c->vocab, c->n_active, 0, 0);
+        if (i < c->n_layers && c->hash_layer[i]) r |= add(l, NM("ffn.gate.tid2eid"), DT_I32, c->vocab, c->n_active, 0, 0);
         else r |= add(l, NM("ffn.gate.bias"), DT_F32, c->n_experts, 0, 0.01f, 0);
         for (int e = 0; e < c->n_experts; e++) {
-            snprintf(n, sizeof n, "layers.%d.ffn.experts.%d.w1.weight", i, e);
+            snprintf(n, sizeof n, "%sffn.experts.%d.w1.weight", pre, e);
             r |= qmat(l, n, c->moe_inter, D, q4);
-            snprintf(n, sizeof n, "layers.%d.ffn.experts.%d.w2.weight", i, e);
+            snprintf(n, sizeof n, "%sffn.experts.%d.w2.weight", pre, e);
             r |= qmat(l, n, D, c->moe_inter, q4);
-            snprintf(n, sizeof n, "layers.%d.ffn.experts.%d.w3.weight", i, e);
+            snprintf(n, sizeof n, "%sffn.experts.%d.w3.weight", pre, e);
             r |= qmat(l, n, c->moe_inter, D, q4);
         }
         r |= qmat(l, NM("ffn.shared_experts.w1.weight"), c->moe_inter, D, q8);

@@ -33,9 +33,9 @@ typedef struct {
 } binder;
 
 /* Looks up `names` (NULL-terminated alternatives, official spelling first)
- * under prefix `pre` ("" or "layers.L."); a GGUF source is searched under
- * the GGUF spelling of the official name. Returns the tensor's index or -1
- * with the name tried in `tried`. */
+ * under prefix `pre` ("", "layers.L." or "mtp.0."); a GGUF source is
+ * searched under the GGUF spelling of the official name. Returns the
+ * tensor's index or -1 with the name tried in `tried`. */
 static int lookup(binder *b, const char *pre, const char *const *names, src_tensor *t, char *tried, size_t tried_len)
 {
     char full[512];
@@ -245,12 +245,11 @@ static dsv4_status bind_q(binder *b, dsv4_mat *out, const char *pre, const char 
 
 #define NAMES(...) ((const char *const[]){__VA_ARGS__, NULL})
 
-/* Catalog entry t of layer l (CAT_TOP: l ignored) into its slot. */
-static dsv4_status bind_entry(binder *b, int l, const cat_tensor *t)
+/* Catalog entry t of layer l (CAT_TOP, CAT_MTP: l ignored) into its slot,
+ * its names under prefix pre ("", "layers.L." or "mtp.0."). */
+static dsv4_status bind_entry(binder *b, int l, const char *pre, const cat_tensor *t)
 {
     const dsv4_config *c = &b->m->cfg;
-    char pre[64] = "";
-    if (t->where != CAT_TOP) snprintf(pre, sizeof pre, "layers.%d.", l);
     const char *names[4] = {t->name[0], t->name[1], t->name[2], NULL};
     return bind_q(b, catalog_slot(b->m, l, t), pre, names, catalog_dim(c, l, t->d0), catalog_dim(c, l, t->d1),
                   t->quant);
@@ -382,20 +381,42 @@ static dsv4_status bind_experts(binder *b, dsv4_layer_w *lw, const char *pre)
     return DSV4_OK;
 }
 
-static dsv4_status bind_layer(binder *b, int l)
+/* Layer l's block under prefix pre ("layers.L.", or "mtp.0." for the MTP
+ * block, l = n_layers: its attention kind from the config, routed MoE). */
+static dsv4_status bind_layer(binder *b, int l, const char *pre)
 {
     const dsv4_config *cf = &b->m->cfg;
-    char pre[64];
-    snprintf(pre, sizeof pre, "layers.%d.", l);
     for (int i = 0; i < k_catalog_count; i++)
-        if (k_catalog[i].where != CAT_TOP && catalog_present(cf, l, &k_catalog[i]))
-            TRY(bind_entry(b, l, &k_catalog[i]));
-    if (cf->hash_layer[l]) TRY(bind_tid2eid(b, &b->m->layers[l], pre));
+        if (catalog_per_layer(&k_catalog[i]) && catalog_present(cf, l, &k_catalog[i]))
+            TRY(bind_entry(b, l, pre, &k_catalog[i]));
+    if (l < cf->n_layers && cf->hash_layer[l]) TRY(bind_tid2eid(b, &b->m->layers[l], pre));
     return bind_experts(b, &b->m->layers[l], pre);
 }
 
-/* Names we know but do not bind (yet): the MTP draft head (GGUF: the
- * blocks after the main layers). */
+/* The MTP head (spec §5.2), when the checkpoint has mtp.0.e_proj: all of
+ * it must then be there. */
+static dsv4_status bind_mtp(binder *b)
+{
+    dsv4_model *m = b->m;
+    const dsv4_config *cf = &m->cfg;
+    char tried[512];
+    src_tensor t;
+    /* GGUF holds the head as blocks blk.n_layers.* (nextn): known, not bound */
+    if (b->src.gg || lookup(b, "mtp.0.", NAMES("e_proj.weight"), &t, tried, sizeof tried) < 0) return DSV4_OK;
+    if (cf->mtp_attn_kind != ATTN_SWA)
+        return dsv4_fail(DSV4_ERR_UNSUPPORTED, "checkpoint: an MTP layer with compressed attention is not supported "
+                         "(compress_ratios gives it ratio %d)", config_ratio(cf, cf->n_layers));
+    const char *p = "mtp.0.";
+    for (int i = 0; i < k_catalog_count; i++)
+        if (k_catalog[i].where == CAT_MTP) TRY(bind_entry(b, 0, p, &k_catalog[i]));
+    TRY(bind_layer(b, cf->n_layers, p));
+    m->has_mtp = 1;
+    return DSV4_OK;
+}
+
+/* Names we know but do not bind: deeper draft heads (mtp.1.* ...), an
+ * incomplete mtp.0 (no e_proj), and GGUF's MTP blocks (the blocks after
+ * the main layers). */
 static int is_known_unbound(const binder *b, const char *name)
 {
     if (b->src.gg) return gguf_is_mtp_name(name, b->m->cfg.n_layers);
@@ -428,14 +449,18 @@ dsv4_status weights_bind(dsv4_model *m)
     tensor_source src = {m->st, m->gg};
     int n = tsrc_count(&src);
     binder b = {m, src, calloc((size_t)n + 1, 1)};
-    m->layers = calloc((size_t)cf->n_layers, sizeof *m->layers);
+    m->layers = calloc((size_t)cf->n_layers + 1, sizeof *m->layers);
     if (!b.used || !m->layers) { free(b.used); return dsv4_fail(DSV4_ERR_NOMEM, "out of memory"); }
     dsv4_status st = DSV4_OK;
     for (int i = 0; i < k_catalog_count && !st; i++)
-        if (k_catalog[i].where == CAT_TOP) st = bind_entry(&b, 0, &k_catalog[i]);
+        if (k_catalog[i].where == CAT_TOP) st = bind_entry(&b, 0, "", &k_catalog[i]);
     if (st) { free(b.used); return st; }
-    for (int l = 0; l < cf->n_layers; l++)
-        if ((st = bind_layer(&b, l))) { free(b.used); return st; }
+    for (int l = 0; l < cf->n_layers; l++) {
+        char pre[64];
+        snprintf(pre, sizeof pre, "layers.%d.", l);
+        if ((st = bind_layer(&b, l, pre))) { free(b.used); return st; }
+    }
+    if ((st = bind_mtp(&b))) { free(b.used); return st; }
     st = collect_unknown(&b);
     free(b.used);
     return st;
@@ -463,17 +488,18 @@ static dsv4_status adopt(adopter *a, dsv4_mat *w)
     return DSV4_OK;
 }
 
-/* Calls fn on every bound weight view: the top-level ones, then layer by
- * layer with the routed experts last (absent views included; fn skips them). */
+/* Calls fn on every bound weight view: the top-level ones, the MTP head's,
+ * then layer by layer (the MTP block last) with the routed experts last
+ * (absent views included; fn skips them). */
 static dsv4_status each_weight(dsv4_model *m, dsv4_status (*fn)(void *ctx, dsv4_mat *w), void *ctx)
 {
     const dsv4_config *cf = &m->cfg;
-    for (int i = 0; i < k_catalog_count; i++)
-        if (k_catalog[i].where == CAT_TOP) TRY(fn(ctx, catalog_slot(m, 0, &k_catalog[i])));
-    for (int l = 0; l < cf->n_layers; l++) {
+    for (int i = 0; i < k_catalog_count; i++) /* the MTP head's slots too (data NULL without one) */
+        if (!catalog_per_layer(&k_catalog[i])) TRY(fn(ctx, catalog_slot(m, 0, &k_catalog[i])));
+    for (int l = 0; l < cf->n_layers + m->has_mtp; l++) {
         dsv4_layer_w *w = &m->layers[l];
         for (int i = 0; i < k_catalog_count; i++) /* absent slots have data NULL */
-            if (k_catalog[i].where != CAT_TOP) TRY(fn(ctx, catalog_slot(m, l, &k_catalog[i])));
+            if (catalog_per_layer(&k_catalog[i])) TRY(fn(ctx, catalog_slot(m, l, &k_catalog[i])));
         for (int e = 0; e < cf->n_experts; e++) {
             TRY(fn(ctx, &w->w1[e]));
             TRY(fn(ctx, &w->w2[e]));
@@ -523,7 +549,7 @@ dsv4_status weights_adopt(dsv4_model *m, dsv4_progress_fn progress, void *user)
 void weights_free(dsv4_model *m)
 {
     if (m->layers) {
-        for (int l = 0; l < m->cfg.n_layers; l++) {
+        for (int l = 0; l < m->cfg.n_layers + 1; l++) {
             dsv4_layer_w *w = &m->layers[l];
             free(w->w1);
             free(w->w2);

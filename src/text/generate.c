@@ -103,6 +103,29 @@ static int stop_hit(gen_req *g)
     return 1;
 }
 
+int gen_take(gen_req *g, int32_t id)
+{
+    if (g->end) return 0;
+    if (sampling_is_stop_token(g->stop_ids, g->n_stop_ids, id)) {
+        gen_finish(g, GEN_END_EOS);
+        return 0;
+    }
+    g->ids[g->n_ids++] = id;
+    const char *piece;
+    size_t plen;
+    if (tok_stream_put(&g->ts, id, &piece, &plen) || append(g, piece, plen)) {
+        g->end = GEN_END_ERROR;
+        return 0;
+    }
+    if (stop_hit(g)) return 0;
+    g->visible = g->len - g->hold;
+    if (g->n_ids == g->max_tokens) {
+        gen_finish(g, GEN_END_LENGTH);
+        return 0;
+    }
+    return 1;
+}
+
 int gen_step(gen_req *g, float *logits, gen_token *tok)
 {
     if (g->end) return 0;
@@ -116,24 +139,7 @@ int gen_step(gen_req *g, float *logits, gen_token *tok)
         return 0;
     }
     if (tok) *tok = t;
-    if (sampling_is_stop_token(g->stop_ids, g->n_stop_ids, t.id)) {
-        gen_finish(g, GEN_END_EOS);
-        return 0;
-    }
-    g->ids[g->n_ids++] = t.id;
-    const char *piece;
-    size_t plen;
-    if (tok_stream_put(&g->ts, t.id, &piece, &plen) || append(g, piece, plen)) {
-        g->end = GEN_END_ERROR;
-        return 0;
-    }
-    if (stop_hit(g)) return 0;
-    g->visible = g->len - g->hold;
-    if (g->n_ids == g->max_tokens) {
-        gen_finish(g, GEN_END_LENGTH);
-        return 0;
-    }
-    return 1;
+    return gen_take(g, t.id);
 }
 
 void gen_finish(gen_req *g, gen_end why)

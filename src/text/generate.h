@@ -2,7 +2,7 @@
  * `chat`) and the server: the caller owns the model and the session and
  * hands each row of logits to gen_step(); the request samples the next
  * token, decodes it, checks the stop conditions and keeps the text it may
- * show so far. It never touches the model, so a scheduler can advance many
+ * show so far (gen_take: the same for tokens a speculative decoder chose). It never touches the model, so a scheduler can advance many
  * requests from one batched step.
  *
  * Visible text (text[0..visible)) never ends in half a UTF-8 character nor
@@ -95,6 +95,11 @@ void gen_free(gen_req *g);
  * the next row; 0 when it is done (g->end says why). tok (may be NULL)
  * receives the drawn token, including a stop token. */
 int gen_step(gen_req *g, float *logits, gen_token *tok);
+/* The part of gen_step after sampling, for a token chosen elsewhere (e.g.
+ * by speculative decoding): a stop token ends the request; else id joins
+ * ids, its text is decoded and checked against the stop strings and the
+ * length limit. Returns 1 when the request goes on, 0 when it is done. */
+int gen_take(gen_req *g, int32_t id);
 /* Ends a running request from outside (GEN_END_CONTEXT, GEN_END_CANCEL):
  * the held-back text becomes visible unless it completes a stop string. */
 void gen_finish(gen_req *g, gen_end why);

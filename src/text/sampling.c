@@ -225,10 +225,12 @@ static int draw(sampler *s, const cand *c, int n, double total)
     return last; /* rounding left target at the very end */
 }
 
-/* Steps 3-6 on the penalized logits l (max m, inverse temperature inv_t).
- * z is the normalizer sum of exp((l - m) * inv_t) over the vocabulary, needed
- * only by top-p without top-k (pass a negative value otherwise). */
-static int32_t sample_truncated(sampler *s, const float *l, float m, float inv_t, double z)
+/* Steps 3-5 on the penalized logits l (max m, inverse temperature inv_t):
+ * the kept tokens with their weights in s->cands[0..return), their sum in
+ * *total. z is the normalizer sum of exp((l - m) * inv_t) over the
+ * vocabulary, needed only by top-p without top-k (pass a negative value
+ * otherwise). */
+static int truncated(sampler *s, const float *l, float m, float inv_t, double z, double *total)
 {
     const sampling_params *p = &s->p;
     int n = s->n, k = p->top_k > 0 && p->top_k < n ? p->top_k : 0;
@@ -245,7 +247,8 @@ static int32_t sample_truncated(sampler *s, const float *l, float m, float inv_t
             float w = expf((l[i] - m) * inv_t);
             if (w > 0) { c[nc++] = (cand){w, i}; tot += w; }
         }
-        return c[draw(s, c, nc, tot)].id;
+        *total = tot;
+        return nc;
     }
     /* Candidates: tokens whose weight exp((l - m) * inv_t) is at least t,
      * i.e. l >= m + ln(t) / inv_t, with t lowered until they must hold the
@@ -281,7 +284,16 @@ static int32_t sample_truncated(sampler *s, const float *l, float m, float inv_t
     }
     double tot = 0;
     for (int i = 0; i < kept; i++) tot += c[i].w;
-    return c[draw(s, c, kept, tot)].id;
+    *total = tot;
+    return kept;
+}
+
+/* Step 6 after truncation. */
+static int32_t sample_truncated(sampler *s, const float *l, float m, float inv_t, double z)
+{
+    double tot;
+    int kept = truncated(s, l, m, inv_t, z, &tot);
+    return s->cands[draw(s, s->cands, kept, tot)].id;
 }
 
 /* Raw log-softmax outputs: the chosen token's, and the n_top best. */
@@ -360,6 +372,62 @@ dsv4_status sampler_sample(sampler *s, const float *logits, const int32_t *prev,
     *token = tok;
     if (logprob || (top && n_top > 0)) raw_logprobs(s, logits, tok, logprob, top, n_top);
     return DSV4_OK;
+}
+
+dsv4_status sampler_distribution(sampler *s, const float *logits, const int32_t *prev, int n_prev, float *probs)
+{
+    const sampling_params *p = &s->p;
+    int n = s->n;
+    for (int i = 0; i < n_prev; i++)
+        if (prev[i] < 0 || prev[i] >= n)
+            return dsv4_fail(DSV4_ERR_ARG, "sampler: previous token %d outside vocabulary of %d", prev[i], n);
+    float m = -INFINITY;
+    for (int i = 0; i < n; i++) {
+        if (isnan(logits[i]) || logits[i] == INFINITY)
+            return dsv4_fail(DSV4_ERR_ARG, "sampler: logit %d is %g", i, logits[i]);
+        if (logits[i] > m) m = logits[i];
+    }
+    if (m == -INFINITY) return dsv4_fail(DSV4_ERR_ARG, "sampler: every logit is -inf");
+    float *w = s->work;
+    memcpy(w, logits, (size_t)n * sizeof *w);
+    sampling_apply_penalties(p, w, prev, n_prev, s->counts);
+    memset(probs, 0, (size_t)n * sizeof *probs);
+    m = -INFINITY;
+    int best = 0;
+    for (int i = 0; i < n; i++) {
+        if (w[i] > m) m = w[i];
+        if (w[i] > w[best]) best = i;
+    }
+    if (p->temperature == 0) {
+        probs[best] = 1.0f;
+        return DSV4_OK;
+    }
+    float inv_t = 1.0f / p->temperature;
+    double z = 0;
+    for (int i = 0; i < n; i++) z += expf((w[i] - m) * inv_t);
+    double tot;
+    int kept = truncated(s, w, m, inv_t, z, &tot);
+    for (int i = 0; i < kept; i++) probs[s->cands[i].id] = (float)(s->cands[i].w / tot);
+    return DSV4_OK;
+}
+
+double sampler_uniform(sampler *s) { return next_unit(s->rng); }
+
+const sampling_params *sampler_params(const sampler *s) { return &s->p; }
+
+int32_t sampler_draw(sampler *s, const float *probs, int n)
+{
+    double tot = 0;
+    for (int i = 0; i < n; i++) tot += probs[i];
+    double target = next_unit(s->rng) * tot, cum = 0;
+    int32_t last = 0;
+    for (int i = 0; i < n; i++) {
+        if (probs[i] <= 0) continue;
+        cum += probs[i];
+        last = i;
+        if (cum > target) return i;
+    }
+    return last;
 }
 
 int sampling_stop_check(const char *text, size_t len, size_t checked_len,

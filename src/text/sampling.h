@@ -70,6 +70,19 @@ typedef struct {
 dsv4_status sampler_sample(sampler *s, const float *logits, const int32_t *prev, int n_prev,
                            int32_t *token, float *logprob, sampling_logprob *top, int n_top);
 
+/* The distribution sampler_sample draws from (steps 1-5), as probabilities
+ * over the whole vocabulary in probs[n_vocab] (zero outside the kept set;
+ * greedy: 1 on the chosen token). What speculative rejection sampling
+ * compares. Same failures as sampler_sample. */
+dsv4_status sampler_distribution(sampler *s, const float *logits, const int32_t *prev, int n_prev, float *probs);
+/* From the sampler's random sequence: a uniform in [0, 1), and a draw of an
+ * index of probs[0..n) with probability probs[i] / sum (the weights need not
+ * be normalized; at least one must be > 0). */
+double sampler_uniform(sampler *s);
+int32_t sampler_draw(sampler *s, const float *probs, int n);
+/* The sampler's parameters. */
+const sampling_params *sampler_params(const sampler *s);
+
 /* Step 1 alone, in place. counts is scratch of n_vocab zeros, left zeroed. */
 void sampling_apply_penalties(const sampling_params *p, float *logits, const int32_t *prev,
                               int n_prev, int32_t *counts);

@@ -81,8 +81,8 @@ mk $FX nan; $PY tests/cli/st_edit.py $FX/$ST $tmp/nan/$ST float model.norm.weigh
 case_ d4_nan_generate_tokens "lane 0, position 4: non-finite logit" -- gen --model $tmp/nan --tokens 1,2,3,4,5 -n 4
 case_ d4_nan_score "lane 0, position 0: non-finite logit" -- \
     $T "$BIN" score --device cpu --model $tmp/nan --tokens 1,2,3 --logits-out $tmp/o.f32
-case_ d4_nan_batch "prompt 1: session poisoned: lane 0, position 2: non-finite logit" -- gen --model $tmp/nan --batch $tmp/b2.txt -n 3
-case_ d4_nan_batch_serial "prompt 1: session poisoned: lane 0, position 2: non-finite logit" -- \
+case_ d4_nan_batch "prompt 1: step failed, all its lanes poisoned: lane 0, position 2: non-finite logit" -- gen --model $tmp/nan --batch $tmp/b2.txt -n 3
+case_ d4_nan_batch_serial "prompt 1: step failed, all its lanes poisoned: lane 0, position 2: non-finite logit" -- \
     gen --model $tmp/nan --batch $tmp/b2.txt -n 3 --serial
 mk $CHAT nanchat; $PY tests/cli/st_edit.py $CHAT/$ST $tmp/nanchat/$ST float model.norm.weight 0 inf
 case_ d4_inf_generate_text "non-finite logit" -- gen --model $tmp/nanchat -p hello -n 3

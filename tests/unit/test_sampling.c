@@ -375,6 +375,54 @@ static void test_stop_strings(void)
     CHECK(sampling_is_stop_token(ids, 2, 129279) && !sampling_is_stop_token(ids, 2, 0));
 }
 
+/* sampler_distribution is the distribution sampler_sample draws from, for
+ * every truncation, temperature and penalty (speculative decoding's
+ * rejection sampling compares exactly these). */
+static void test_distribution_matches_sampling(void)
+{
+    int32_t ids[10];
+    int n = 4096;
+    float *l = make_logits(n, 0.05, ids);
+    int32_t prev[3] = {ids[0], ids[0], ids[3]};
+    sampling_params ps[6];
+    for (int k = 0; k < 6; k++) ps[k] = sampling_default_params();
+    ps[0].top_p = 0.7f;
+    ps[1].top_k = 5; ps[1].top_p = 0.9f;
+    ps[2].min_p = 0.2f; ps[2].temperature = 0.7f;
+    ps[3].temperature = 1.3f;
+    ps[4].repetition_penalty = 1.5f; ps[4].presence_penalty = 0.3f; ps[4].frequency_penalty = 0.2f; ps[4].top_k = 8;
+    ps[5].temperature = 0; ps[5].repetition_penalty = 3.0f;
+    float *d = malloc((size_t)n * sizeof *d);
+    for (int k = 0; k < 6; k++) {
+        sampler *s;
+        ps[k].seed = 100 + (uint64_t)k;
+        CHECK(sampler_new(&ps[k], n, &s) == DSV4_OK);
+        CHECK(sampler_distribution(s, l, prev, 3, d) == DSV4_OK);
+        double tot = 0, top = 0;
+        for (int i = 0; i < n; i++) tot += d[i];
+        for (int i = 0; i < 10; i++) top += d[ids[i]];
+        CHECKF(fabs(tot - 1) < 1e-4, "params %d: distribution sums to %g", k, tot);
+        int *hits = calloc((size_t)n, sizeof *hits), rest = 0;
+        for (int j = 0; j < NS; j++) {
+            int32_t t;
+            CHECK(sampler_sample(s, l, prev, 3, &t, NULL, NULL, 0) == DSV4_OK);
+            hits[t]++;
+        }
+        for (int i = 0; i < 10; i++) {
+            double q = d[ids[i]], f = (double)hits[ids[i]] / NS, se = sqrt(q * (1 - q) / NS);
+            CHECKF(fabs(f - q) <= 5 * se + 1e-9, "params %d: token %d freq %.4f, distribution %.4f", k, i, f, q);
+            rest += hits[ids[i]];
+        }
+        double q = 1 - top, f = (double)(NS - rest) / NS, se = sqrt(q * (1 - q) / NS);
+        CHECKF(fabs(f - q) <= 5 * se + 1e-6, "params %d: other tokens freq %.4f, distribution %.4f", k, f, q);
+        if (k == 5) CHECK(d[ids[1]] == 1.0f); /* greedy after the repetition penalty on ids[0] */
+        free(hits);
+        sampler_free(s);
+    }
+    free(d);
+    free(l);
+}
+
 static void test_bad_input(void)
 {
     sampler *s = NULL;
@@ -424,6 +472,7 @@ int main(void)
     RUN(test_logprobs);
     RUN(test_large_vocab_speed);
     RUN(test_stop_strings);
+    RUN(test_distribution_matches_sampling);
     RUN(test_bad_input);
     TEST_MAIN_END();
 }

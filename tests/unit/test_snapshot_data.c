@@ -1,8 +1,9 @@
 /* Snapshots from bytes (dsv4_snapshot_from_data), as the server reads them
  * back from its state files: the image of a session, copied out and read
  * back, restores a session that continues bit-identically; images of the
- * wrong length or position are refused; the model identity tells two
- * checkpoints apart and is stable across loads. */
+ * wrong length or position are refused; with an MTP head the image
+ * carries the head's own position and window (read back the same way); the
+ * model identity tells two checkpoints apart and is stable across loads. */
 #include <stdint.h>
 
 #include "dsv4.h"
@@ -10,6 +11,7 @@
 
 #define FX "tests/fixtures/tiny-mixed-f32"
 #define FX2 "tests/fixtures/tiny-chat"
+#define FX_MTP "tests/fixtures/tiny-mtp-f32"
 
 static dsv4_model *load(const char *dir)
 {
@@ -68,6 +70,71 @@ static void test_round_trip_continues_exactly(void)
     dsv4_session_free(b);
 }
 
+/* n model tokens, then MTP rows for the first n_mtp of them (row i reads the
+ * streams of position i and token i+1). */
+static dsv4_status feed_mtp(dsv4_model *m, dsv4_session *s, const int32_t *t, int n, int n_mtp, float *logits)
+{
+    float *h = malloc((size_t)n * dsv4_model_hidden_size(m) * sizeof *h);
+    dsv4_lane ln = {.session = s, .tokens = t, .n_tokens = n, .hidden = h};
+    dsv4_status st = h ? dsv4_step(m, &ln, 1, NULL) : DSV4_ERR_NOMEM;
+    dsv4_lane mt = {.session = s, .tokens = t + 1, .n_tokens = n_mtp, .mtp_in = h,
+                    .logits_mode = logits ? DSV4_LOGITS_LAST : DSV4_LOGITS_NONE, .logits = logits};
+    if (!st) st = dsv4_step(m, &mt, 1, NULL);
+    free(h);
+    return st;
+}
+
+static void test_mtp_image(void)
+{
+    dsv4_model *m = load(FX_MTP);
+    CHECK(m && dsv4_model_has_mtp(m));
+    if (!m) return;
+    int vocab = dsv4_model_vocab(m);
+    int32_t toks[40];
+    for (int i = 0; i < 40; i++) toks[i] = (i * 29 + 5) % vocab;
+    dsv4_session *a, *b;
+    CHECK(dsv4_session_new(m, &a) == DSV4_OK && dsv4_session_new(m, &b) == DSV4_OK);
+    float *la = malloc((size_t)vocab * sizeof *la), *lb = malloc((size_t)vocab * sizeof *lb);
+    /* 23 tokens, 14 MTP rows: the MTP ring (window 10) wraps too */
+    CHECK(feed_mtp(m, a, toks, 23, 14, NULL) == DSV4_OK && dsv4_session_mtp_pos(a) == 14);
+    dsv4_snapshot *snap, *back = NULL, *bad = NULL;
+    CHECK(dsv4_session_snapshot(a, &snap) == DSV4_OK);
+    size_t len;
+    const void *img = dsv4_snapshot_data(snap, &len);
+    unsigned char *copy = malloc(len);
+    memcpy(copy, img, len);
+    CHECK(dsv4_snapshot_from_data(m, copy, len, &back) == DSV4_OK && back && dsv4_snapshot_pos(back) == 23);
+    CHECK(back && dsv4_session_restore(b, back) == DSV4_OK && dsv4_session_mtp_pos(b) == 14 &&
+          dsv4_session_pos(b) == 23);
+    /* both continue the same: 17 more tokens, then 16 MTP rows (their logits
+     * read the restored MTP window and streams from the restored layers) */
+    CHECK(feed_mtp(m, a, toks + 23, 17, 16, la) == DSV4_OK && feed_mtp(m, b, toks + 23, 17, 16, lb) == DSV4_OK);
+    CHECKF(!memcmp(la, lb, (size_t)vocab * sizeof *la), "MTP logits differ after a restore from bytes");
+    /* the MTP position lies after the main layers' regions: the last 8 bytes
+     * before the MTP ring rows; out of range or inconsistent with the length */
+    int64_t mp;
+    size_t at = len - (size_t)9 * 64 * sizeof(float) - sizeof mp; /* 9 ring rows of head_dim 64 */
+    memcpy(&mp, copy + at, sizeof mp);
+    CHECKF(mp == 14, "MTP position field at %zu reads %lld (head_dim or window of the fixture changed?)", at,
+           (long long)mp);
+    mp = -3;
+    memcpy(copy + at, &mp, sizeof mp);
+    CHECK(dsv4_snapshot_from_data(m, copy, len, &bad) == DSV4_ERR_FORMAT && !bad);
+    CHECKF(strstr(dsv4_last_error(), "MTP position -3") != NULL, "%s", dsv4_last_error());
+    mp = 3; /* 3 ring rows, not 9: the length does not fit */
+    memcpy(copy + at, &mp, sizeof mp);
+    CHECK(dsv4_snapshot_from_data(m, copy, len, &bad) == DSV4_ERR_FORMAT && !bad);
+    CHECK(dsv4_snapshot_from_data(m, copy, at + 4, &bad) == DSV4_ERR_FORMAT && !bad);
+    free(copy);
+    free(la);
+    free(lb);
+    dsv4_snapshot_free(snap);
+    dsv4_snapshot_free(back);
+    dsv4_session_free(a);
+    dsv4_session_free(b);
+    dsv4_model_free(m);
+}
+
 static void test_identity(void)
 {
     dsv4_model *again = load(FX), *other = load(FX2);
@@ -84,6 +151,7 @@ int main(void)
     g_m = load(FX);
     if (!g_m) { printf("FAIL test_snapshot_data: cannot load %s\n", FX); return 1; }
     RUN(test_round_trip_continues_exactly);
+    RUN(test_mtp_image);
     RUN(test_identity);
     dsv4_model_free(g_m);
     TEST_MAIN_END();

@@ -1,4 +1,4 @@
-/* Transactions over several sessions (engine/txn.c): batched steps are
+/* Transactions over several sessions (decode_batch on engine/step.c): batched steps are
  * bit-identical to serial decoding, vetoes and early failures change nothing,
  * faults poison every lane of the step, snapshots restore exactly. */
 #include <stdint.h>

@@ -30,3 +30,9 @@ $GG --out tests/fixtures/gguf-all-types --tokenizer tests/fixtures/tiny-chat/tok
 $GG --out tests/fixtures/gguf-split-q8-mxfp4 --layers S,C,H,C,H --hash-layers 2 --hidden 64 --experts 8 \
   --experts-per-tok 3 --seq-len 40 --seed 11 --split-tensors 40 \
   --plan "token_embd=Q8_0;output.weight=MXFP4;blk.0.=Q8_0;blk.1.=MXFP4;blk.2.=F16;blk.3.=Q8_0;blk.4.=BF16"
+# An MTP head (mtp.0.*) with its logits at every position from the composed oracle (tools/oracle/mtp.py),
+# on the tiny tokenizer's vocabulary (text-mode speculative decoding tests).
+TT=tests/fixtures/tiny-mtp.tokenizer.json.tmp
+V=$(python3 tools/make_tiny_tokenizer.py $TT)
+$GEN --out tests/fixtures/tiny-mtp-f32 --mtp --vocab "$V" --layers S,C,H --hash-layers 1 --seq-len 80 --seed 21
+mv $TT tests/fixtures/tiny-mtp-f32/tokenizer.json

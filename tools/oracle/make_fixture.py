@@ -15,6 +15,8 @@ differences into O(1) logit jumps.
 
 Output directory: config.json, model.safetensors (or shards + index), generation_config.json,
 tokens.txt, logits.f32 ([seq, vocab] little-endian float32), meta.json.
+With --mtp the checkpoint also holds an MTP head (mtp.0.*, official names) and mtp_logits.f32
+([seq-1, vocab]) holds its logits at every position from the composed oracle in mtp.py.
 Runs on CPU or CUDA (auto); all math is fp32 with TF32 disabled.
 """
 
@@ -33,6 +35,9 @@ from safetensors import safe_open
 from safetensors.torch import save_file
 from transformers import DeepseekV4Config, DeepseekV4ForCausalLM
 from transformers.models.deepseek_v4 import modeling_deepseek_v4 as mdl
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from mtp import MtpHead  # noqa: E402
 
 KIND = {"S": "sliding_attention", "C": "compressed_sparse_attention", "H": "heavily_compressed_attention"}
 KIND_LETTER = {v: k for k, v in KIND.items()}
@@ -84,6 +89,8 @@ def parse_args(argv=None):
                    help="original_max_position_embeddings; small so the YaRN ramp falls inside the tiny rope dim")
     p.add_argument("--min-gap", type=float, default=1e-4,
                    help="reject a seed if any top-k gap < min_gap * max(1, |k-th score|)")
+    p.add_argument("--mtp", action="store_true",
+                   help="add a random MTP head (mtp.0.*) and record its logits at every position (mtp_logits.f32)")
     p.add_argument("--schedules", default="1;7;19,7,1",
                    help="cached-path chunk schedules to compare with the full forward, ';'-separated; "
                         "each is a comma list of chunk sizes whose last entry repeats")
@@ -202,6 +209,31 @@ def randomize(model, cfg, gen, bf16):
             print(f"UNHANDLED tensor {name} (matched {k} rules)", file=sys.stderr)
         sys.exit("some parameters/buffers were not randomized; extend _rules()")
     return handled, skipped
+
+
+@torch.no_grad()
+def randomize_mtp(mtp, cfg, gen, bf16):
+    rules = [(re.compile(rx), fn) for rx, fn in _rules(cfg)]
+    for name, t in list(mtp.named_parameters()) + list(mtp.named_buffers()):
+        if _is_rope_table(name):
+            continue
+        hits = [fn for rx, fn in rules if rx.search(mtp.rule_name(name))]
+        if len(hits) != 1:
+            sys.exit(f"MTP tensor {name} matched {len(hits)} rules")
+        t.copy_(hits[0](gen, t))
+        if bf16 and t.is_floating_point():
+            t.copy_(t.to(torch.bfloat16).to(torch.float32))
+
+
+@torch.no_grad()
+def mtp_logits(model, mtp, ids):
+    """MTP logits of rows 0..S-2: row i reads the main model's final streams at i and token i+1."""
+    seen = {}
+    h = model.model.hc_head.register_forward_pre_hook(lambda mod, args: seen.__setitem__("x", args[0]))
+    model(ids, use_cache=False)
+    h.remove()
+    x = seen["x"][:, :-1].float()
+    return mtp(x, ids[:, 1:], model.model.embed_tokens, model.lm_head)[0]
 
 
 def check_rope_tables(model, cfg):
@@ -566,12 +598,20 @@ def main(argv=None):
         torch.manual_seed(seed)
         model = DeepseekV4ForCausalLM(cfg).to(torch.float32).eval()
         handled, skipped = randomize(model, cfg, gen, bf16)
+        mtp = None
+        if a.mtp:
+            mtp = MtpHead(cfg).to(torch.float32).eval()
+            randomize_mtp(mtp, cfg, gen, bf16)
         ids = torch.randint(0, cfg.vocab_size, (1, a.seq_len), generator=gen)
         model.to(device)
         ids_dev = ids.to(device)
         rec = GapRecorder(model, cfg, a.min_gap)
+        if mtp is not None:
+            mtp.to(device)
+            rec.handles.append(mtp.block.mlp.gate.register_forward_hook(rec._router_hook("mtp")))
         rec.active = True
         logits = full_logits(model, ids_dev)
+        mtp_ref = mtp_logits(model, mtp, ids_dev) if mtp is not None else None
         rec.active = False
         gaps = rec.summary()
         attempts.append({"seed": seed, "indexer_min_gap": (gaps["indexer"] or {}).get("min_gap"),
@@ -605,6 +645,21 @@ def main(argv=None):
     out_dir = a.out
     save_fixture(model, cfg, a, out_dir)
     model.to(device)
+    if mtp is not None:
+        if a.shards != 1:
+            sys.exit("--mtp writes into a single model.safetensors (use --shards 1)")
+        path = os.path.join(out_dir, "model.safetensors")
+        with safe_open(path, "pt") as f:
+            tensors = {n: f.get_tensor(n) for n in f.keys()}
+        for n, t in mtp.official_tensors(to_official, cfg).items():
+            tensors[n] = t.to(storage_dtype(n, t, bf16)).contiguous()
+        save_file(tensors, path, metadata={"format": "pt"})
+        if not torch.isfinite(mtp_ref).all():
+            sys.exit("non-finite MTP logits")
+        # causality of the composed oracle: a prefix gives the same first rows
+        pre = mtp_logits(model, mtp, ids_dev[:, :half])
+        mtp_prefix_diff = (pre - mtp_ref[:half - 1]).abs().max().item()
+        mtp_ref.detach().cpu().contiguous().numpy().astype("<f4").tofile(os.path.join(out_dir, "mtp_logits.f32"))
 
     # Reload what was written with the oracle itself and confirm the logits are reproduced.
     reloaded, info = DeepseekV4ForCausalLM.from_pretrained(out_dir, dtype=torch.float32, output_loading_info=True)
@@ -667,6 +722,16 @@ def main(argv=None):
         "skipped_tensors (derived rope tables)": skipped,
         "tensors": tensor_listing(out_dir),
     }
+    if mtp is not None:
+        meta["mtp"] = {
+            "oracle": "tools/oracle/mtp.py: transformers modules composed as spec §5.2",
+            "logits_file": {"name": "mtp_logits.f32", "dtype": "float32 little-endian",
+                            "shape": [a.seq_len - 1, cfg.vocab_size],
+                            "rows": "row i: main streams at position i + token i+1, predicts token i+2",
+                            "sha256": sha256(os.path.join(out_dir, "mtp_logits.f32"))},
+            "prefix_vs_full_max_abs_diff": mtp_prefix_diff,
+            "logits_stats": {"max_abs": mtp_ref.abs().max().item(), "std": mtp_ref.std().item()},
+        }
     with open(os.path.join(out_dir, "meta.json"), "w") as f:
         json.dump(meta, f, indent=1)
         f.write("\n")

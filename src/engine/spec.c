@@ -1,0 +1,338 @@
+/* Speculative decoding with the MTP head: drafting, verification in one
+ * step, acceptance (see engine/spec.h for the protocol). */
+#include "engine/spec.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/error.h"
+#include "engine/session.h"
+
+/* Rows of the prompt fed per step (bounds the streams kept for the MTP). */
+#define FEED_ROWS 256
+
+static int grow(void **p, int *cap, int need, size_t elem)
+{
+    if (need <= *cap) return 1;
+    int c = *cap ? *cap : 16;
+    while (c < need) c *= 2;
+    void *g = realloc(*p, (size_t)c * elem);
+    if (!g) return 0;
+    *p = g;
+    *cap = c;
+    return 1;
+}
+
+static int pend_reserve(spec_lane *l, int n)
+{
+    if (n <= l->cap_pend) return 1;
+    int cap = l->cap_pend;
+    if (!grow((void **)&l->pend_tok, &cap, n, sizeof *l->pend_tok)) return 0;
+    float *h = realloc(l->pend_h, (size_t)cap * (size_t)l->HS * sizeof *h);
+    if (!h) return 0;
+    l->pend_h = h;
+    l->cap_pend = cap;
+    return 1;
+}
+
+dsv4_status spec_lane_init(spec_lane *l, dsv4_session *s, int k, sampler *smp)
+{
+    memset(l, 0, sizeof *l);
+    if (!s) return dsv4_fail(DSV4_ERR_ARG, "spec: no session");
+    if (k < 0 || k > SPEC_MAX_K) return dsv4_fail(DSV4_ERR_ARG, "spec: %d drafts per step (0..%d)", k, SPEC_MAX_K);
+    if (k && !s->m->has_mtp)
+        return dsv4_fail(DSV4_ERR_UNSUPPORTED, "spec: this checkpoint has no MTP head (mtp.0.*) to draft with");
+    l->s = s;
+    l->k = k;
+    l->smp = smp;
+    l->force_accept = -1;
+    l->force_rng = 0x9e3779b97f4a7c15ull;
+    l->V = dsv4_model_vocab(s->m);
+    l->HS = dsv4_model_hidden_size(s->m);
+    size_t V = (size_t)l->V, HS = (size_t)l->HS, K = (size_t)k;
+    l->q = malloc((K + 1) * V * sizeof *l->q);
+    l->vlog = malloc((K + 1) * V * sizeof *l->vlog);
+    l->vhid = malloc((K + 1) * HS * sizeof *l->vhid);
+    l->dlog = malloc(V * sizeof *l->dlog);
+    l->row = malloc(V * sizeof *l->row);
+    l->p = malloc(V * sizeof *l->p);
+    l->chain = malloc((K + 1) * HS * sizeof *l->chain);
+    if (!l->q || !l->vlog || !l->vhid || !l->dlog || !l->row || !l->p || !l->chain) {
+        spec_lane_free(l);
+        return dsv4_fail(DSV4_ERR_NOMEM, "out of memory for a speculative lane");
+    }
+    return DSV4_OK;
+}
+
+void spec_lane_free(spec_lane *l)
+{
+    free(l->pend_h);
+    free(l->pend_tok);
+    free(l->hist);
+    free(l->q);
+    free(l->vlog);
+    free(l->vhid);
+    free(l->dlog);
+    free(l->dhid);
+    free(l->row);
+    free(l->p);
+    free(l->chain);
+    memset(l, 0, sizeof *l);
+}
+
+static int greedy(const spec_lane *l)
+{
+    return !l->smp || sampler_params(l->smp)->temperature == 0;
+}
+
+/* The distribution of the token after hist + extra[0..n_extra), from one row
+ * of logits, into probs (masked ids get nothing). */
+static dsv4_status dist(spec_lane *l, const float *logits, const int32_t *extra, int n_extra, float *probs)
+{
+    memcpy(l->row, logits, (size_t)l->V * sizeof *l->row);
+    for (int i = 0; i < l->n_mask; i++) l->row[l->mask[i]] = -INFINITY;
+    if (!grow((void **)&l->hist, &l->cap_hist, l->n_hist + n_extra + 1, sizeof *l->hist))
+        return dsv4_fail(DSV4_ERR_NOMEM, "out of memory");
+    if (n_extra) memcpy(l->hist + l->n_hist, extra, (size_t)n_extra * sizeof *extra);
+    if (l->smp) return sampler_distribution(l->smp, l->row, l->hist, l->n_hist + n_extra, probs);
+    /* no sampler: plain argmax (lowest id on ties), as sampler_sample at temperature 0 */
+    int best = 0;
+    for (int i = 1; i < l->V; i++)
+        if (l->row[i] > l->row[best]) best = i;
+    memset(probs, 0, (size_t)l->V * sizeof *probs);
+    probs[best] = 1;
+    return DSV4_OK;
+}
+
+static int32_t argmax(const float *p, int n)
+{
+    int32_t b = 0;
+    for (int i = 1; i < n; i++)
+        if (p[i] > p[b]) b = i;
+    return b;
+}
+
+/* A token from a distribution: greedy lanes take its (single) top. */
+static int32_t pick(spec_lane *l, const float *probs)
+{
+    return greedy(l) ? argmax(probs, l->V) : sampler_draw(l->smp, probs, l->V);
+}
+
+static double force_unit(spec_lane *l)
+{
+    uint64_t z = (l->force_rng += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return (double)((z ^ (z >> 31)) >> 11) * 0x1.0p-53;
+}
+
+static int is_stop(const spec_lane *l, int32_t t)
+{
+    for (int i = 0; i < l->n_stop; i++)
+        if (l->stop_ids[i] == t) return 1;
+    return 0;
+}
+
+static dsv4_status emit(spec_lane *l, const int32_t *t, int n)
+{
+    if (!grow((void **)&l->hist, &l->cap_hist, l->n_hist + n + 1, sizeof *l->hist))
+        return dsv4_fail(DSV4_ERR_NOMEM, "out of memory");
+    memcpy(l->hist + l->n_hist, t, (size_t)n * sizeof *t);
+    l->n_hist += n;
+    memcpy(l->out, t, (size_t)n * sizeof *t);
+    l->n_out = n;
+    l->next = t[n - 1];
+    l->has_next = 1;
+    return DSV4_OK;
+}
+
+dsv4_status spec_feed(spec_lane *l, const int32_t *t, int n)
+{
+    if (n < 1 || !t) return dsv4_fail(DSV4_ERR_ARG, "spec: empty prompt");
+    l->n_hist = 0; /* the penalties count what is generated from here on */
+    dsv4_model *m = l->s->m;
+    /* in chunks: each chunk's streams are what the MTP needs next; the
+     * previous chunk's rows go to the MTP with the same step */
+    for (int done = 0; done < n;) {
+        int T = n - done < FEED_ROWS ? n - done : FEED_ROWS;
+        float *h = malloc((size_t)T * l->HS * sizeof *h);
+        if (!h) return dsv4_fail(DSV4_ERR_NOMEM, "out of memory");
+        dsv4_lane ln[2] = {{.session = l->s, .tokens = t + done, .n_tokens = T, .logits_mode = DSV4_LOGITS_LAST,
+                            .logits = l->dlog, .hidden = h}};
+        int nl = 1;
+        if (l->n_pend && l->k) { /* rows of the last chunk: their next token is this chunk's first */
+            l->pend_tok[l->n_pend - 1] = t[done];
+            ln[1] = (dsv4_lane){.session = l->s, .tokens = l->pend_tok, .n_tokens = l->n_pend, .mtp_in = l->pend_h};
+            nl = 2;
+        }
+        dsv4_status st = dsv4_step(m, ln, nl, NULL);
+        if (st || !pend_reserve(l, T)) {
+            free(h);
+            return st ? st : dsv4_fail(DSV4_ERR_NOMEM, "out of memory");
+        }
+        memcpy(l->pend_h, h, (size_t)T * l->HS * sizeof *h);
+        for (int i = 0; i + 1 < T; i++) l->pend_tok[i] = t[done + i + 1];
+        l->n_pend = T;
+        free(h);
+        done += T;
+    }
+    dsv4_status st = dist(l, l->dlog, NULL, 0, l->p);
+    if (st) return st;
+    int32_t first = pick(l, l->p);
+    l->pend_tok[l->n_pend - 1] = first;
+    return emit(l, &first, 1);
+}
+
+/* Draft i of every lane that drafts that deep: one MTP step over the rows
+ * the MTP owes plus the i-1 chained drafts, publishing nothing. */
+static int keep_none(void *user, const dsv4_lane *ln) { (void)user; (void)ln; return 0; }
+
+static dsv4_status draft_round(dsv4_model *m, spec_lane *const *L, const int *k, int n, int i)
+{
+    dsv4_lane ln[DSV4_MAX_LANES];
+    int32_t *tok[DSV4_MAX_LANES] = {0};
+    float *in[DSV4_MAX_LANES] = {0};
+    int nl = 0, who[DSV4_MAX_LANES];
+    dsv4_status st = DSV4_OK;
+    for (int a = 0; a < n && !st; a++) {
+        spec_lane *l = L[a];
+        if (k[a] < i) continue;
+        int rows = l->n_pend + i - 1;
+        size_t HS = (size_t)l->HS;
+        tok[nl] = malloc((size_t)rows * sizeof **tok);
+        in[nl] = malloc((size_t)rows * HS * sizeof **in);
+        float *dh = realloc(l->dhid, (size_t)rows * HS * sizeof *dh);
+        if (dh) l->dhid = dh;
+        if (!tok[nl] || !in[nl] || !dh) { st = dsv4_fail(DSV4_ERR_NOMEM, "out of memory for drafts"); nl++; break; }
+        memcpy(tok[nl], l->pend_tok, (size_t)l->n_pend * sizeof **tok);
+        memcpy(tok[nl] + l->n_pend, l->drafts, (size_t)(i - 1) * sizeof **tok);
+        memcpy(in[nl], l->pend_h, (size_t)l->n_pend * HS * sizeof **in);
+        memcpy(in[nl] + (size_t)l->n_pend * HS, l->chain, (size_t)(i - 1) * HS * sizeof **in);
+        ln[nl] = (dsv4_lane){.session = l->s, .tokens = tok[nl], .n_tokens = rows, .logits_mode = DSV4_LOGITS_LAST,
+                             .logits = l->dlog + 0, .hidden = l->dhid, .accept = keep_none, .mtp_in = in[nl]};
+        who[nl++] = a;
+    }
+    /* each lane's logits row lands in its own dlog; run them in one step */
+    if (!st) st = dsv4_step(m, ln, nl, NULL);
+    for (int j = 0; j < nl && !st; j++) {
+        spec_lane *l = L[who[j]];
+        size_t HS = (size_t)l->HS;
+        memcpy(l->chain + (size_t)(i - 1) * HS, l->dhid + (size_t)(ln[j].n_tokens - 1) * HS, HS * sizeof(float));
+        float *q = l->q + (size_t)(i - 1) * l->V;
+        st = dist(l, l->dlog, l->drafts, i - 1, q);
+        if (st) break;
+        int32_t d = pick(l, q);
+        if (l->draft_fn) d = l->draft_fn(l->draft_user, l, i, d);
+        l->drafts[i - 1] = d;
+    }
+    for (int j = 0; j < nl; j++) { free(tok[j]); free(in[j]); }
+    return st;
+}
+
+/* The verify step's acceptance of one lane: walks its rows, keeps drafts,
+ * ends with the correction or the bonus token; the tokens it keeps are next
+ * and the kept drafts, as many as it outputs. */
+typedef struct {
+    spec_lane *l;
+    int k;
+    int32_t out[SPEC_MAX_K + 1];
+    int n_out;
+    dsv4_status st;
+} verdict;
+
+static int accept_drafts(void *user, const dsv4_lane *ln)
+{
+    verdict *v = user;
+    spec_lane *l = v->l;
+    size_t V = (size_t)l->V;
+    v->n_out = 0;
+    for (int r = 0; r <= v->k; r++) {
+        if ((v->st = dist(l, ln->logits + (size_t)r * V, v->out, v->n_out, l->p))) return -1; /* refuses the step */
+        if (r == v->k) { /* every draft kept: the bonus token */
+            v->out[v->n_out++] = pick(l, l->p);
+            break;
+        }
+        int32_t d = l->drafts[r];
+        const float *q = l->q + (size_t)r * V;
+        int keep;
+        if (l->force_accept >= 0) keep = force_unit(l) < l->force_accept;
+        else if (greedy(l)) keep = argmax(l->p, l->V) == d;
+        else keep = sampler_uniform(l->smp) * q[d] < l->p[d]; /* u < p(d)/q(d), q(d) > 0 as d came from q */
+        if (keep) {
+            v->out[v->n_out++] = d;
+            l->n_kept++;
+            if (is_stop(l, d)) break;
+            continue;
+        }
+        if (greedy(l)) {
+            v->out[v->n_out++] = argmax(l->p, l->V);
+        } else { /* the residual max(0, p - q), renormalized by the draw */
+            double mass = 0;
+            for (size_t t = 0; t < V; t++) {
+                float x = l->p[t] - q[t];
+                l->p[t] = x > 0 ? x : 0;
+                mass += l->p[t];
+            }
+            if (mass <= 0) { /* p == q up to rounding: any draw from p is exact */
+                if ((v->st = dist(l, ln->logits + (size_t)r * V, v->out, v->n_out, l->p))) return -1;
+            }
+            v->out[v->n_out++] = sampler_draw(l->smp, l->p, l->V);
+        }
+        break;
+    }
+    return v->n_out;
+}
+
+dsv4_status spec_step(dsv4_model *m, spec_lane *const *L, int n, const dsv4_gate *gate)
+{
+    if (!m || !L || n < 1 || 2 * n > DSV4_MAX_LANES)
+        return dsv4_fail(DSV4_ERR_ARG, "spec: need 1..%d lanes, got %d", DSV4_MAX_LANES / 2, n);
+    int k[DSV4_MAX_LANES / 2], deepest = 0;
+    for (int a = 0; a < n; a++) {
+        spec_lane *l = L[a];
+        if (!l || !l->has_next || l->s->m != m) return dsv4_fail(DSV4_ERR_ARG, "spec: lane %d was not fed a prompt", a);
+        if (l->draft_fn && !greedy(l)) return dsv4_fail(DSV4_ERR_ARG, "spec: lane %d: replaced drafts need greedy", a);
+        k[a] = l->k;
+        if (l->budget > 0 && k[a] > l->budget - 1) k[a] = l->budget - 1;
+        if (k[a] > deepest) deepest = k[a];
+    }
+    dsv4_status st = DSV4_OK;
+    for (int i = 1; i <= deepest && !st; i++) st = draft_round(m, L, k, n, i);
+    if (st) return st;
+
+    /* verify: per lane the model's k+1 rows and the MTP rows it owes */
+    dsv4_lane ln[DSV4_MAX_LANES];
+    verdict v[DSV4_MAX_LANES / 2];
+    int32_t vt[DSV4_MAX_LANES / 2][SPEC_MAX_K + 1];
+    int nl = 0;
+    for (int a = 0; a < n; a++) {
+        spec_lane *l = L[a];
+        v[a] = (verdict){.l = l, .k = k[a]};
+        vt[a][0] = l->next;
+        memcpy(vt[a] + 1, l->drafts, (size_t)k[a] * sizeof(int32_t));
+        ln[nl++] = (dsv4_lane){.session = l->s, .tokens = vt[a], .n_tokens = k[a] + 1,
+                               .logits_mode = DSV4_LOGITS_ALL, .logits = l->vlog, .hidden = l->vhid,
+                               .accept = accept_drafts, .accept_user = &v[a]};
+        if (l->k) /* the MTP's rows: positions mtp_pos .. pos-1, real streams and tokens */
+            ln[nl++] = (dsv4_lane){.session = l->s, .tokens = l->pend_tok, .n_tokens = l->n_pend,
+                                   .mtp_in = l->pend_h};
+    }
+    st = dsv4_step(m, ln, nl, gate);
+    for (int a = 0; a < n; a++)
+        if (v[a].st) return v[a].st; /* an acceptance that could not compute refused the step */
+    if (st) return st;
+    for (int a = 0; a < n; a++) {
+        spec_lane *l = L[a];
+        int j = v[a].n_out; /* tokens kept = next + kept drafts = tokens out */
+        if (!pend_reserve(l, j)) return dsv4_fail(DSV4_ERR_NOMEM, "out of memory");
+        /* the MTP now owes rows pos-j .. pos-1: their streams, and the token after each */
+        memcpy(l->pend_h, l->vhid, (size_t)j * l->HS * sizeof *l->pend_h);
+        memcpy(l->pend_tok, v[a].out, (size_t)j * sizeof *l->pend_tok);
+        l->n_pend = j;
+        l->n_steps++;
+        l->n_drafted += k[a];
+        if ((st = emit(l, v[a].out, j))) return st;
+    }
+    return DSV4_OK;
+}

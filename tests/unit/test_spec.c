@@ -1,0 +1,389 @@
+/* Speculative decoding (engine/spec.c) changes nothing but speed: greedy
+ * output and the final session state (model and MTP) are bit-identical to
+ * plain greedy decoding for k = 1, 2, 3 over >= 200 tokens, alone and in a
+ * cohort of lanes with different k; sampled output follows the model's
+ * distribution (chi-square against the exact distribution); a veto or a
+ * fault during a verify step leaves every lane as before or poisoned. */
+#include <stdint.h>
+
+#include "dsv4.h"
+#include "engine/spec.h"
+#include "model/model.h"
+#include "ops/ops.h"
+#include "test.h"
+
+#define FX "tests/fixtures/tiny-mtp-f32"
+#define NGEN 210
+
+static dsv4_model *g_m;
+static int V, HS;
+
+static dsv4_session *fresh(void)
+{
+    dsv4_session *s = NULL;
+    return dsv4_session_new(g_m, &s) ? NULL : s;
+}
+
+static void prompt_of(int which, int32_t *p, int *n)
+{
+    *n = 3 + 5 * which;
+    for (int i = 0; i < *n; i++) p[i] = (int32_t)((37 * which + 11 * i + 5) % V);
+}
+
+static int32_t argmax(const float *v)
+{
+    int32_t b = 0;
+    for (int i = 1; i < V; i++)
+        if (v[i] > v[b]) b = i;
+    return b;
+}
+
+/* Plain greedy: ref[0..n) after the prompt; the session consumed the prompt
+ * and ref[0..n-1), keeping every position's streams in h (rows). */
+static void greedy_ref(const int32_t *p, int np, int n, int32_t *ref, dsv4_session **out, float **hid)
+{
+    dsv4_session *s = fresh();
+    float *lg = malloc((size_t)V * sizeof *lg), *h = malloc((size_t)(np + n) * HS * sizeof *h);
+    dsv4_lane ln = {.session = s, .tokens = p, .n_tokens = np, .logits_mode = DSV4_LOGITS_LAST, .logits = lg,
+                    .hidden = h};
+    CHECK(dsv4_step(g_m, &ln, 1, NULL) == DSV4_OK);
+    for (int i = 0; i < n; i++) {
+        ref[i] = argmax(lg);
+        if (i + 1 == n) break;
+        ln = (dsv4_lane){.session = s, .tokens = &ref[i], .n_tokens = 1, .logits_mode = DSV4_LOGITS_LAST,
+                         .logits = lg, .hidden = h + (size_t)(np + i) * HS};
+        CHECK(dsv4_step(g_m, &ln, 1, NULL) == DSV4_OK);
+    }
+    free(lg);
+    *out = s;
+    *hid = h;
+}
+
+/* The reference state: the plain session plus the MTP fed the same rows the
+ * spec lane's MTP holds (0 .. mtp_pos-1, real streams and tokens). */
+static int same_as_reference(dsv4_session *spec, dsv4_session *ref, const float *h, const int32_t *p, int np,
+                             const int32_t *gen)
+{
+    int64_t mp = dsv4_session_mtp_pos(spec);
+    int32_t *t = malloc((size_t)(mp + 1) * sizeof *t);
+    for (int64_t i = 0; i < mp; i++) t[i] = i + 1 < np ? p[i + 1] : gen[i + 1 - np];
+    dsv4_lane ln = {.session = ref, .tokens = t, .n_tokens = (int)mp, .mtp_in = h};
+    int ok = !mp || dsv4_step(g_m, &ln, 1, NULL) == DSV4_OK; /* k = 0: the MTP never ran */
+    free(t);
+    dsv4_snapshot *a = NULL, *b = NULL;
+    ok = ok && !dsv4_session_snapshot(spec, &a) && !dsv4_session_snapshot(ref, &b);
+    size_t la = 0, lb = 0;
+    const void *da = ok ? dsv4_snapshot_data(a, &la) : NULL, *db = ok ? dsv4_snapshot_data(b, &lb) : NULL;
+    ok = ok && la == lb && !memcmp(da, db, la) && dsv4_session_pos(spec) == dsv4_session_pos(ref);
+    dsv4_snapshot_free(a);
+    dsv4_snapshot_free(b);
+    return ok;
+}
+
+/* Drafts that are right about half the time (the reference says what is
+ * right), so every acceptance length occurs; NULL ref: the MTP's own. */
+typedef struct {
+    const int32_t *ref;
+    uint32_t x;
+} oracle_drafts;
+
+static int32_t half_right(void *user, const spec_lane *l, int i, int32_t proposed)
+{
+    oracle_drafts *o = user;
+    (void)proposed;
+    o->x = o->x * 1664525u + 1013904223u;
+    int32_t right = o->ref[l->n_hist - 1 + i];
+    return (o->x >> 16) % 3 ? right : (right + 1) % V;
+}
+
+typedef struct {
+    dsv4_session *s, *ref;
+    spec_lane sl;
+    int32_t p[64], gen[NGEN + SPEC_MAX_K + 1], want[NGEN + SPEC_MAX_K + 1];
+    float *h;
+    int np, n;
+    oracle_drafts od;
+} run;
+
+static void run_start(run *r, int which, int k, int oracle)
+{
+    memset(r, 0, sizeof *r);
+    prompt_of(which, r->p, &r->np);
+    greedy_ref(r->p, r->np, NGEN + SPEC_MAX_K + 1, r->want, &r->ref, &r->h);
+    r->s = fresh();
+    CHECK(spec_lane_init(&r->sl, r->s, k, NULL) == DSV4_OK);
+    if (oracle) {
+        r->od = (oracle_drafts){r->want, (uint32_t)(which * 77 + k)};
+        r->sl.draft_fn = half_right;
+        r->sl.draft_user = &r->od;
+    }
+    CHECK(spec_feed(&r->sl, r->p, r->np) == DSV4_OK);
+    r->gen[r->n++] = r->sl.out[0];
+}
+
+static void run_take(run *r)
+{
+    for (int i = 0; i < r->sl.n_out; i++) r->gen[r->n++] = r->sl.out[i];
+}
+
+static void run_check(run *r, const char *what)
+{
+    CHECKF(!memcmp(r->gen, r->want, (size_t)r->n * sizeof *r->gen), "%s: tokens differ from plain greedy", what);
+    /* the plain session consumed want[0..n-1); bring it to the same length */
+    dsv4_session_reset(r->ref);
+    int32_t all[64 + NGEN + SPEC_MAX_K + 1];
+    memcpy(all, r->p, (size_t)r->np * sizeof *all);
+    memcpy(all + r->np, r->want, (size_t)(r->n - 1) * sizeof *all);
+    float *h = malloc((size_t)(r->np + r->n) * HS * sizeof *h);
+    dsv4_lane ln = {.session = r->ref, .tokens = all, .n_tokens = r->np + r->n - 1, .hidden = h};
+    CHECK(dsv4_step(g_m, &ln, 1, NULL) == DSV4_OK);
+    CHECKF(same_as_reference(r->s, r->ref, h, r->p, r->np, r->want), "%s: final state differs from plain greedy", what);
+    free(h);
+}
+
+static void run_free(run *r)
+{
+    spec_lane_free(&r->sl);
+    dsv4_session_free(r->s);
+    dsv4_session_free(r->ref);
+    free(r->h);
+}
+
+static void test_greedy_identity_alone(void)
+{
+    for (int k = 1; k <= 3; k++)
+        for (int oracle = 0; oracle < 2; oracle++) {
+            run r;
+            run_start(&r, k, k, oracle);
+            while (r.n < NGEN) {
+                spec_lane *l = &r.sl;
+                dsv4_status st = spec_step(g_m, &l, 1, NULL);
+                CHECKF(st == DSV4_OK, "%s", dsv4_last_error());
+                if (st) break;
+                CHECK(r.sl.n_out >= 1 && r.sl.n_out <= k + 1);
+                run_take(&r);
+            }
+            char what[64];
+            snprintf(what, sizeof what, "k=%d %s drafts", k, oracle ? "half-right" : "MTP");
+            run_check(&r, what);
+            printf("  %s: %d tokens in %lld steps, %lld of %lld drafts kept\n", what, r.n, r.sl.n_steps, r.sl.n_kept,
+                   r.sl.n_drafted);
+            if (oracle) CHECK(r.sl.n_kept > r.sl.n_drafted / 4 && r.sl.n_steps < r.n);
+            run_free(&r);
+        }
+}
+
+/* Four lanes with k = 1, 2, 3, 0, their own prompts, one cohort step at a time. */
+static void test_greedy_identity_cohort(void)
+{
+    enum { L = 4 };
+    static const int ks[L] = {1, 2, 3, 0};
+    run r[L];
+    spec_lane *ls[L];
+    for (int i = 0; i < L; i++) {
+        run_start(&r[i], 5 + i, ks[i], i != 2);
+        ls[i] = &r[i].sl;
+    }
+    for (;;) { /* the lanes still short of NGEN: the cohort shrinks as they finish */
+        spec_lane *act[L];
+        int na = 0, who[L];
+        for (int i = 0; i < L; i++)
+            if (r[i].n < NGEN) { who[na] = i; act[na++] = ls[i]; }
+        if (!na) break;
+        dsv4_status st = spec_step(g_m, act, na, NULL);
+        CHECKF(st == DSV4_OK, "%s", dsv4_last_error());
+        if (st) break;
+        for (int i = 0; i < na; i++) run_take(&r[who[i]]);
+    }
+    for (int i = 0; i < L; i++) {
+        char what[64];
+        snprintf(what, sizeof what, "cohort lane %d (k=%d)", i, ks[i]);
+        run_check(&r[i], what);
+        run_free(&r[i]);
+    }
+}
+
+static int veto(void *user, int n, double ms) { (void)n; (void)ms; ++*(int *)user; return 1; }
+
+static unsigned char *image(dsv4_session *s, size_t *len)
+{
+    dsv4_snapshot *sn = NULL;
+    if (dsv4_session_snapshot(s, &sn)) { *len = 0; return NULL; }
+    const void *d = dsv4_snapshot_data(sn, len);
+    unsigned char *c = malloc(*len);
+    memcpy(c, d, *len);
+    dsv4_snapshot_free(sn);
+    return c;
+}
+
+/* A vetoed verify step leaves every lane (model and MTP state) as it was,
+ * and decoding then goes on to the same result; a fault poisons them. */
+static void test_veto_and_fault_in_verify(void)
+{
+    enum { L = 3 };
+    run r[L];
+    spec_lane *ls[L];
+    for (int i = 0; i < L; i++) {
+        run_start(&r[i], 9 + i, 1 + i, 1);
+        ls[i] = &r[i].sl;
+    }
+    for (int step = 0; step < 30; step++) {
+        if (step % 3 == 0) {
+            unsigned char *before[L];
+            size_t bl[L];
+            for (int i = 0; i < L; i++) before[i] = image(r[i].s, &bl[i]);
+            int calls = 0;
+            dsv4_gate g = {veto, &calls, 0};
+            CHECK(spec_step(g_m, ls, L, &g) == DSV4_ERR_VETO && calls == 1);
+            for (int i = 0; i < L; i++) {
+                size_t la;
+                unsigned char *after = image(r[i].s, &la);
+                CHECKF(after && la == bl[i] && !memcmp(after, before[i], la), "veto changed lane %d", i);
+                free(after);
+                free(before[i]);
+            }
+        }
+        CHECK(spec_step(g_m, ls, L, NULL) == DSV4_OK);
+        for (int i = 0; i < L; i++) run_take(&r[i]);
+    }
+    for (int i = 0; i < L; i++) {
+        char what[64];
+        snprintf(what, sizeof what, "lane %d after vetoes", i);
+        run_check(&r[i], what);
+    }
+    /* fault: layer 0's hash table corrupted for lane 1's next token (the MTP
+     * drafting does not read it; the verify does) */
+    int32_t tok = r[1].sl.next;
+    int32_t *tab = (int32_t *)g_m->layers[0].tid2eid;
+    int K = g_m->cfg.n_active;
+    int32_t saved, bad = 99;
+    dsv4_backend *be = g_m->be;
+    be->ops->download(be, &saved, tab + tok * K, sizeof saved);
+    be->ops->upload(be, tab + tok * K, &bad, sizeof bad);
+    dsv4_status st = spec_step(g_m, ls, L, NULL);
+    be->ops->upload(be, tab + tok * K, &saved, sizeof saved);
+    CHECK(be->ops->sync(be) == DSV4_OK);
+    CHECKF(st == DSV4_ERR_DEVICE && strstr(dsv4_last_error(), "layer 0"), "fault gave %s", dsv4_last_error());
+    for (int i = 0; i < L; i++) CHECK(dsv4_session_poisoned(r[i].s));
+    CHECK(spec_step(g_m, ls, L, NULL) == DSV4_ERR_POISONED);
+    for (int i = 0; i < L; i++) run_free(&r[i]);
+}
+
+/* Sampling: the first two tokens after a prompt, drawn speculatively with
+ * k = 2 drafts, follow the model's exact distribution: token 1 from the
+ * prompt's logits, token 2 as sum over t1 of p(t1) p(t2 | t1). Chi-square
+ * over bins of expected count >= 8 (the rest pooled), and the same test
+ * rejects drafts that are always kept (so it can fail). */
+static double chi2(const double *expect, const int *got, int n_bins, int runs, int *df)
+{
+    double x = 0, pool_e = 0;
+    int pool_g = 0, bins = 0;
+    for (int i = 0; i < n_bins; i++) {
+        double e = expect[i] * runs;
+        if (e >= 8) { x += (got[i] - e) * (got[i] - e) / e; bins++; }
+        else { pool_e += e; pool_g += got[i]; }
+    }
+    if (pool_e > 0) { x += (pool_g - pool_e) * (pool_g - pool_e) / pool_e; bins++; }
+    *df = bins - 1;
+    return x;
+}
+
+static void sample_pairs(const int32_t *p, int np, const sampling_params *sp, int runs, double force, int *c1, int *c2,
+                         long long *kept)
+{
+    for (int run_i = 0; run_i < runs; run_i++) {
+        sampling_params q = *sp;
+        q.seed = 1000 + (uint64_t)run_i;
+        sampler *smp = NULL;
+        CHECK(sampler_new(&q, V, &smp) == DSV4_OK);
+        dsv4_session *s = fresh();
+        spec_lane l;
+        CHECK(spec_lane_init(&l, s, 2, smp) == DSV4_OK);
+        l.force_accept = force;
+        l.force_rng = (uint64_t)run_i;
+        CHECK(spec_feed(&l, p, np) == DSV4_OK);
+        c1[l.out[0]]++;
+        spec_lane *lp = &l;
+        CHECK(spec_step(g_m, &lp, 1, NULL) == DSV4_OK);
+        c2[l.out[0]]++;
+        *kept += l.n_kept;
+        spec_lane_free(&l);
+        dsv4_session_free(s);
+        sampler_free(smp);
+    }
+}
+
+static void test_sampling_distribution(void)
+{
+    int32_t p[4] = {17, 4, 99, 23};
+    sampling_params sp = sampling_default_params();
+    sp.temperature = 0.8f;
+    sp.top_k = 40;
+    sampler *smp = NULL;
+    CHECK(sampler_new(&sp, V, &smp) == DSV4_OK);
+    /* exact: p1 from the prompt, p2 = sum_t1 p1(t1) p(t2 | prompt, t1) */
+    double *p1 = calloc((size_t)V, sizeof *p1), *p2 = calloc((size_t)V, sizeof *p2);
+    float *lg = malloc((size_t)V * sizeof *lg), *pr = malloc((size_t)V * sizeof *pr);
+    dsv4_session *s = fresh();
+    CHECK(dsv4_session_eval_last(s, p, 4, lg) == DSV4_OK);
+    CHECK(sampler_distribution(smp, lg, NULL, 0, pr) == DSV4_OK);
+    for (int t = 0; t < V; t++) p1[t] = pr[t];
+    dsv4_snapshot *sn = NULL;
+    CHECK(dsv4_session_snapshot(s, &sn) == DSV4_OK);
+    for (int32_t t = 0; t < V; t++) {
+        if (p1[t] == 0) continue;
+        CHECK(dsv4_session_restore(s, sn) == DSV4_OK);
+        CHECK(dsv4_session_eval_last(s, &t, 1, lg) == DSV4_OK);
+        CHECK(sampler_distribution(smp, lg, &t, 1, pr) == DSV4_OK);
+        for (int u = 0; u < V; u++) p2[u] += p1[t] * pr[u];
+    }
+    enum { RUNS = 3000 };
+    int *c1 = calloc((size_t)V, sizeof *c1), *c2 = calloc((size_t)V, sizeof *c2);
+    long long kept = 0;
+    sample_pairs(p, 4, &sp, RUNS, -1, c1, c2, &kept);
+    int df1, df2;
+    double x1 = chi2(p1, c1, V, RUNS, &df1), x2 = chi2(p2, c2, V, RUNS, &df2);
+    /* about p < 1e-4 for these degrees of freedom */
+    double lim1 = df1 + 5 * sqrt(2.0 * df1) + 10, lim2 = df2 + 5 * sqrt(2.0 * df2) + 10;
+    printf("  speculative sampling: chi2 token 1 %.1f (df %d), token 2 %.1f (df %d, limit %.1f); %lld drafts kept\n",
+           x1, df1, x2, df2, lim2, kept);
+    CHECK(df1 >= 5 && df2 >= 5 && x1 < lim1 && x2 < lim2);
+    CHECK(kept > 0);
+    /* power: keeping every draft skews token 2 toward the MTP's guess */
+    int *d1 = calloc((size_t)V, sizeof *d1), *d2 = calloc((size_t)V, sizeof *d2);
+    long long k2 = 0;
+    sample_pairs(p, 4, &sp, RUNS, 1.0, d1, d2, &k2);
+    int dfb;
+    double xb = chi2(p2, d2, V, RUNS, &dfb);
+    printf("  always keeping drafts: chi2 token 2 %.1f (df %d)\n", xb, dfb);
+    CHECK(xb > lim2);
+    /* seeded runs are reproducible */
+    int *e1 = calloc((size_t)V, sizeof *e1), *e2 = calloc((size_t)V, sizeof *e2);
+    long long k3 = 0;
+    sample_pairs(p, 4, &sp, 200, -1, e1, e2, &k3);
+    int *f1 = calloc((size_t)V, sizeof *f1), *f2 = calloc((size_t)V, sizeof *f2);
+    long long k4 = 0;
+    sample_pairs(p, 4, &sp, 200, -1, f1, f2, &k4);
+    CHECK(!memcmp(e1, f1, (size_t)V * sizeof *e1) && !memcmp(e2, f2, (size_t)V * sizeof *e2) && k3 == k4);
+    free(e1); free(e2); free(f1); free(f2); free(d1); free(d2);
+    free(c1); free(c2); free(p1); free(p2); free(lg); free(pr);
+    dsv4_snapshot_free(sn);
+    dsv4_session_free(s);
+    sampler_free(smp);
+}
+
+int main(void)
+{
+    dsv4_load_options o = {0};
+    o.device = getenv("DSV4_TEST_DEVICE") ? getenv("DSV4_TEST_DEVICE") : "cpu";
+    o.n_threads = 2;
+    if (dsv4_model_load(FX, &o, &g_m)) { printf("FAIL test_spec: load: %s\n", dsv4_last_error()); return 1; }
+    V = dsv4_model_vocab(g_m);
+    HS = dsv4_model_hidden_size(g_m);
+    RUN(test_greedy_identity_alone);
+    RUN(test_greedy_identity_cohort);
+    RUN(test_veto_and_fault_in_verify);
+    RUN(test_sampling_distribution);
+    dsv4_model_free(g_m);
+    TEST_MAIN_END();
+}
