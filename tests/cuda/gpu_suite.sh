@@ -27,10 +27,10 @@ cat "$OUT/tests.log"; el
 {
     echo "== Flash shapes, 43 layers, 16 experts, FP8 dense + MXFP4 experts"
     timeout 240 build/dsv4 bench --device cuda --synthetic flash --layers 43 --experts 16 --weights fp8-fp4 \
-        --cache exact --contexts 0,4096,32768 --prefill 4096 --decode 16 --lanes 1,4,8 2>&1
+        --contexts 0,4096,32768 --prefill 4096 --decode 16 --lanes 1,4,8 2>&1
     echo "== the same with MTP speculation, k=1, forced acceptance 0.8"
     timeout 120 build/dsv4 bench --device cuda --synthetic flash --layers 43 --experts 16 --weights fp8-fp4 \
-        --cache exact --contexts 0 --prefill 0 --decode 16 --spec mtp:1 --accept 0.8 2>&1
+        --contexts 0 --prefill 0 --decode 16 --spec mtp:1 --accept 0.8 2>&1
     echo "== Flash shapes, 4 layers, 16 experts, BF16 (earlier runs' shape)"
     timeout 90 build/dsv4 bench --device cuda --synthetic flash --layers 4 --experts 16 --weights bf16 \
         --contexts 0,32768 --prefill 512 --decode 32 --lanes 1,4 2>&1
@@ -39,7 +39,7 @@ cat "$OUT/bench.txt"; el
 if [ -d .whl ] && python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
         --target /tmp/site .whl/*.whl; then
     export PYTHONPATH=/tmp/site
-    build/dsv4 serve --device cuda --synthetic flash --layers 4 --experts 16 --weights bf16 \
+    build/dsv4 serve --device cuda --synthetic flash --layers 43 --experts 16 --weights fp8-fp4 \
         --tokenizer tests/fixtures/tiny-chat/tokenizer.json --port 18000 --max-sessions 64 > "$OUT/serve.log" 2>&1 &
     sp=$!
     for i in $(seq 90); do curl -sf 127.0.0.1:18000/health >/dev/null && break; sleep 1; done
