@@ -37,7 +37,7 @@ TEST_BIN := $(TEST_SRC:tests/unit/%.c=$(BUILD)/tests/%)
 # Tests of loaders, parsers and weight-format decoders, and the allocation-failure
 # loops: CI runs these under ASan+UBSan too.
 PARSER_TESTS := $(filter %/test_safetensors %/test_gguf %/test_ggml_quant %/test_config %/test_tokenizer %/test_chat \
-                  %/test_dsml %/test_dsml_stream %/test_snapshot_data %/test_wformat %/test_faults %/test_error %/test_limits,$(TEST_BIN))
+                  %/test_dsml %/test_dsml_stream %/test_snapshot_data %/test_wformat %/test_faults %/test_error %/test_limits %/test_scheduler,$(TEST_BIN))
 
 .PHONY: all test test-parsers sanitized run clean deps deb-deps
 
@@ -96,6 +96,12 @@ $(BUILD)/%.o: %.cu | $(DEPS_FIRST)
 $(BUILD)/tests/%: tests/unit/%.c $(BUILD)/libdsv4.a tests/test.h tests/gguf_build.h
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) -Itests $(LDFLAGS) -o $@ $< $(BUILD)/libdsv4.a $(LDLIBS)
+
+# The scheduler test drives src/serve's scheduler and cache directly.
+SCHED_OBJ := $(patsubst %.c,$(BUILD)/%.o,src/serve/scheduler.c src/serve/cache.c src/serve/kvstore.c src/serve/metrics.c)
+$(BUILD)/tests/test_scheduler: tests/unit/test_scheduler.c $(SCHED_OBJ) $(BUILD)/libdsv4.a tests/test.h
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) -Itests $(LDFLAGS) -o $@ $< $(SCHED_OBJ) $(BUILD)/libdsv4.a $(LDLIBS)
 
 # The allocation-failure loops count and fail every allocation the library
 # makes: its malloc family goes through tests/unit/test_faults.c.

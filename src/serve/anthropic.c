@@ -157,9 +157,7 @@ static void respond(server *S, gen_handle *h, api_request *req, http_reply *r)
 typedef enum { BLK_NONE, BLK_THINKING, BLK_TEXT, BLK_TOOL } blk;
 
 typedef struct {
-    gen_handle h;
-    api_request req;
-    dsml_stream ds;
+    api_stream a; /* first: serve_request fills it */
     size_t seen;
     int started, finished;
     blk open;   /* the block being streamed */
@@ -232,7 +230,7 @@ static void block_tool(an_stream *as, tbuf *out, const dsml_call_delta *c)
     if (c->name) {
         block_stop(as, out);
         char id[48];
-        tool_id(id, sizeof id, as->h.id, c->index);
+        tool_id(id, sizeof id, as->a.h.id, c->index);
         cJSON *o = cJSON_CreateObject();
         cJSON_AddStringToObject(o, "type", "content_block_start");
         cJSON_AddNumberToObject(o, "index", as->index);
@@ -264,12 +262,12 @@ static int an_produce(http_stream *st, tbuf *out)
     server *S = st->srv;
     if (as->finished) return 0;
     if (!as->started) {
-        cJSON *o = cJSON_CreateObject(), *m = message(S, &as->h, &as->req);
+        cJSON *o = cJSON_CreateObject(), *m = message(S, &as->a.h, &as->a.req);
         cJSON_AddStringToObject(o, "type", "message_start");
         cJSON_AddArrayToObject(m, "content");
         cJSON_AddNullToObject(m, "stop_reason");
         cJSON_AddNullToObject(m, "stop_sequence");
-        cJSON_AddItemToObject(m, "usage", usage(as->h.n_prompt, 0, 0));
+        cJSON_AddItemToObject(m, "usage", usage(as->a.h.n_prompt, 0, 0));
         cJSON_AddItemToObject(o, "message", m);
         event(out, "message_start", o);
         as->started = 1;
@@ -294,7 +292,7 @@ static int an_produce(http_stream *st, tbuf *out)
         return 0;
     }
     dsml_delta d;
-    if (dsml_stream_update(&as->ds, v.text, v.len, v.done, &d)) { free(v.text); out->oom = 1; return 0; }
+    if (dsml_stream_update(&as->a.ds, v.text, v.len, v.done, &d)) { free(v.text); out->oom = 1; return 0; }
     block_text(as, out, BLK_THINKING, d.reasoning, d.n_reasoning);
     block_text(as, out, BLK_TEXT, d.content, d.n_content);
     for (int i = 0; i < d.n_calls; i++) block_tool(as, out, &d.calls[i]);
@@ -302,8 +300,8 @@ static int an_produce(http_stream *st, tbuf *out)
         block_stop(as, out);
         cJSON *o = cJSON_CreateObject(), *dl = cJSON_AddObjectToObject(o, "delta");
         cJSON_AddStringToObject(o, "type", "message_delta");
-        stop_fields(dl, st->j, &v, as->ds.m.n_calls > 0);
-        cJSON_AddItemToObject(o, "usage", usage(as->h.n_prompt, v.n_cached, v.n_sampled));
+        stop_fields(dl, st->j, &v, as->a.ds.m.n_calls > 0);
+        cJSON_AddItemToObject(o, "usage", usage(as->a.h.n_prompt, v.n_cached, v.n_sampled));
         event(out, "message_delta", o);
         o = cJSON_CreateObject();
         cJSON_AddStringToObject(o, "type", "message_stop");
@@ -317,46 +315,14 @@ static int an_produce(http_stream *st, tbuf *out)
 static void an_destroy(http_stream *st)
 {
     an_stream *as = st->state;
-    dsml_stream_free(&as->ds);
-    api_request_free(&as->req);
+    dsml_stream_free(&as->a.ds);
+    api_request_free(&as->a.req);
     free(as);
 }
 
+static const api_handler anthropic_handler = {respond, sizeof(an_stream), an_produce, an_destroy};
+
 void anthropic_messages(server *S, const char *body, size_t len, http_reply *r)
 {
-    api_request req;
-    api_error e;
-    if (api_parse(API_MESSAGES, body, len, &S->o.lim, &req, &e)) {
-        http_reply_error(r, e.status, NULL, e.message);
-        return;
-    }
-    gen_handle h;
-    char msg[256];
-    int status = serve_submit(S, &req, &h, msg, sizeof msg);
-    if (status) {
-        api_request_free(&req);
-        http_reply_error(r, status, NULL, msg);
-        return;
-    }
-    if (!req.stream) {
-        respond(S, &h, &req, r);
-        api_request_free(&req);
-        return;
-    }
-    http_stream *st = calloc(1, sizeof *st);
-    an_stream *as = calloc(1, sizeof *as);
-    if (!st || !as) {
-        free(st);
-        free(as);
-        job_cancel(h.j);
-        job_put(h.j);
-        api_request_free(&req);
-        http_reply_error(r, 503, NULL, "out of memory");
-        return;
-    }
-    as->h = h;
-    as->req = req;
-    dsml_stream_init(&as->ds, req.thinking);
-    *st = (http_stream){S, h.j, an_produce, an_destroy, as};
-    http_reply_stream(r, st);
+    serve_request(S, API_MESSAGES, &anthropic_handler, body, len, r);
 }

@@ -167,9 +167,7 @@ void openai_models(server *S, http_reply *r)
 /* ---- streaming ---- */
 
 typedef struct {
-    gen_handle h;
-    api_request req;
-    dsml_stream ds;
+    api_stream a; /* first: serve_request fills it */
     size_t seen;        /* bytes of the job's text taken */
     int seen_lp, sent_lp;
     int started, finished;
@@ -188,8 +186,8 @@ static void sse_data(tbuf *out, cJSON *o)
 
 static cJSON *chunk(server *S, oa_stream *os, cJSON *delta, const char *finish, cJSON *logprobs)
 {
-    int chat = os->req.kind == API_CHAT;
-    cJSON *o = envelope(S, &os->h, chat ? "chat.completion.chunk" : "text_completion", os->req.model);
+    int chat = os->a.req.kind == API_CHAT;
+    cJSON *o = envelope(S, &os->a.h, chat ? "chat.completion.chunk" : "text_completion", os->a.req.model);
     cJSON *choices = cJSON_AddArrayToObject(o, "choices"), *c = cJSON_CreateObject();
     cJSON_AddNumberToObject(c, "index", 0);
     if (chat) cJSON_AddItemToObject(c, "delta", delta);
@@ -218,8 +216,8 @@ static cJSON *text_delta(const char *key, const char *s, size_t n)
 /* The logprobs not yet sent, for a chunk that carries text. */
 static cJSON *pending_lp(server *S, oa_stream *os, const job_view *v)
 {
-    if (!os->req.logprobs || os->sent_lp >= v->n_lp) return NULL;
-    cJSON *o = os->req.kind == API_CHAT
+    if (!os->a.req.logprobs || os->sent_lp >= v->n_lp) return NULL;
+    cJSON *o = os->a.req.kind == API_CHAT
                    ? chat_logprobs(S, v->lp + os->sent_lp, v->n_lp - os->sent_lp)
                    : completion_logprobs(S, v->lp + os->sent_lp, v->n_lp - os->sent_lp, &os->text_offset);
     os->sent_lp = v->n_lp;
@@ -240,7 +238,7 @@ static int oa_produce(http_stream *st, tbuf *out)
     if (!v.text) { view_free(&v); out->oom = 1; return 0; }
     os->seen = v.len;
     os->seen_lp = v.n_lp;
-    int chat = os->req.kind == API_CHAT;
+    int chat = os->a.req.kind == API_CHAT;
     if (v.end == GEN_END_ERROR) {
         cJSON *o = cJSON_CreateObject(), *e = cJSON_AddObjectToObject(o, "error");
         cJSON_AddStringToObject(e, "message", v.error);
@@ -260,11 +258,11 @@ static int oa_produce(http_stream *st, tbuf *out)
     }
     dsml_delta d = {0};
     if (chat) {
-        if (dsml_stream_update(&os->ds, v.text, v.len, v.done, &d)) { view_free(&v); out->oom = 1; return 0; }
+        if (dsml_stream_update(&os->a.ds, v.text, v.len, v.done, &d)) { view_free(&v); out->oom = 1; return 0; }
     } else {
-        d.content = v.text + os->ds.n_content;
-        d.n_content = v.len - os->ds.n_content;
-        os->ds.n_content = v.len;
+        d.content = v.text + os->a.ds.n_content;
+        d.n_content = v.len - os->a.ds.n_content;
+        os->a.ds.n_content = v.len;
     }
     if (d.n_reasoning) sse_data(out, chunk(S, os, text_delta("reasoning_content", d.reasoning, d.n_reasoning), NULL, NULL));
     if (d.n_content)
@@ -278,7 +276,7 @@ static int oa_produce(http_stream *st, tbuf *out)
             dsml_parsed_call named = {(char *)cd->name, (char *)""};
             dl = cJSON_CreateObject();
             arr = cJSON_AddArrayToObject(dl, "tool_calls");
-            cJSON_AddItemToArray(arr, tool_call(os->h.id, cd->index, &named, 1));
+            cJSON_AddItemToArray(arr, tool_call(os->a.h.id, cd->index, &named, 1));
             sse_data(out, chunk(S, os, dl, NULL, NULL));
         }
         if (!cd->n_arguments) continue;
@@ -294,12 +292,12 @@ static int oa_produce(http_stream *st, tbuf *out)
         sse_data(out, chunk(S, os, dl, NULL, NULL));
     }
     if (v.done) {
-        const char *fin = serve_finish_reason(v.end, os->ds.m.n_calls > 0);
+        const char *fin = serve_finish_reason(v.end, os->a.ds.m.n_calls > 0);
         sse_data(out, chunk(S, os, cJSON_CreateObject(), fin, pending_lp(S, os, &v)));
-        if (os->req.include_usage) {
-            cJSON *o = envelope(S, &os->h, chat ? "chat.completion.chunk" : "text_completion", os->req.model);
+        if (os->a.req.include_usage) {
+            cJSON *o = envelope(S, &os->a.h, chat ? "chat.completion.chunk" : "text_completion", os->a.req.model);
             cJSON_AddArrayToObject(o, "choices");
-            cJSON_AddItemToObject(o, "usage", usage(os->h.n_prompt, &v));
+            cJSON_AddItemToObject(o, "usage", usage(os->a.h.n_prompt, &v));
             sse_data(out, o);
         }
         tbuf_puts(out, "data: [DONE]\n\n");
@@ -312,8 +310,8 @@ static int oa_produce(http_stream *st, tbuf *out)
 static void oa_destroy(http_stream *st)
 {
     oa_stream *os = st->state;
-    dsml_stream_free(&os->ds);
-    api_request_free(&os->req);
+    dsml_stream_free(&os->a.ds);
+    api_request_free(&os->a.req);
     free(os);
 }
 
@@ -376,43 +374,11 @@ static void respond(server *S, gen_handle *h, api_request *req, http_reply *r)
     http_reply_json(r, 200, s);
 }
 
+static const api_handler openai_handler = {respond, sizeof(oa_stream), oa_produce, oa_destroy};
+
 static void handle(server *S, api_kind kind, const char *body, size_t len, http_reply *r)
 {
-    api_request req;
-    api_error e;
-    if (api_parse(kind, body, len, &S->o.lim, &req, &e)) {
-        http_reply_error(r, e.status, NULL, e.message);
-        return;
-    }
-    gen_handle h;
-    char msg[256];
-    int status = serve_submit(S, &req, &h, msg, sizeof msg);
-    if (status) {
-        api_request_free(&req);
-        http_reply_error(r, status, NULL, msg);
-        return;
-    }
-    if (!req.stream) {
-        respond(S, &h, &req, r);
-        api_request_free(&req);
-        return;
-    }
-    http_stream *st = calloc(1, sizeof *st);
-    oa_stream *os = calloc(1, sizeof *os);
-    if (!st || !os) {
-        free(st);
-        free(os);
-        job_cancel(h.j);
-        job_put(h.j);
-        api_request_free(&req);
-        http_reply_error(r, 503, NULL, "out of memory");
-        return;
-    }
-    os->h = h;
-    os->req = req; /* owns its strings now */
-    dsml_stream_init(&os->ds, req.thinking);
-    *st = (http_stream){S, h.j, oa_produce, oa_destroy, os};
-    http_reply_stream(r, st);
+    serve_request(S, kind, &openai_handler, body, len, r);
 }
 
 void openai_chat(server *S, const char *body, size_t len, http_reply *r) { handle(S, API_CHAT, body, len, r); }

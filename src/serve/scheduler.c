@@ -53,7 +53,7 @@ job *job_new(const int32_t *prompt, int n_prompt, const sampling_params *sp, int
     if (!ok) { job_put(j); return NULL; }
     memcpy(j->prompt, prompt, (size_t)n_prompt * sizeof *prompt);
     j->n_prompt = n_prompt;
-    memcpy(j->stop_ids, stop_ids, (size_t)n_stop_ids * sizeof *stop_ids);
+    if (n_stop_ids) memcpy(j->stop_ids, stop_ids, (size_t)n_stop_ids * sizeof *stop_ids);
     j->n_stop_ids = n_stop_ids;
     j->out[0] = 0;
     j->t_submit = now_s();
@@ -272,6 +272,35 @@ static int gate_fn(void *user, int n_lanes, double elapsed_ms)
     return 0;
 }
 
+/* A cohort step failed and may have poisoned every lane in it. A session
+ * is a pure function of the tokens it holds (batching and chunking never
+ * change a bit), so each lane's session is rebuilt from them and stepped
+ * alone: only a lane that fails by itself fails its request, and the others
+ * get exactly the logits the cohort step would have given them (their rows
+ * of s->logits). stepped[i] says which lanes advanced; a lane whose client
+ * left meanwhile (veto) just does not advance. */
+static void isolate(sched *s, job **lanes, dsv4_session **sess, const int32_t *toks, int n, int *stepped)
+{
+    gate_ctx gc = {NULL};
+    dsv4_gate gate = {gate_fn, &gc, 0};
+    for (int i = 0; i < n; i++) {
+        cache_slot *sl = lanes[i]->sl;
+        dsv4_session_reset(sl->s);
+        if (sl->n_held && dsv4_session_eval(sl->s, sl->held, sl->n_held, NULL)) {
+            fail_job(lanes[i], 500, dsv4_last_error());
+            continue;
+        }
+        gc.lanes = &lanes[i];
+        dsv4_status st = dsv4_decode_batch(s->cfg.model, &sess[i], &toks[i], 1,
+                                           s->logits + (size_t)i * (size_t)s->vocab, &gate);
+        if (st == DSV4_ERR_VETO) continue;
+        if (st) { fail_job(lanes[i], 500, dsv4_last_error()); continue; }
+        stepped[i] = 1;
+        metrics_add(s->cfg.met, MET_STEPS, 1);
+        metrics_batch(s->cfg.met, 1);
+    }
+}
+
 static void decode_round(sched *s)
 {
     job *lanes[DSV4_MAX_LANES];
@@ -299,15 +328,19 @@ static void decode_round(sched *s)
         metrics_add(s->cfg.met, MET_VETOES, 1); /* the cancelled lanes leave; the rest go again */
         return;
     }
+    int stepped[DSV4_MAX_LANES];
+    for (int i = 0; i < n; i++) stepped[i] = !st;
     if (st) {
-        for (int i = 0; i < n; i++) fail_job(lanes[i], 500, dsv4_last_error());
-        return;
+        if (n == 1) { fail_job(lanes[0], 500, dsv4_last_error()); return; }
+        isolate(s, lanes, sess, toks, n, stepped);
+    } else {
+        metrics_add(s->cfg.met, MET_STEPS, 1);
+        metrics_batch(s->cfg.met, n);
     }
-    metrics_add(s->cfg.met, MET_STEPS, 1);
-    metrics_batch(s->cfg.met, n);
     double now = now_s();
     for (int i = 0; i < n; i++) {
         job *j = lanes[i];
+        if (!stepped[i]) continue;
         j->g.n_fed++;
         if (cache_held_add(j->sl, &toks[i], 1)) {
             fail_job(j, 500, "out of memory");

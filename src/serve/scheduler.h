@@ -11,7 +11,10 @@
  *     nothing of a cancelled lane is published and the other lanes advance
  *     exactly as they would have.
  * Batching and chunking do not change a lane's numbers, so a job's output
- * is the same whatever runs next to it.
+ * is the same whatever runs next to it. The same fact contains faults: when
+ * a cohort step fails (which poisons all its lanes), each lane's session is
+ * rebuilt from the tokens it holds and stepped alone, so only a lane that
+ * fails by itself fails its request.
  *
  * A job is shared by the scheduler and the HTTP thread that submitted it
  * (reference counted). The scheduler publishes visible text, per-token

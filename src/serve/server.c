@@ -232,3 +232,42 @@ done:
     free(S);
     return rc;
 }
+
+void serve_request(server *S, api_kind kind, const api_handler *ah, const char *body, size_t len, http_reply *r)
+{
+    api_request req;
+    api_error e;
+    if (api_parse(kind, body, len, &S->o.lim, &req, &e)) {
+        http_reply_error(r, e.status, NULL, e.message);
+        return;
+    }
+    gen_handle h;
+    char msg[256];
+    int status = serve_submit(S, &req, &h, msg, sizeof msg);
+    if (status) {
+        api_request_free(&req);
+        http_reply_error(r, status, NULL, msg);
+        return;
+    }
+    if (!req.stream) {
+        ah->respond(S, &h, &req, r);
+        api_request_free(&req);
+        return;
+    }
+    http_stream *st = calloc(1, sizeof *st);
+    api_stream *as = calloc(1, ah->stream_size);
+    if (!st || !as) {
+        free(st);
+        free(as);
+        job_cancel(h.j);
+        job_put(h.j);
+        api_request_free(&req);
+        http_reply_error(r, 503, NULL, "out of memory");
+        return;
+    }
+    as->h = h;
+    as->req = req; /* owns its strings now */
+    dsml_stream_init(&as->ds, req.thinking);
+    *st = (http_stream){S, h.j, ah->produce, ah->destroy, as};
+    http_reply_stream(r, st);
+}

@@ -18,6 +18,7 @@
 #include "serve/request.h"
 #include "serve/scheduler.h"
 #include "text/chat_json.h"
+#include "text/dsml_stream.h"
 #include "text/tokenizer.h"
 
 typedef struct {
@@ -113,6 +114,24 @@ void openai_completions(server *S, const char *body, size_t len, http_reply *r);
 void anthropic_messages(server *S, const char *body, size_t len, http_reply *r);
 
 /* Shared by the handlers (server.c). */
+/* What every API's stream state starts with: the queued job, the request
+ * (owning its strings) and the reader that splits the reply into reasoning,
+ * content and tool calls. */
+typedef struct {
+    gen_handle h;
+    api_request req;
+    dsml_stream ds;
+} api_stream;
+/* What an API adds to the common request path: its plain answer and its
+ * stream (state of stream_size bytes beginning with an api_stream). */
+typedef struct {
+    void (*respond)(server *S, gen_handle *h, api_request *req, http_reply *r);
+    size_t stream_size;
+    http_produce_fn produce;
+    void (*destroy)(http_stream *st);
+} api_handler;
+/* Parses body as a request of kind, queues it, and answers through ah. */
+void serve_request(server *S, api_kind kind, const api_handler *ah, const char *body, size_t len, http_reply *r);
 const char *serve_finish_reason(gen_end end, int has_calls);
 char *serve_token_text(server *S, int32_t id, size_t *len); /* malloc'd; NULL if undecodable */
 

@@ -1,17 +1,51 @@
 #!/usr/bin/env bash
-# The device run behind docs/PERFORMANCE.md and the GPU acceptance points:
-# oracle fixtures and transactions on CUDA, then the benchmarks. Logs to $OUT.
+# The device run behind docs/PERFORMANCE.md and the GPU acceptance points, in
+# one call: build for sm_90a, CUDA op tests (every weight format against the
+# CPU, bitwise row-count invariance), the oracle fixtures, transactions, the
+# general step, the MTP head and speculative decoding on CUDA; then the
+# benchmarks (43-layer FP8/FP4 synthetic Flash, the 4-layer BF16 one for
+# comparison with earlier runs, MTP speculation) and the server under load.
+# usage (on the device, repo root): bash tests/cuda/gpu_suite.sh; logs to $OUT
+# (at most 8 files come back). A .whl folder with the openai SDK's wheels
+# enables the server load figures (the device has no openai package).
 set -u
-B=${1:-build}; OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
-nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | tee "$OUT/gpu.txt"
-git rev-parse --short HEAD 2>/dev/null | tee -a "$OUT/gpu.txt"
-echo "== oracle fixtures and transactions on cuda"
-DSV4_TEST_DEVICE=cuda "$B/tests/test_oracle" 2>&1 | tee "$OUT/tests.log"
-DSV4_TEST_DEVICE=cuda "$B/tests/test_txn" 2>&1 | tee -a "$OUT/tests.log"
-DSV4_BIN="$B/dsv4" DSV4_GEN_DEVICE=cuda bash tests/cli/generate_batch.sh 2>&1 | tee -a "$OUT/tests.log"
-echo "== bench: Flash shapes, 4 layers, 16 experts"
-"$B/dsv4" bench --device cuda --synthetic flash --layers 4 --experts 16 --contexts 0,4096,32768,131072 \
-    --prefill 4096 --decode 32 --hf-compare --lanes 1,2,4,8 2>&1 | tee "$OUT/bench_flash4x16.txt"
-echo "== bench: Flash shapes, 2 layers, all 256 experts (batched lanes)"
-"$B/dsv4" bench --device cuda --synthetic flash --layers 2 --experts 256 --contexts 0 \
-    --prefill 0 --decode 32 --lanes 1,2,4,8 2>&1 | tee "$OUT/bench_flash2x256.txt"
+OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
+t0=$(date +%s); el() { echo "[$(( $(date +%s) - t0 )) s]"; }
+{ nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader; cat COMMIT 2>/dev/null; } | tee "$OUT/gpu.txt"
+make -j16 all build/tests/test_oracle build/tests/test_txn build/tests/test_step build/tests/test_mtp \
+    build/tests/test_spec build/tests/test_cuda_ops > "$OUT/build.log" 2>&1 || { tail -30 "$OUT/build.log"; exit 1; }
+el
+{
+    echo "== cuda op tests"; timeout 150 build/tests/test_cuda_ops 2>&1 | grep -v '^PASS'
+    for t in oracle txn step mtp spec; do
+        echo "== test_$t on cuda"; DSV4_TEST_DEVICE=cuda timeout 150 build/tests/test_$t 2>&1 | grep -v '^PASS'
+    done
+    echo "== generate --batch on cuda"
+    DSV4_BIN=build/dsv4 DSV4_GEN_DEVICE=cuda bash tests/cli/generate_batch.sh 2>&1 | grep -v '^PASS'
+} > "$OUT/tests.log" 2>&1
+cat "$OUT/tests.log"; el
+{
+    echo "== Flash shapes, 43 layers, 16 experts, FP8 dense + MXFP4 experts"
+    timeout 240 build/dsv4 bench --device cuda --synthetic flash --layers 43 --experts 16 --weights fp8-fp4 \
+        --contexts 0,4096,32768 --prefill 4096 --decode 16 --lanes 1,4,8 2>&1
+    echo "== the same with MTP speculation, k=1, forced acceptance 0.8"
+    timeout 120 build/dsv4 bench --device cuda --synthetic flash --layers 43 --experts 16 --weights fp8-fp4 \
+        --contexts 0 --prefill 0 --decode 16 --spec mtp:1 --accept 0.8 2>&1
+    echo "== Flash shapes, 4 layers, 16 experts, BF16 (earlier runs' shape)"
+    timeout 90 build/dsv4 bench --device cuda --synthetic flash --layers 4 --experts 16 --weights bf16 \
+        --contexts 0,32768 --prefill 512 --decode 32 --lanes 1,4 2>&1
+} > "$OUT/bench.txt" 2>&1
+cat "$OUT/bench.txt"; el
+if [ -d .whl ] && python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
+        --target /tmp/site .whl/*.whl; then
+    export PYTHONPATH=/tmp/site
+    build/dsv4 serve --device cuda --synthetic flash --layers 43 --experts 16 --weights fp8-fp4 \
+        --tokenizer tests/fixtures/tiny-chat/tokenizer.json --port 18000 --max-sessions 64 > "$OUT/serve.log" 2>&1 &
+    sp=$!
+    for i in $(seq 90); do curl -sf 127.0.0.1:18000/health >/dev/null && break; sleep 1; done
+    timeout 150 python3 tools/bench/serve_load.py --url http://127.0.0.1:18000 --clients 1,4,16,64 --requests 2 \
+        --max-tokens 64 --prompt-tokens 256 --ignore-eos > "$OUT/serve_load.txt" 2>&1
+    cat "$OUT/serve_load.txt"
+    kill "$sp"; wait "$sp" 2>/dev/null
+fi
+el
