@@ -74,8 +74,10 @@ $(VENV)/installed: tests/requirements.txt | deb-deps
 	@touch $@
 all: $(BUILD)/dsv4
 
+# Made afresh: ar would keep the members of removed sources.
 $(BUILD)/libdsv4.a: $(LIB_OBJ)
 	@mkdir -p $(@D)
+	@rm -f $@
 	ar rcs $@ $^
 
 $(BUILD)/dsv4: $(CLI_OBJ) $(BUILD)/libdsv4.a
