@@ -164,10 +164,12 @@ struct dsv4_lane {
  * each lane feeds its tokens at its own position (a prefill chunk, one decode
  * token, a draft to verify). A lane's outputs and state are bit-identical
  * whatever else is in the step and however its tokens are chunked.
+ * A lane never passes max_position_embeddings (DSV4_ERR_ARG).
  * plan → prepare → run → validate → gate → accept → publish: an error before
- * the run or a veto (DSV4_ERR_VETO) leaves every session exactly as it was;
- * a fault once state was touched (message names lane and layer) poisons
- * every lane of the step. gate may be NULL. */
+ * the run, an op that ran out of memory (DSV4_ERR_NOMEM) or a veto
+ * (DSV4_ERR_VETO) leaves every session exactly as it was; a fault once state
+ * was touched (message names lane and layer) or a non-finite logit (names
+ * lane and position) poisons every lane of the step. gate may be NULL. */
 dsv4_status dsv4_step(dsv4_model *m, dsv4_lane *lanes, int n_lanes, const dsv4_gate *gate);
 
 /* Floats of one row of dsv4_lane.hidden (hc_mult · dim). */
