@@ -16,6 +16,7 @@
 
 #include "dsv4.h"
 #include "test.h"
+#include "test_state.h"
 #include "text/tokenizer.h"
 
 #define FX "tests/fixtures/tiny-mixed-f32"
@@ -78,26 +79,6 @@ static dsv4_model *load(void)
     dsv4_load_options o = {.device = "cpu", .n_threads = 2};
     dsv4_model *m = NULL;
     return dsv4_model_load(FX, &o, &m) ? NULL : m;
-}
-
-static unsigned char *image(dsv4_session *s, size_t *len)
-{
-    dsv4_snapshot *sn = NULL;
-    if (dsv4_session_snapshot(s, &sn)) return NULL;
-    const void *d = dsv4_snapshot_data(sn, len);
-    unsigned char *copy = malloc(*len);
-    memcpy(copy, d, *len);
-    dsv4_snapshot_free(sn);
-    return copy;
-}
-
-static int same_image(dsv4_session *s, const unsigned char *want, size_t len)
-{
-    size_t l = 0;
-    unsigned char *got = image(s, &l);
-    int same = got && l == len && !memcmp(got, want, len);
-    free(got);
-    return same;
 }
 
 /* A failed call must say why and return an error status. */

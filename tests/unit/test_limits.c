@@ -6,21 +6,11 @@
 #include "dsv4.h"
 #include "engine/session.h"
 #include "test.h"
+#include "test_state.h"
 
 #define FX "tests/fixtures/tiny-mixed-f32"
 
 static dsv4_model *g_m;
-
-static unsigned char *image(dsv4_session *s, size_t *len)
-{
-    dsv4_snapshot *sn = NULL;
-    if (dsv4_session_snapshot(s, &sn)) return NULL;
-    const void *d = dsv4_snapshot_data(sn, len);
-    unsigned char *copy = malloc(*len);
-    memcpy(copy, d, *len);
-    dsv4_snapshot_free(sn);
-    return copy;
-}
 
 static void test_context_bound(void)
 {

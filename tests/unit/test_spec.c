@@ -11,6 +11,7 @@
 #include "model/model.h"
 #include "ops/ops.h"
 #include "test.h"
+#include "test_state.h"
 
 #define FX "tests/fixtures/tiny-mtp-f32"
 #define NGEN 210
@@ -204,17 +205,6 @@ static void test_greedy_identity_cohort(void)
 }
 
 static int veto(void *user, int n, double ms) { (void)n; (void)ms; ++*(int *)user; return 1; }
-
-static unsigned char *image(dsv4_session *s, size_t *len)
-{
-    dsv4_snapshot *sn = NULL;
-    if (dsv4_session_snapshot(s, &sn)) { *len = 0; return NULL; }
-    const void *d = dsv4_snapshot_data(sn, len);
-    unsigned char *c = malloc(*len);
-    memcpy(c, d, *len);
-    dsv4_snapshot_free(sn);
-    return c;
-}
 
 /* A vetoed verify step leaves every lane (model and MTP state) as it was,
  * and decoding then goes on to the same result; a fault poisons them. */

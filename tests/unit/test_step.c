@@ -10,6 +10,7 @@
 #include "model/model.h"
 #include "ops/ops.h"
 #include "test.h"
+#include "test_state.h"
 
 #define FX "tests/fixtures/tiny-mixed-f32"      /* window 10, CSA 4, HCA 16 */
 #define FX_HCA "tests/fixtures/tiny-hca128-bf16" /* HCA 128, bf16 weights */
@@ -32,36 +33,6 @@ static void use(dsv4_model *m)
     g_m = m;
     V = dsv4_model_vocab(m);
     HS = dsv4_model_hidden_size(m);
-}
-
-static unsigned char *image(dsv4_session *s, size_t *len)
-{
-    dsv4_snapshot *sn = NULL;
-    if (dsv4_session_snapshot(s, &sn)) { *len = 0; return NULL; }
-    const void *d = dsv4_snapshot_data(sn, len);
-    unsigned char *copy = malloc(*len);
-    memcpy(copy, d, *len);
-    dsv4_snapshot_free(sn);
-    return copy;
-}
-
-static int same_state(dsv4_session *a, dsv4_session *b)
-{
-    size_t la = 0, lb = 0;
-    unsigned char *ia = image(a, &la), *ib = image(b, &lb);
-    int same = ia && ib && la == lb && !memcmp(ia, ib, la);
-    free(ia);
-    free(ib);
-    return same;
-}
-
-static int same_image(dsv4_session *s, const unsigned char *img, size_t len)
-{
-    size_t l = 0;
-    unsigned char *now = image(s, &l);
-    int same = now && l == len && !memcmp(now, img, len);
-    free(now);
-    return same;
 }
 
 /* Deterministic token stream k of a test. */

@@ -7,6 +7,7 @@
 #include "dsv4.h"
 #include "model/model.h"
 #include "test.h"
+#include "test_state.h"
 
 #define FX "tests/fixtures/tiny-mixed-f32"
 #define FX_BF16 "tests/fixtures/tiny-hca128-bf16"
@@ -24,28 +25,6 @@ static dsv4_model *load(const char *dir)
     dsv4_model *m = NULL;
     if (dsv4_model_load(dir, &o, &m)) { printf("load: %s\n", dsv4_last_error()); return NULL; }
     return m;
-}
-
-/* snapshot image of s, malloc'd */
-static unsigned char *image(dsv4_session *s, size_t *len)
-{
-    dsv4_snapshot *sn = NULL;
-    if (dsv4_session_snapshot(s, &sn)) return NULL;
-    const void *d = dsv4_snapshot_data(sn, len);
-    unsigned char *copy = malloc(*len);
-    memcpy(copy, d, *len);
-    dsv4_snapshot_free(sn);
-    return copy;
-}
-
-static int same_state(dsv4_session *a, dsv4_session *b)
-{
-    size_t la = 0, lb = 0;
-    unsigned char *ia = image(a, &la), *ib = image(b, &lb);
-    int same = ia && ib && la == lb && !memcmp(ia, ib, la);
-    free(ia);
-    free(ib);
-    return same;
 }
 
 static int argmax(const float *v) { int b = 0; for (int i = 1; i < V; i++) if (v[i] > v[b]) b = i; return b; }
