@@ -95,7 +95,7 @@ $(BUILD)/%.o: %.cu | $(DEPS_FIRST)
 	@mkdir -p $(@D)
 	$(NVCC) $(NVFLAGS) -c -o $@ $<
 
-$(BUILD)/tests/%: tests/unit/%.c $(BUILD)/libdsv4.a tests/test.h tests/test_state.h tests/gguf_build.h
+$(BUILD)/tests/%: tests/unit/%.c $(BUILD)/libdsv4.a tests/test.h tests/test_state.h tests/test_tmpdir.h tests/gguf_build.h
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) -Itests $(LDFLAGS) -o $@ $< $(BUILD)/libdsv4.a $(LDLIBS)
 

@@ -2,7 +2,6 @@
  * several ggml types, split sets, and every kind of corruption the reader
  * must refuse with a one-line message (including every truncation of a
  * valid image). Images are built byte by byte (tests/gguf_build.h). */
-#include <ftw.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -13,17 +12,7 @@
 #include "gguf_build.h"
 #include "io/gguf.h"
 #include "test.h"
-
-static char g_dir[64];
-
-static const char *tmp_path(const char *name)
-{
-    static char buf[4][512];
-    static int k;
-    k = (k + 1) % 4;
-    snprintf(buf[k], sizeof buf[k], "%s/%s", g_dir, name);
-    return buf[k];
-}
+#include "test_tmpdir.h"
 
 static void write_file(const char *path, const gb_buf *g)
 {
@@ -344,23 +333,16 @@ static void test_split(void)
     free(p1.b); free(p2.b); free(w.b); free(d.b); free(t1.b);
 }
 
-static int rm_one(const char *p, const struct stat *s, int f, struct FTW *w)
-{
-    (void)s; (void)f; (void)w;
-    return remove(p);
-}
-
 int main(void)
 {
-    snprintf(g_dir, sizeof g_dir, "/tmp/dsv4_gguf_XXXXXX");
-    if (!mkdtemp(g_dir)) { perror("mkdtemp"); return 2; }
+    if (test_tmpdir_make("/tmp/dsv4_gguf_")) return 2;
     RUN(test_good);
     RUN(test_every_truncation);
     RUN(test_bad_header);
     RUN(test_bad_metadata);
     RUN(test_bad_tensors);
     RUN(test_split);
-    nftw(g_dir, rm_one, 16, FTW_DEPTH | FTW_PHYS);
+    test_tmpdir_remove();
     printf("%d passed, %d failed\n", t_pass, t_fail);
     return t_fail != 0;
 }

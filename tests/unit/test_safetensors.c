@@ -1,7 +1,6 @@
 /* Safetensors loader: well-formed files, sharded directories, and every kind
  * of corruption the loader must refuse with a message naming file and tensor.
  * Files are built byte by byte in a temporary directory. */
-#include <ftw.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -11,17 +10,7 @@
 
 #include "io/safetensors.h"
 #include "test.h"
-
-static char g_dir[64];
-
-static const char *tmp_path(const char *name)
-{
-    static char buf[4][512];
-    static int k;
-    k = (k + 1) % 4;
-    snprintf(buf[k], sizeof buf[k], "%s/%s", g_dir, name);
-    return buf[k];
-}
+#include "test_tmpdir.h"
 
 static void write_bytes(const char *path, const void *p, size_t n)
 {
@@ -405,16 +394,9 @@ static void test_reference_writer(void)
     }
 }
 
-static int rm_one(const char *p, const struct stat *sb, int flag, struct FTW *ftw)
-{
-    (void)sb, (void)flag, (void)ftw;
-    return remove(p);
-}
-
 int main(void)
 {
-    strcpy(g_dir, "/tmp/dsv4_st_XXXXXX");
-    if (!mkdtemp(g_dir)) { perror("mkdtemp"); return 2; }
+    if (test_tmpdir_make("/tmp/dsv4_st_")) return 2;
     RUN(test_good_file);
     RUN(test_good_memory);
     RUN(test_reference_writer);
@@ -428,6 +410,6 @@ int main(void)
     RUN(test_dir_sharded);
     RUN(test_dir_bad);
     RUN(test_dir_unindexed_set);
-    nftw(g_dir, rm_one, 16, FTW_DEPTH | FTW_PHYS);
+    test_tmpdir_remove();
     TEST_MAIN_END();
 }
