@@ -289,7 +289,7 @@ def main():
         # 15000, compressed under 6 MB) are about one pass of a 110 s H200 run.
         base = {"arith": 52000, "arith_think": 3500, "units": 7000, "puzzles": 10500, "tools": 8000,
                 "tools_think": 1300, "multi": 2200}
-        op_weights = (2, 4, 6)
+        op_weights = (3, 4, 5)   # addition is the largest eval category: kept in too
     counts = {k: max(1, int(v * a.scale)) for k, v in base.items()}
 
     with tempfile.TemporaryDirectory() as work:
