@@ -178,10 +178,12 @@ __device__ __forceinline__ float block_absmax(float v, float *sh)
     return v;
 }
 
-/* One block per activation row (t, b): its power of two e (largest |x·2^e|
- * in [2^14, 2^15); 0 for a zero or non-finite row, capped so that 2^-e
- * stays a normal float), then the f16 hi/lo split of x·2^e in the paired
- * group order of tc_f16.cuh, zeros past n. */
+/* Block (activation row (t, b), group block): the row's power of two e
+ * (largest |x·2^e| in [2^14, 2^15); 0 for a zero or non-finite row, capped
+ * so that 2^-e stays a normal float) — every block of the row finds the same
+ * e from the whole row — then the f16 hi/lo split of x·2^e for its 256
+ * 8-column groups, in the paired order of tc_f16.cuh, zeros past n. */
+#define PREP_GROUPS 256
 __global__ void __launch_bounds__(256) tc_prep_kernel(const float *x, int64_t ldx, int G, int64_t n, int64_t npad,
                                                       __half *xq, float *pf)
 {
@@ -190,21 +192,29 @@ __global__ void __launch_bounds__(256) tc_prep_kernel(const float *x, int64_t ld
     int64_t r = blockIdx.x;
     const float *row = x + r / G * ldx + r % G * n;
     float mx = 0.0f;
-    for (int64_t i = threadIdx.x; i < n; i += blockDim.x) mx = fmaxf(mx, fabsf(row[i]));
+    if ((uintptr_t)row % 16 == 0 && n % 4 == 0)
+        for (int64_t i = threadIdx.x; i < n / 4; i += blockDim.x) {
+            float4 v = ((const float4 *)row)[i];
+            mx = fmaxf(mx, fmaxf(fmaxf(fabsf(v.x), fabsf(v.y)), fmaxf(fabsf(v.z), fabsf(v.w))));
+        }
+    else
+        for (int64_t i = threadIdx.x; i < n; i += blockDim.x) mx = fmaxf(mx, fabsf(row[i]));
     mx = block_absmax(mx, sh);
     int e = 0;
     if (mx > 0.0f && mx <= 3.4028235e38f) {
         int E;
-        frexpf(mx, &E); /* mx = f·2^E, f in [0.5, 1) */
+        frexpf(mx, &E); /* mx = f·2^E, f in [0.5, 1): e in [-113, 126] */
         e = 15 - E < 126 ? 15 - E : 126;
     }
+    float p2 = __int_as_float((127 + e) << 23); /* 2^e, a normal float: x·p2 is exact */
     __half *o = xq + r * 2 * npad;
-    for (int64_t g8 = threadIdx.x; g8 < npad / 8; g8 += blockDim.x) {
+    int64_t g8 = (int64_t)blockIdx.y * PREP_GROUPS + threadIdx.x;
+    if (g8 < npad / 8) {
         __align__(16) __half hv[8], lv[8];
 #pragma unroll
         for (int j = 0; j < 8; j++) {
             int64_t c = g8 * 8 + j;
-            float v = c < n ? ldexpf(row[c], e) : 0.0f;
+            float v = c < n ? row[c] * p2 : 0.0f;
             __half h = __float2half_rn(v);
             int p = (j & 3) * 2 + (j >> 2); /* [x0 x4 x1 x5 x2 x6 x3 x7] */
             hv[p] = h;
@@ -213,7 +223,7 @@ __global__ void __launch_bounds__(256) tc_prep_kernel(const float *x, int64_t ld
         ((uint4 *)(o + g8 * 16))[0] = *(const uint4 *)hv;
         ((uint4 *)(o + g8 * 16))[1] = *(const uint4 *)lv;
     }
-    if (threadIdx.x == 0) pf[r] = ldexpf(1.0f, -e);
+    if (blockIdx.y == 0 && threadIdx.x == 0) pf[r] = __int_as_float((127 - e) << 23);
 }
 
 size_t tc_prep_bytes(int64_t rows, int64_t n)
@@ -223,8 +233,9 @@ size_t tc_prep_bytes(int64_t rows, int64_t n)
 
 void tc_prep(cu_impl *c, const float *x, int64_t ldx, int T, int G, int64_t n, __half *xq, float *pf)
 {
-    cu_launch(c, "tc_prep_kernel", tc_prep_kernel, dim3((unsigned)((int64_t)T * G)), dim3(256), 0, x, ldx, G, n,
-              tc_npad(n), xq, pf);
+    int64_t npad = tc_npad(n);
+    dim3 grid((unsigned)((int64_t)T * G), cu_blocks(npad / 8, PREP_GROUPS));
+    cu_launch(c, "tc_prep_kernel", tc_prep_kernel, grid, dim3(256), 0, x, ldx, G, n, npad, xq, pf);
 }
 
 /* Block: 8 warps. A warp computes MT tiles of 16 weight rows against NT

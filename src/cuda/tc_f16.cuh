@@ -26,7 +26,8 @@
  * order the bit moves produce, and a prepared row stores each group in that
  * order: [x0 x4 x1 x5 x2 x6 x3 x7] (hi), then the same 8 of lo.
  *   FP8: a chunk is 64 columns; thread q loads 16 bytes (columns 16q..) of
- *        each row: 2 groups, 4 k-steps; the chunk lies in one scale block.
+ *        each row: 2 groups, 4 k-steps; the chunk lies in one scale block
+ *        (power-of-two blocks of at least 64 columns).
  *   FP4: a chunk is 128 columns = 4 scale blocks (E8M0 grids); thread q
  *        loads word q (8 values) of each block, so each block's 2 k-steps
  *        stay in one scale block and its sum can be scaled. */
@@ -78,16 +79,18 @@ __device__ __forceinline__ void tc_mma(float *d, uint32_t a0, uint32_t a1, uint3
 
 /* The weight bytes of one chunk for one thread and row: FP8 16 bytes at
  * p (columns 16q..), FP4 word q of each of the 4 blocks (p = the chunk's
- * start + 4q). avail: bytes of the row from p on; missing bytes read as 0. */
+ * start + 4q). avail: bytes of the row from p on. Rows are whole 16-byte
+ * pieces (tc_shape_ok), so a piece is wholly inside the row or past its
+ * end (read as 0). */
 template <int FAM>
 __device__ __forceinline__ uint4 tc_load(const char *p, int64_t avail)
 {
     if constexpr (FAM == CU_W_FP8) {
-        return cu_ld16(p, avail);
+        return avail > 0 ? __ldg((const uint4 *)p) : make_uint4(0, 0, 0, 0);
     } else {
         uint32_t w[4];
 #pragma unroll
-        for (int b = 0; b < 4; b++) w[b] = avail >= 16 * b + 4 ? __ldg((const uint32_t *)(p + 16 * b)) : 0u;
+        for (int b = 0; b < 4; b++) w[b] = avail > 16 * b ? __ldg((const uint32_t *)(p + 16 * b)) : 0u;
         return make_uint4(w[0], w[1], w[2], w[3]);
     }
 }
@@ -99,7 +102,10 @@ template <int FAM>
 __device__ __forceinline__ uint32_t tc_scales(const dsv4_mat &W, const char *srow, int64_t col0, int64_t n)
 {
     if constexpr (FAM == CU_W_FP8) {
-        return __float_as_uint(cu_scale_at(W, srow, col0));
+        /* blk_c is a power of two here (tc_shape_ok) */
+        uint32_t j = (uint32_t)col0 >> (__ffs((uint32_t)W.blk_c) - 1);
+        if (W.scale_dtype == DT_F32) return __ldg((const uint32_t *)srow + j);
+        return __float_as_uint(cu_e8m0(__ldg((const uint8_t *)srow + j)));
     } else {
         uint32_t s = 0;
 #pragma unroll
@@ -255,7 +261,7 @@ __device__ __forceinline__ float tc_row_factor(const float *pf, int64_t row)
 __host__ static inline int tc_shape_ok(const dsv4_mat &W)
 {
     int fam = cu_wfam(W);
-    if (fam == CU_W_FP8) return cu_w_loads_ok(W) && W.blk_c % TC_CC8 == 0;
+    if (fam == CU_W_FP8) return cu_w_loads_ok(W) && W.blk_c % TC_CC8 == 0 && (W.blk_c & (W.blk_c - 1)) == 0;
     if (fam == CU_W_FP4) return cu_w_loads_ok(W) && W.blk_c == 32 && W.scale_dtype == DT_F8_E8M0;
     return 0;
 }
