@@ -259,6 +259,96 @@ __device__ __forceinline__ float tc_row_factor(const float *pf, int64_t row)
     return pf[row] * (FAM == CU_W_FP8 ? 256.0f : 16384.0f);
 }
 
+/* ---- activation rows (the preparation of the header comment) ---- */
+
+/* Largest |value| over the block (all threads get it); sh: 32 floats. */
+__device__ __forceinline__ float tc_block_absmax(float v, float *sh)
+{
+    for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+    int w = threadIdx.x >> 5, l = threadIdx.x & 31, nw = blockDim.x >> 5;
+    __syncthreads(); /* sh may still be read from a previous call */
+    if (l == 0) sh[w] = v;
+    __syncthreads();
+    v = l < nw ? sh[l] : 0.0f;
+    for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+    return v;
+}
+
+/* A row's power of two e (largest |x·2^e| in [2^14, 2^15); 0 for a zero or
+ * non-finite row, capped so that 2^-e stays a normal float). All threads of
+ * the block call it and get e. */
+__device__ __forceinline__ int tc_row_exp(const float *row, int64_t n, float *sh)
+{
+    float mx = 0.0f;
+    if ((uintptr_t)row % 16 == 0 && n % 4 == 0)
+        for (int64_t i = threadIdx.x; i < n / 4; i += blockDim.x) {
+            float4 v = ((const float4 *)row)[i];
+            mx = fmaxf(mx, fmaxf(fmaxf(fabsf(v.x), fabsf(v.y)), fmaxf(fabsf(v.z), fabsf(v.w))));
+        }
+    else
+        for (int64_t i = threadIdx.x; i < n; i += blockDim.x) mx = fmaxf(mx, fabsf(row[i]));
+    mx = tc_block_absmax(mx, sh);
+    int e = 0;
+    if (mx > 0.0f && mx <= 3.4028235e38f) {
+        int E;
+        frexpf(mx, &E); /* mx = f·2^E, f in [0.5, 1): e in [-113, 126] */
+        e = 15 - E < 126 ? 15 - E : 126;
+    }
+    return e;
+}
+
+/* 2^-e, the factor that undoes a row's scaling (a normal float). */
+__device__ __forceinline__ float tc_exp_factor(int e) { return __int_as_float((127 - e) << 23); }
+
+/* 8-column group g8 of a prepared row at o: f16 hi/lo of x·2^e in the
+ * paired order [x0 x4 x1 x5 x2 x6 x3 x7], zeros past n (x·2^e is exact). */
+__device__ __forceinline__ void tc_prep_group(const float *row, int64_t n, int64_t g8, int e, __half *o)
+{
+    float p2 = __int_as_float((127 + e) << 23);
+    __align__(16) __half hv[8], lv[8];
+#pragma unroll
+    for (int j = 0; j < 8; j++) {
+        int64_t c = g8 * 8 + j;
+        float v = c < n ? row[c] * p2 : 0.0f;
+        __half h = __float2half_rn(v);
+        int p = (j & 3) * 2 + (j >> 2);
+        hv[p] = h;
+        lv[p] = __float2half_rn(v - __half2float(h));
+    }
+    ((uint4 *)(o + g8 * 16))[0] = *(const uint4 *)hv;
+    ((uint4 *)(o + g8 * 16))[1] = *(const uint4 *)lv;
+}
+
+/* The block prepares nr rows (row i at x + i·ldx) itself into shared
+ * memory: sx (nr rows of 2·tc_npad(n) halves), spf (nr factors); the same
+ * values tc_prep writes, for decode steps whose rows fit (tc_stage_bytes),
+ * saving the preparation launch and the activations' trips to L2. */
+__device__ __forceinline__ void tc_prep_block(const float *x, int64_t ldx, int nr, int64_t n, __half *sx, float *spf,
+                                              float *sh)
+{
+    int64_t npad = tc_npad(n);
+    for (int i = 0; i < nr; i++) {
+        const float *row = x + i * ldx;
+        int e = tc_row_exp(row, n, sh);
+        for (int64_t g8 = threadIdx.x; g8 < npad / 8; g8 += blockDim.x) tc_prep_group(row, n, g8, e, sx + i * 2 * npad);
+        if (threadIdx.x == 0) spf[i] = tc_exp_factor(e);
+    }
+    __syncthreads();
+}
+
+/* Shared bytes for nr rows prepared in a block (plus the factors and the
+ * reduction scratch); decode stages its rows when this fits next to the
+ * slice sums in the default 48 KB and the rows are short: every block
+ * prepares the whole row, which at 4096 columns and more costs more than
+ * the launch it saves (H200: FP8 1024 and MXFP4 2048 columns 18-36 %
+ * faster staged, 4096 and 8192 columns 8-30 % slower). */
+#define TC_STAGE_MAX_N 2048
+__host__ __device__ static inline size_t tc_stage_bytes(int nr, int64_t n)
+{
+    return (size_t)nr * (size_t)tc_npad(n) * 4 + 8 * 4 + 32 * 4;
+}
+#define TC_STAGE_MAX (40 * 1024)
+
 /* Whether W takes the tensor-core path: FP8 with scale blocks holding
  * whole chunks, MXFP4 with 32-column blocks; rows 16-byte aligned (shape
  * and format only). */
