@@ -62,12 +62,13 @@ def dequantize(tensors):
     return out
 
 
-def main():
-    if len(sys.argv) != 3 or sys.argv[1].startswith("-"):
-        sys.exit(__doc__.strip())
-    src, out = sys.argv[1], sys.argv[2]
-    with open(os.path.join(src, "config.json")) as f:
-        conf = json.load(f)
+def dequantize_dir(src, out):
+    """SRC_DIR (FP8/FP4) -> OUT_DIR (BF16), as the module's docstring says."""
+    try:
+        with open(os.path.join(src, "config.json")) as f:
+            conf = json.load(f)
+    except (OSError, ValueError) as ex:
+        q.fail(f"{src}/config.json: {ex}")
     conf.pop("quantization_config", None)
     conf.pop("expert_dtype", None)
     os.makedirs(out, exist_ok=True)
@@ -84,6 +85,12 @@ def main():
     for fn in COPIED:
         if os.path.exists(os.path.join(src, fn)):
             shutil.copyfile(os.path.join(src, fn), os.path.join(out, fn))
+
+
+def main():
+    if len(sys.argv) != 3 or sys.argv[1].startswith("-"):
+        sys.exit(__doc__.strip())
+    dequantize_dir(sys.argv[1], sys.argv[2])
 
 
 if __name__ == "__main__":

@@ -13,8 +13,8 @@ FP8 e4m3 + F8_E8M0 [ceil(out/128), ceil(in/128)] dense projections, I8 [out, in/
 [out, in/32] MXFP4 routed experts, BF16 for the rest but F32 mixers/sinks/biases and I64 tid2eid;
 model.safetensors.index.json when the source had one; config.json with quantization_config (fmt e4m3,
 weight_block_size [128, 128], scale_fmt ue8m0) and expert_dtype fp4; tokenizer.json,
-tokenizer_config.json and generation_config.json copied when present. Other files already in OUT_DIR
-are left alone. numpy only; the output is a pure function of the input bytes.
+tokenizer_config.json and generation_config.json copied when present; config.json is written last.
+Other files already in OUT_DIR are left alone. numpy only; the output is a pure function of the input bytes.
 """
 import json
 import os
@@ -91,8 +91,8 @@ def main():
     conf = quantized_config(src)
     files = q.shard_files(src)
     os.makedirs(out, exist_ok=True)
-    for fn in os.listdir(out):   # shards of an earlier conversion would shadow the new index
-        if fn.startswith("model") and fn.endswith((".safetensors", ".safetensors.index.json")):
+    for fn in os.listdir(out):   # an earlier conversion's shards would shadow the new index
+        if fn == "config.json" or fn.startswith("model") and fn.endswith((".safetensors", ".safetensors.index.json")):
             os.remove(os.path.join(out, fn))
     shards = {}
     for fn in files:
@@ -103,12 +103,12 @@ def main():
         shards[fn] = [e[0] for e in entries]
     if os.path.exists(os.path.join(src, "model.safetensors.index.json")):
         q.write_index(out, shards)
-    with open(os.path.join(out, "config.json"), "w") as f:
-        json.dump(conf, f, indent=2)
-        f.write("\n")
     for fn in COPIED:
         if os.path.exists(os.path.join(src, fn)):
             shutil.copyfile(os.path.join(src, fn), os.path.join(out, fn))
+    with open(os.path.join(out, "config.json"), "w") as f:   # last: a make rule's target
+        json.dump(conf, f, indent=2)
+        f.write("\n")
     size = sum(os.path.getsize(os.path.join(out, fn)) for fn in shards)
     print(f"{out}: {sum(len(v) for v in shards.values())} tensors in {len(shards)} file(s), {size} bytes")
 
