@@ -122,6 +122,7 @@ DEMO_FP8 := models/demo-fp8/config.json
 demo-fp8: $(DEMO_FP8)
 $(DEMO_FP8): models/demo/config.json models/demo/model.safetensors.index.json models/demo/tokenizer.json \
              $(wildcard models/demo/*.safetensors) tools/quant/quantize_fp8.py tools/quant/fp8_fp4.py | $(DEPS_FIRST)
+	@$(PYTHON) -c 'import numpy' 2>/dev/null || { echo "make: $(PYTHON) cannot import numpy: run make deps first (README)"; exit 1; }
 	$(PYTHON) tools/quant/quantize_fp8.py models/demo models/demo-fp8
 
 # transformers' reference logits of both demo checkpoints (tools/demo/parity.py), to be rerun after
