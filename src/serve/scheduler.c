@@ -56,8 +56,28 @@ job *job_new(const int32_t *prompt, int n_prompt, const sampling_params *sp, int
     if (n_stop_ids) memcpy(j->stop_ids, stop_ids, (size_t)n_stop_ids * sizeof *stop_ids);
     j->n_stop_ids = n_stop_ids;
     j->out[0] = 0;
+    j->force_after = -1;
     j->t_submit = now_s();
     return j;
+}
+
+int job_force(job *j, int32_t *const *alts, const int *lens, int n, int32_t force_after)
+{
+    size_t total = 0;
+    for (int a = 0; a < n; a++) total += (size_t)lens[a];
+    j->force = malloc((total + 1) * sizeof *j->force);
+    j->force_off = malloc(((size_t)n + 1) * sizeof *j->force_off);
+    j->allow = malloc(((size_t)n + 1) * sizeof *j->allow);
+    j->allow_logit = malloc(((size_t)n + 1) * sizeof *j->allow_logit);
+    if (!j->force || !j->force_off || !j->allow || !j->allow_logit) return -1;
+    j->force_off[0] = 0;
+    for (int a = 0; a < n; a++) {
+        memcpy(j->force + j->force_off[a], alts[a], (size_t)lens[a] * sizeof *j->force);
+        j->force_off[a + 1] = j->force_off[a] + lens[a];
+    }
+    j->n_force = n;
+    j->force_after = force_after;
+    return 0;
 }
 
 void job_put(job *j)
@@ -66,6 +86,10 @@ void job_put(job *j)
     for (int i = 0; i < j->n_stops; i++) free(j->stops[i]);
     free(j->stops);
     free(j->stop_ids);
+    free(j->force);
+    free(j->force_off);
+    free(j->allow);
+    free(j->allow_logit);
     free(j->prompt);
     free(j->out);
     free(j->lp);
@@ -115,23 +139,22 @@ int sched_submit(sched *s, job *j)
 
 /* ---- publishing to the client side ---- */
 
-/* Copies what the generation made visible since the last call, and the
- * token just drawn (tok: NULL when none was). */
-static void publish(sched *s, job *j, const gen_token *tok, int appended)
+/* Copies what the generation made visible since the last call; n_new
+ * tokens were produced since, and lp (NULL: none) is the logprob entry of
+ * the one that was sampled. */
+static void publish(sched *s, job *j, int n_new, const gen_token *lp)
 {
     gen_req *g = &j->g;
     pthread_mutex_lock(&j->mu);
-    if (tok) {
-        j->n_sampled++;
-        metrics_add(s->cfg.met, MET_GENERATED_TOKENS, 1);
-    }
-    if (tok && appended && j->logprobs) {
+    j->n_sampled += n_new;
+    if (n_new) metrics_add(s->cfg.met, MET_GENERATED_TOKENS, (uint64_t)n_new);
+    if (lp && j->logprobs) {
         if (j->n_lp == j->cap_lp) {
             int cap = j->cap_lp ? 2 * j->cap_lp : 32;
             gen_token *n = realloc(j->lp, (size_t)cap * sizeof *n);
             if (n) { j->lp = n; j->cap_lp = cap; }
         }
-        if (j->n_lp < j->cap_lp) j->lp[j->n_lp++] = *tok;
+        if (j->n_lp < j->cap_lp) j->lp[j->n_lp++] = *lp;
     }
     if (g->visible > j->n_out) {
         size_t need = g->visible + 1;
@@ -200,7 +223,7 @@ static void admit(sched *s, job *j)
     }
     j->cursor = reused;
     j->t_last = now_s();
-    if (j->g.end) publish(s, j, NULL, 0); /* max_tokens 0: nothing to run */
+    if (j->g.end) publish(s, j, 0, NULL); /* max_tokens 0: nothing to run */
     metrics_add(s->cfg.met, MET_PROMPT_TOKENS, (uint64_t)j->n_prompt);
     pthread_mutex_lock(&j->mu);
     j->n_cached = reused;
@@ -226,16 +249,75 @@ static int is_boundary(const sched *s, const job *j, int b)
     return b > 0 && b < j->n_prompt && next_boundary(s, j, b - 1) == b;
 }
 
-static void first_token(sched *s, job *j, float *logits)
+enum { FORCE_WAIT, FORCE_ON, FORCE_DONE };
+
+/* The forced opening, once due: takes the tokens it determines (where every
+ * alternative the reply still matches agrees) and returns how many; where
+ * they part, their next tokens go to j->allow[0..*n_allow) for the model
+ * to pick among. */
+static int force_take(job *j, int *n_allow)
+{
+    gen_req *g = &j->g;
+    *n_allow = 0;
+    if (!j->n_force || j->force_state == FORCE_DONE || g->end) return 0;
+    if (j->force_state == FORCE_WAIT) {
+        if (j->force_after >= 0 && !(g->n_ids && g->ids[g->n_ids - 1] == j->force_after)) return 0;
+        j->force_state = FORCE_ON;
+        j->force_at = g->n_ids;
+    }
+    int taken = 0;
+    while (!g->end) {
+        int pos = g->n_ids - j->force_at, n = 0;
+        for (int a = 0; a < j->n_force; a++) {
+            const int32_t *alt = j->force + j->force_off[a];
+            int len = j->force_off[a + 1] - j->force_off[a], seen = 0;
+            if (len < pos || memcmp(alt, g->ids + j->force_at, (size_t)pos * sizeof *alt)) continue;
+            if (len == pos) { n = 0; break; } /* a whole opening is in the reply */
+            for (int k = 0; k < n; k++) seen |= j->allow[k] == alt[pos];
+            if (!seen) j->allow[n++] = alt[pos];
+        }
+        if (n == 0) { j->force_state = FORCE_DONE; break; }
+        if (n > 1) { *n_allow = n; break; }
+        gen_take(g, j->allow[0]);
+        taken++;
+    }
+    return taken;
+}
+
+/* The job's next tokens, from logits (the row after everything its session
+ * holds): the tokens the forced opening determines, or else one sampled
+ * (among those it allows, or never a stop token while it is still to come)
+ * and what the opening then determines. They wait in ids[n_fed..n_ids) for
+ * the next step to feed them. Returns 0, or -1 when the job failed. */
+static int advance(sched *s, job *j, float *logits)
 {
     gen_token t;
-    int before = j->g.n_ids;
-    gen_step(&j->g, logits, &t);
-    if (j->g.end == GEN_END_ERROR) { fail_job(j, 500, dsv4_last_error()); return; }
+    int n_allow, sampled = 0, n = force_take(j, &n_allow);
+    if (!n && !j->g.end) {
+        if (n_allow) {
+            float *keep = j->allow_logit;
+            for (int k = 0; k < n_allow; k++) keep[k] = logits[j->allow[k]];
+            for (int v = 0; v < s->vocab; v++) logits[v] = -INFINITY;
+            for (int k = 0; k < n_allow; k++) logits[j->allow[k]] = keep[k];
+        } else if (j->n_force && j->force_state == FORCE_WAIT) {
+            for (int i = 0; i < j->n_stop_ids; i++) logits[j->stop_ids[i]] = -INFINITY;
+        }
+        int before = j->g.n_ids;
+        gen_step(&j->g, logits, &t);
+        if (j->g.end == GEN_END_ERROR) { fail_job(j, 500, dsv4_last_error()); return -1; }
+        sampled = j->g.n_ids > before;
+        n = 1 + force_take(j, &n_allow);
+    }
+    publish(s, j, n, sampled ? &t : NULL);
+    return 0;
+}
+
+static void first_token(sched *s, job *j, float *logits)
+{
+    if (advance(s, j, logits)) return;
     double now = now_s();
     metrics_ttft(s->cfg.met, now - j->t_submit);
     j->t_last = now;
-    publish(s, j, &t, j->g.n_ids > before);
 }
 
 /* One prefill chunk of the oldest job that still has prompt to read. */
@@ -279,7 +361,7 @@ static int gate_fn(void *user, int n_lanes, double elapsed_ms)
  * get exactly the logits the cohort step would have given them (their rows
  * of s->logits). stepped[i] says which lanes advanced; a lane whose client
  * left meanwhile (veto) just does not advance. */
-static void isolate(sched *s, job **lanes, dsv4_session **sess, const int32_t *toks, int n, int *stepped)
+static void isolate(sched *s, job **lanes, dsv4_lane *ln, int n, int *stepped)
 {
     gate_ctx gc = {NULL};
     dsv4_gate gate = {gate_fn, &gc, 0};
@@ -291,8 +373,7 @@ static void isolate(sched *s, job **lanes, dsv4_session **sess, const int32_t *t
             continue;
         }
         gc.lanes = &lanes[i];
-        dsv4_status st = dsv4_decode_batch(s->cfg.model, &sess[i], &toks[i], 1,
-                                           s->logits + (size_t)i * (size_t)s->vocab, &gate);
+        dsv4_status st = dsv4_step(s->cfg.model, &ln[i], 1, &gate);
         if (st == DSV4_ERR_VETO) continue;
         if (st) { fail_job(lanes[i], 500, dsv4_last_error()); continue; }
         stepped[i] = 1;
@@ -301,29 +382,32 @@ static void isolate(sched *s, job **lanes, dsv4_session **sess, const int32_t *t
     }
 }
 
+/* One step over every job that has tokens to feed: its last sampled token,
+ * or a forced opening (several tokens, one lane all the same). */
 static void decode_round(sched *s)
 {
     job *lanes[DSV4_MAX_LANES];
-    dsv4_session *sess[DSV4_MAX_LANES];
-    int32_t toks[DSV4_MAX_LANES];
+    dsv4_lane ln[DSV4_MAX_LANES];
     int n = 0;
+    size_t V = (size_t)s->vocab;
     for (int i = 0; i < s->n_active; i++) {
         job *j = s->active[i];
         if (j->end || !j->sl || j->cursor < j->n_prompt) continue;
-        if (dsv4_session_pos(j->sl->s) >= s->max_pos) {
+        int feed = j->g.n_ids - j->g.n_fed;
+        if (dsv4_session_pos(j->sl->s) + feed > s->max_pos) {
             gen_finish(&j->g, GEN_END_CONTEXT);
-            publish(s, j, NULL, 0);
+            publish(s, j, 0, NULL);
             continue;
         }
         lanes[n] = j;
-        sess[n] = j->sl->s;
-        toks[n] = j->g.ids[j->g.n_ids - 1];
+        ln[n] = (dsv4_lane){.session = j->sl->s, .tokens = j->g.ids + j->g.n_fed, .n_tokens = feed,
+                            .logits_mode = DSV4_LOGITS_LAST, .logits = s->logits + (size_t)n * V};
         n++;
     }
     if (!n) return;
     gate_ctx gc = {lanes};
     dsv4_gate gate = {gate_fn, &gc, 0}; /* logits are always checked for finiteness */
-    dsv4_status st = dsv4_decode_batch(s->cfg.model, sess, toks, n, s->logits, &gate);
+    dsv4_status st = dsv4_step(s->cfg.model, ln, n, &gate);
     if (st == DSV4_ERR_VETO) {
         metrics_add(s->cfg.met, MET_VETOES, 1); /* the cancelled lanes leave; the rest go again */
         return;
@@ -332,7 +416,7 @@ static void decode_round(sched *s)
     for (int i = 0; i < n; i++) stepped[i] = !st;
     if (st) {
         if (n == 1) { fail_job(lanes[0], 500, dsv4_last_error()); return; }
-        isolate(s, lanes, sess, toks, n, stepped);
+        isolate(s, lanes, ln, n, stepped);
     } else {
         metrics_add(s->cfg.met, MET_STEPS, 1);
         metrics_batch(s->cfg.met, n);
@@ -341,18 +425,14 @@ static void decode_round(sched *s)
     for (int i = 0; i < n; i++) {
         job *j = lanes[i];
         if (!stepped[i]) continue;
-        j->g.n_fed++;
-        if (cache_held_add(j->sl, &toks[i], 1)) {
+        if (cache_held_add(j->sl, ln[i].tokens, ln[i].n_tokens)) {
             fail_job(j, 500, "out of memory");
             continue;
         }
-        gen_token t;
-        int before = j->g.n_ids;
-        gen_step(&j->g, s->logits + (size_t)i * (size_t)s->vocab, &t);
-        if (j->g.end == GEN_END_ERROR) { fail_job(j, 500, dsv4_last_error()); continue; }
+        j->g.n_fed += ln[i].n_tokens;
+        if (advance(s, j, s->logits + (size_t)i * V)) continue;
         metrics_tpot(s->cfg.met, now - j->t_last);
         j->t_last = now;
-        publish(s, j, &t, j->g.n_ids > before);
     }
 }
 
@@ -383,7 +463,7 @@ static void *run(void *arg)
             job *j = s->active[i];
             if (!j->end && is_cancelled(j)) {
                 gen_finish(&j->g, GEN_END_CANCEL);
-                publish(s, j, NULL, 0);
+                publish(s, j, 0, NULL);
             }
         }
         prefill_round(s);
@@ -398,7 +478,7 @@ static void *run(void *arg)
         job *j = s->active[i];
         if (!j->end) {
             gen_finish(&j->g, GEN_END_CANCEL);
-            publish(s, j, NULL, 0);
+            publish(s, j, 0, NULL);
         }
         retire(s, i, 1);
     }

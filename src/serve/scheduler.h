@@ -40,6 +40,17 @@ struct job {
     int n_stop_ids;
     char **stops;
     int n_stops;
+    /* tool_choice demanding a call: once the reply reaches force_after (a
+     * token id: the end of the reasoning), or at once when it is -1, it
+     * continues with one of n_force token sequences (alternative a is
+     * force[force_off[a] .. force_off[a + 1])): the tokens where the ones
+     * still possible agree are taken as if sampled, and where they part the
+     * model picks among their next tokens. Until then the reply cannot end
+     * (its stop tokens are never sampled). Forced tokens have no logprobs. */
+    int32_t *force;
+    int *force_off;
+    int n_force;
+    int32_t force_after;
     /* output, under mu */
     pthread_mutex_t mu;
     pthread_cond_t cv;
@@ -48,7 +59,7 @@ struct job {
     gen_token *lp;          /* one per output token, when logprobs */
     int n_lp, cap_lp;
     int n_cached;           /* prompt tokens the cache supplied */
-    int n_sampled;          /* tokens sampled, stop token included */
+    int n_sampled;          /* output tokens (sampled or forced), stop token included */
     int admitted, done;
     gen_end end;
     int stop_index;
@@ -61,6 +72,10 @@ struct job {
     gen_req g;
     cache_slot *sl;
     int cursor;             /* prompt tokens in the session */
+    int force_state;        /* FORCE_WAIT, FORCE_ON (since ids[force_at]), FORCE_DONE */
+    int force_at;
+    int32_t *allow;         /* [n_force]: the next tokens the model may pick among */
+    float *allow_logit;     /* [n_force]: scratch */
     double t_last;
     job *next;
 };
@@ -89,6 +104,9 @@ void sched_free(sched *s);
 /* A job with one reference (the caller's) and copies of the arrays. */
 job *job_new(const int32_t *prompt, int n_prompt, const sampling_params *sp, int max_tokens, int logprobs,
              int top_logprobs, const int32_t *stop_ids, int n_stop_ids, char *const *stops, int n_stops);
+/* Sets the job's forced opening: n alternatives alts[a][0..lens[a]), copied;
+ * before submission. -1: no memory. */
+int job_force(job *j, int32_t *const *alts, const int *lens, int n, int32_t force_after);
 /* Queues it (takes its own reference). -1 when the queue is full. */
 int sched_submit(sched *s, job *j);
 /* Waits (up to ms) until the job has more than n_out bytes or n_lp

@@ -28,6 +28,35 @@ char *serve_token_text(server *S, int32_t id, size_t *len)
     return t;
 }
 
+/* tool_choice demands a call: the job's reply continues with the opening
+ * of a call of one of the tools (r->force), at its start or in thinking
+ * mode right after </think>. */
+static int force_call(server *S, const api_request *r, job *j, char *msg, size_t msg_len)
+{
+    int32_t after = r->thinking ? tok_token_id(S->tok, CHAT_TOK_THINK_END) : -1;
+    if (r->thinking && after < 0) {
+        snprintf(msg, msg_len, "tool_choice: the tokenizer has no %s token to end the reasoning at", CHAT_TOK_THINK_END);
+        return 400;
+    }
+    int32_t **alts = calloc((size_t)r->n_force, sizeof *alts);
+    int *lens = calloc((size_t)r->n_force, sizeof *lens), status = 0;
+    if (!alts || !lens) status = 503;
+    for (int a = 0; !status && a < r->n_force; a++) {
+        size_t n = 0;
+        if (tok_encode(S->tok, r->force[a], strlen(r->force[a]), TOK_PARSE_SPECIAL, &alts[a], &n)) {
+            snprintf(msg, msg_len, "tool_choice: %s", dsv4_last_error());
+            status = 400;
+        }
+        lens[a] = (int)n;
+    }
+    if (!status && job_force(j, alts, lens, r->n_force, after)) status = 503;
+    if (status == 503) snprintf(msg, msg_len, "out of memory");
+    for (int a = 0; alts && a < r->n_force; a++) free(alts[a]);
+    free(alts);
+    free(lens);
+    return status;
+}
+
 int serve_submit(server *S, const api_request *r, gen_handle *h, char *msg, size_t msg_len)
 {
     memset(h, 0, sizeof *h);
@@ -79,6 +108,10 @@ int serve_submit(server *S, const api_request *r, gen_handle *h, char *msg, size
                      n_texts);
     free(ids);
     if (!j) { snprintf(msg, msg_len, "out of memory"); return 503; }
+    if (r->force && (status = force_call(S, r, j, msg, msg_len))) {
+        job_put(j);
+        return status;
+    }
     if (sched_submit(S->sched, j)) {
         job_put(j);
         snprintf(msg, msg_len, "the server is overloaded (%d requests queued)", S->o.max_queue);
