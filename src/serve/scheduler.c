@@ -8,6 +8,7 @@
 #include <time.h>
 
 #include "base/error.h"
+#include "serve/force.h"
 
 struct sched {
     sched_config cfg;
@@ -59,25 +60,6 @@ job *job_new(const int32_t *prompt, int n_prompt, const sampling_params *sp, int
     j->force_after = -1;
     j->t_submit = now_s();
     return j;
-}
-
-int job_force(job *j, int32_t *const *alts, const int *lens, int n, int32_t force_after)
-{
-    size_t total = 0;
-    for (int a = 0; a < n; a++) total += (size_t)lens[a];
-    j->force = malloc((total + 1) * sizeof *j->force);
-    j->force_off = malloc(((size_t)n + 1) * sizeof *j->force_off);
-    j->allow = malloc(((size_t)n + 1) * sizeof *j->allow);
-    j->allow_logit = malloc(((size_t)n + 1) * sizeof *j->allow_logit);
-    if (!j->force || !j->force_off || !j->allow || !j->allow_logit) return -1;
-    j->force_off[0] = 0;
-    for (int a = 0; a < n; a++) {
-        memcpy(j->force + j->force_off[a], alts[a], (size_t)lens[a] * sizeof *j->force);
-        j->force_off[a + 1] = j->force_off[a] + lens[a];
-    }
-    j->n_force = n;
-    j->force_after = force_after;
-    return 0;
 }
 
 void job_put(job *j)
@@ -249,39 +231,10 @@ static int is_boundary(const sched *s, const job *j, int b)
     return b > 0 && b < j->n_prompt && next_boundary(s, j, b - 1) == b;
 }
 
-enum { FORCE_WAIT, FORCE_ON, FORCE_DONE };
-
-/* The forced opening, once due: takes the tokens it determines (where every
- * alternative the reply still matches agrees) and returns how many; where
- * they part, their next tokens go to j->allow[0..*n_allow) for the model
- * to pick among. */
-static int force_take(job *j, int *n_allow)
+/* While the forced opening is to come the reply may not end. */
+static void mask_stops(const job *j, float *logits)
 {
-    gen_req *g = &j->g;
-    *n_allow = 0;
-    if (!j->n_force || j->force_state == FORCE_DONE || g->end) return 0;
-    if (j->force_state == FORCE_WAIT) {
-        if (j->force_after >= 0 && !(g->n_ids && g->ids[g->n_ids - 1] == j->force_after)) return 0;
-        j->force_state = FORCE_ON;
-        j->force_at = g->n_ids;
-    }
-    int taken = 0;
-    while (!g->end) {
-        int pos = g->n_ids - j->force_at, n = 0;
-        for (int a = 0; a < j->n_force; a++) {
-            const int32_t *alt = j->force + j->force_off[a];
-            int len = j->force_off[a + 1] - j->force_off[a], seen = 0;
-            if (len < pos || memcmp(alt, g->ids + j->force_at, (size_t)pos * sizeof *alt)) continue;
-            if (len == pos) { n = 0; break; } /* a whole opening is in the reply */
-            for (int k = 0; k < n; k++) seen |= j->allow[k] == alt[pos];
-            if (!seen) j->allow[n++] = alt[pos];
-        }
-        if (n == 0) { j->force_state = FORCE_DONE; break; }
-        if (n > 1) { *n_allow = n; break; }
-        gen_take(g, j->allow[0]);
-        taken++;
-    }
-    return taken;
+    for (int i = 0; i < j->n_stop_ids; i++) logits[j->stop_ids[i]] = -INFINITY;
 }
 
 /* The job's next tokens, from logits (the row after everything its session
@@ -294,14 +247,8 @@ static int advance(sched *s, job *j, float *logits)
     gen_token t;
     int n_allow, sampled = 0, n = force_take(j, &n_allow);
     if (!n && !j->g.end) {
-        if (n_allow) {
-            float *keep = j->allow_logit;
-            for (int k = 0; k < n_allow; k++) keep[k] = logits[j->allow[k]];
-            for (int v = 0; v < s->vocab; v++) logits[v] = -INFINITY;
-            for (int k = 0; k < n_allow; k++) logits[j->allow[k]] = keep[k];
-        } else if (j->n_force && j->force_state == FORCE_WAIT) {
-            for (int i = 0; i < j->n_stop_ids; i++) logits[j->stop_ids[i]] = -INFINITY;
-        }
+        if (n_allow) force_allow_only(j, logits, s->vocab, n_allow);
+        else if (force_waiting(j)) mask_stops(j, logits);
         int before = j->g.n_ids;
         gen_step(&j->g, logits, &t);
         if (j->g.end == GEN_END_ERROR) { fail_job(j, 500, dsv4_last_error()); return -1; }

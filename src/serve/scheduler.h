@@ -104,9 +104,6 @@ void sched_free(sched *s);
 /* A job with one reference (the caller's) and copies of the arrays. */
 job *job_new(const int32_t *prompt, int n_prompt, const sampling_params *sp, int max_tokens, int logprobs,
              int top_logprobs, const int32_t *stop_ids, int n_stop_ids, char *const *stops, int n_stops);
-/* Sets the job's forced opening: n alternatives alts[a][0..lens[a]), copied;
- * before submission. -1: no memory. */
-int job_force(job *j, int32_t *const *alts, const int *lens, int n, int32_t force_after);
 /* Queues it (takes its own reference). -1 when the queue is full. */
 int sched_submit(sched *s, job *j);
 /* Waits (up to ms) until the job has more than n_out bytes or n_lp

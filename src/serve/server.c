@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "model/config.h"
+#include "serve/force.h"
 #include "text/chat.h"
 
 void *http_start(server *S, int *port);
