@@ -204,6 +204,11 @@ static int load(server *S)
         fprintf(stderr, "dsv4 serve: %s\n", dsv4_last_error());
         return -1;
     }
+    if (o->spec_k && !dsv4_model_has_mtp(S->model)) {
+        fprintf(stderr, "dsv4 serve: --spec: %s has no MTP head (mtp.0.*) to draft with\n",
+                o->model_dir ? o->model_dir : "this model");
+        return -1;
+    }
     if (dsv4_model_vocab(S->model) != f.vocab) {
         fprintf(stderr, "dsv4 serve: %s: vocabulary changed while loading\n", o->model_dir);
         return -1;
@@ -241,15 +246,18 @@ int serve_main(const serve_options *opt)
         goto done;
     }
     sched_config sc = {S->model, &S->gm, opt->max_sessions, opt->max_queue, opt->prefill_chunk,
-                       S->n_eos ? S->eos_ids[0] : -1, tok_token_id(S->tok, CHAT_TOK_ASSISTANT), S->cache, &S->met};
+                       S->n_eos ? S->eos_ids[0] : -1, tok_token_id(S->tok, CHAT_TOK_ASSISTANT), S->cache, &S->met,
+                       opt->spec_k};
     if (sched_start(&sc, &S->sched)) {
         fprintf(stderr, "dsv4 serve: %s\n", dsv4_last_error());
         goto done;
     }
     int port = opt->port;
     if (!(daemon = http_start(S, &port))) goto done;
-    fprintf(stderr, "dsv4 serve: %s on http://%s:%d (%d lanes, context %d)\n", S->model_name, opt->host, port,
-            opt->max_sessions, S->ctx);
+    char spec[32] = "";
+    if (opt->spec_k) snprintf(spec, sizeof spec, ", speculative mtp:%d", opt->spec_k);
+    fprintf(stderr, "dsv4 serve: %s on http://%s:%d (%d lanes, context %d%s)\n", S->model_name, opt->host, port,
+            opt->max_sessions, S->ctx, spec);
     int sig;
     sigwait(&set, &sig);
     fprintf(stderr, "dsv4 serve: %s, shutting down\n", sig == SIGINT ? "SIGINT" : "SIGTERM");

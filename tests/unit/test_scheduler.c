@@ -29,7 +29,7 @@ static void run_jobs(job **jobs, int n)
     sched *s = NULL;
     metrics_init(&met);
     CHECK(cache_open(g_m, 64u << 20, NULL, &met, &c) == DSV4_OK);
-    sched_config cfg = {g_m, &g_gm, 4, 16, 8, -1, -1, c, &met};
+    sched_config cfg = {g_m, &g_gm, 4, 16, 8, -1, -1, c, &met, 0};
     CHECK(sched_start(&cfg, &s) == DSV4_OK);
     for (int i = 0; i < n; i++) CHECK(sched_submit(s, jobs[i]) == 0);
     for (int i = 0; i < n; i++)
