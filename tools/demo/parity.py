@@ -2,6 +2,7 @@
 """Oracle parity for the demo checkpoint: transformers' logits vs the engine's.
 
   parity.py --model models/demo [--dsv4 build/dsv4] [--render build/demo_render] [--n 300]
+            [--device auto|cpu|cuda]
 
 Renders a held-out tool-use conversation with the engine's chat encoder, tokenizes it
 with the engine, keeps the first N ids (N > 256, so both HCA entries of the 128-ratio
@@ -43,6 +44,7 @@ def main():
     p.add_argument("--render", default="build/demo_render")
     p.add_argument("--n", type=int, default=300)
     p.add_argument("--tol", type=float, default=2e-3)
+    p.add_argument("--device", default="auto", help="the engine's backend for `dsv4 score`")
     a = p.parse_args()
     torch.set_float32_matmul_precision("highest")
 
@@ -67,7 +69,8 @@ def main():
         with open(tok_file, "w") as f:
             f.write(",".join(map(str, ids)) + "\n")
         got_file = os.path.join(tmp, "engine.f32")
-        subprocess.run([a.dsv4, "score", "--model", a.model, "--tokens-file", tok_file, "--logits-out", got_file],
+        subprocess.run([a.dsv4, "score", "--model", a.model, "--device", a.device, "--tokens-file", tok_file,
+                        "--logits-out", got_file],
                        check=True, capture_output=True)
         got = np.fromfile(got_file, dtype="<f4").reshape(ref.shape)
 
@@ -81,7 +84,7 @@ def main():
             "versions": {"transformers": transformers.__version__, "torch": torch.__version__},
             "seq_len": len(ids), "vocab_size": int(ref.shape[1]),
             "logits_sha256": hashlib.sha256(ref.astype("<f4").tobytes()).hexdigest(),
-            "engine_max_abs_diff": diff, "engine_argmax_agreement": argmax_agree,
+            "engine_device": a.device, "engine_max_abs_diff": diff, "engine_argmax_agreement": argmax_agree,
             "logits_max_abs": float(np.abs(ref).max())}
     with open(os.path.join(a.model, "meta.json"), "w") as f:
         json.dump(meta, f, indent=1)
