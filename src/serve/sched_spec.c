@@ -176,9 +176,10 @@ void spec_round(sched *s)
         dsv4_gate g1 = {sched_gate_fn, &one, 0};
         dsv4_status st1 = spec_step(s->cfg.model, &lanes[i], 1, &g1);
         if (st1 && st1 != DSV4_ERR_VETO) sched_fail(jobs[i], 500, dsv4_last_error());
-        stepped[i] = !st1;
-        if (!st1) metrics_batch(s->cfg.met, 1);
-        if (!st1) metrics_add(s->cfg.met, MET_STEPS, 1);
+        if ((stepped[i] = !st1)) {
+            metrics_add(s->cfg.met, MET_STEPS, 1);
+            metrics_batch(s->cfg.met, 1);
+        }
     }
     if (!st) {
         metrics_add(s->cfg.met, MET_STEPS, 1);
