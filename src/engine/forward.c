@@ -214,7 +214,10 @@ static void attention_block(dsv4_model *m, int l, const fwd_lane *lanes, int n_l
      * indexer's wq_b on qr; wo_b) see their input through FP8 1x128, the
      * compressors and the indexer's head weights (fp32/bf16) see xn as is */
     const float *xp = sc->xn;
-    if (m->cache_official) op->act_fp8_round(b, sc->xn, rows, D, xp = sc->xq);
+    if (m->cache_official) {
+        op->act_fp8_round(b, sc->xn, rows, D, sc->xq);
+        xp = sc->xq;
+    }
     /* queries: low-rank, per-head unweighted norm; the single shared K=V head */
     op->matmul(b, xp, D, rows, &w->wq_a, sc->qr, c->q_lora);
     op->rmsnorm(b, sc->qr, rows, c->q_lora, &w->q_norm, eps, sc->qr);
