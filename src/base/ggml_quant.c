@@ -159,8 +159,6 @@ static void dq_q6_k(const uint8_t *b, float *y)
             }
 }
 
-static const int8_t k_iq4nl[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
-
 /* IQ4_XS: f16 d, u16 scales_h, scales_l[4], qs[128]; sub-block ib of 32 has a
  * 6-bit scale (offset 32) and 4-bit indices into the IQ4_NL table: element
  * j < 16 low nibble of qs[16ib + j], j >= 16 high nibble of qs[16ib + j−16]. */
@@ -174,7 +172,7 @@ static void dq_iq4_xs(const uint8_t *b, float *y)
         float dl = d * (float)(ls - 32);
         for (int j = 0; j < 32; j++) {
             int q = j < 16 ? qs[16 * ib + j] & 0xF : qs[16 * ib + j - 16] >> 4;
-            *y++ = dl * (float)k_iq4nl[q];
+            *y++ = dl * (float)kvalues_iq4nl[q];
         }
     }
 }
@@ -258,8 +256,6 @@ static float e8m0_half(uint8_t e)
     return f;
 }
 
-static const int8_t k_e2m1x2[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
-
 /* MXFP4 (ggml): e8m0 e, qs[16]: element j < 16 low nibble of qs[j], j >= 16
  * high nibble of qs[j−16]; y = E2M1·2 · half-scale. */
 static void dq_mxfp4(const uint8_t *b, float *y)
@@ -267,7 +263,7 @@ static void dq_mxfp4(const uint8_t *b, float *y)
     float d = e8m0_half(b[0]);
     for (int j = 0; j < 32; j++) {
         int q = j < 16 ? b[1 + j] & 0xF : b[1 + j - 16] >> 4;
-        y[j] = (float)k_e2m1x2[q] * d;
+        y[j] = (float)kvalues_mxfp4[q] * d;
     }
 }
 
