@@ -250,6 +250,7 @@ __device__ __forceinline__ void group_dots(int e, const dsv4_mat *W, const int64
     if (f == CU_W_BF16) cu_dots_fam<CU_W_BF16, NW, NB>(W, r, n, xs, nb, vec, acc);
     else if (f == CU_W_FP8) cu_dots_fam<CU_W_FP8, NW, NB>(W, r, n, xs, nb, vec, acc);
     else if (f == CU_W_FP4) cu_dots_fam<CU_W_FP4, NW, NB>(W, r, n, xs, nb, vec, acc);
+    else if (f == CU_W_GGUF) gg_dots<NW, NB>(W, r, n, xs, nb, acc);
     else cu_dots<NW, NB>(W, r, n, xs, nb, vec, acc);
 }
 
@@ -394,6 +395,7 @@ void cu_exec_moe(cu_impl *c, const void *args, const int64_t *dpos)
     if (fr == CU_W_BF16 && fs == CU_W_BF16) launch_experts<CU_W_BF16, CU_W_BF16>(c, a, up, down);
     else if (fr == CU_W_FP4 && fs == CU_W_FP8) launch_experts<CU_W_FP4, CU_W_FP8>(c, a, up, down);
     else if (fr == CU_W_FP8 && fs == CU_W_FP8) launch_experts<CU_W_FP8, CU_W_FP8>(c, a, up, down);
+    else if (fr == CU_W_GGUF && fs == CU_W_GGUF) launch_experts<CU_W_GGUF, CU_W_GGUF>(c, a, up, down);
     else launch_experts<-1, -1>(c, a, up, down);
     cu_launch(c, "moe combine", combine_kernel, dim3(cu_blocks((int64_t)a->T * a->D, 256)), dim3(256), 0, *a);
 }
