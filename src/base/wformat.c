@@ -36,6 +36,11 @@ static const uint32_t k_ggml_type[WF_COUNT] = {
     WF_GGUF_BLOCKS(WF_GGUF_TYPE)
 };
 
+uint32_t wformat_ggml_type(dsv4_wformat fmt)
+{
+    return (unsigned)fmt < WF_COUNT ? k_ggml_type[fmt] : UINT32_MAX;
+}
+
 int wformat_of_ggml(uint32_t ggml_type)
 {
     for (int f = 0; f < WF_COUNT; f++)

@@ -59,6 +59,9 @@ int64_t wformat_row_bytes(dsv4_wformat fmt, int64_t cols);
 /* The format of a ggml tensor type id (GGUF tensor infos); -1 for types
  * that are not weight formats here. */
 int wformat_of_ggml(uint32_t ggml_type);
+/* The ggml type id of a GGUF block format or plain format (GGUF tensor
+ * infos); UINT32_MAX for the formats GGUF has no type for. */
+uint32_t wformat_ggml_type(dsv4_wformat fmt);
 /* The plain format of a float dtype; -1 for any other dtype. */
 int wformat_of_dtype(dsv4_dtype dt);
 

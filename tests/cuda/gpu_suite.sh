@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
 # The device run behind docs/PERFORMANCE.md and the GPU acceptance points, in
 # one call: build for sm_90a, CUDA op tests (every weight format against the
-# CPU, bitwise row-count invariance), the oracle fixtures, transactions, the
-# general step, the MTP head and speculative decoding on CUDA; then the
-# benchmarks (43-layer FP8/FP4 synthetic Flash, the 4-layer BF16 one for
-# comparison with earlier runs, MTP speculation) and the server under load.
+# CPU, bitwise row-count invariance), the oracle fixtures (the GGUF ones also
+# through dsv4 score: chunkings, determinism, graph == eager), transactions,
+# the general step, the MTP head and speculative decoding on CUDA; then the
+# benchmarks (43-layer FP8/FP4 and GGUF UD-IQ3_XXS-mix synthetic Flash, the
+# 4-layer BF16 one for comparison with earlier runs, MTP speculation) and the
+# server under load.
 # usage (on the device, repo root): bash tests/cuda/gpu_suite.sh; logs to $OUT
 # (at most 8 files come back). A .whl folder with the openai SDK's wheels
 # enables the server load figures (the device has no openai package).
@@ -13,13 +15,16 @@ OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 t0=$(date +%s); el() { echo "[$(( $(date +%s) - t0 )) s]"; }
 { nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader; cat COMMIT 2>/dev/null; } | tee "$OUT/gpu.txt"
 make -j16 all build/tests/test_oracle build/tests/test_txn build/tests/test_step build/tests/test_mtp \
-    build/tests/test_spec build/tests/test_cuda_ops > "$OUT/build.log" 2>&1 || { tail -30 "$OUT/build.log"; exit 1; }
+    build/tests/test_spec build/tests/test_cuda_ops build/tests/test_gg_decode > "$OUT/build.log" 2>&1 || { tail -30 "$OUT/build.log"; exit 1; }
 el
 {
     echo "== cuda op tests"; timeout 150 build/tests/test_cuda_ops 2>&1 | grep -v '^PASS'
+    echo "== GGUF block decoders (host)"; build/tests/test_gg_decode 2>&1 | grep -v '^PASS'
     for t in oracle txn step mtp spec; do
         echo "== test_$t on cuda"; DSV4_TEST_DEVICE=cuda timeout 150 build/tests/test_$t 2>&1 | grep -v '^PASS'
     done
+    echo "== GGUF fixtures through dsv4 score on cuda"
+    timeout 150 bash tests/cuda/check_fixtures.sh build/dsv4 /tmp/fx-gguf tests/fixtures/gguf-*/ 2>&1 | grep -v '^PASS'
     echo "== generate --batch on cuda"
     DSV4_BIN=build/dsv4 DSV4_GEN_DEVICE=cuda bash tests/cli/generate_batch.sh 2>&1 | grep -v '^PASS'
 } > "$OUT/tests.log" 2>&1

@@ -9,12 +9,7 @@
 #include "cuda/ggml_blocks.cuh"
 #include "test.h"
 
-#define GG_GGML_CASE(f, name, ggml, elems, bytes) case f: return ggml;
-static uint32_t ggml_of(int fmt)
-{
-    switch (fmt) { WF_GGUF_BLOCKS(GG_GGML_CASE) default: return UINT32_MAX; }
-}
-#undef GG_GGML_CASE
+static uint32_t ggml_of(int fmt) { return wformat_ggml_type((dsv4_wformat)fmt); }
 
 #define GG_FMT_ENTRY(f, name, ggml, elems, bytes) f,
 static const int k_fmts[] = {WF_GGUF_BLOCKS(GG_FMT_ENTRY)};
