@@ -91,12 +91,17 @@ dsv4_status gw_finish(gguf_writer *w, void **image, size_t *len, uint8_t **data)
         memcpy(img + 24, w->kv, w->n_kvb);
         memcpy(img + 24 + w->n_kvb, w->ti, w->n_tib);
     }
-    free(w->kv);
-    free(w->ti);
-    memset(w, 0, sizeof *w);
+    gw_discard(w);
     if (!img) return dsv4_fail(DSV4_ERR_NOMEM, "out of memory for a %.1f GiB GGUF image", total / 1073741824.0);
     *image = img;
     *len = total;
     *data = img + data_off;
     return DSV4_OK;
+}
+
+void gw_discard(gguf_writer *w)
+{
+    free(w->kv);
+    free(w->ti);
+    memset(w, 0, sizeof *w);
 }

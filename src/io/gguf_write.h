@@ -27,5 +27,7 @@ uint64_t gw_tensor(gguf_writer *w, const char *name, int nd, const int64_t *ne, 
 /* The image (malloc'd, *len bytes) and its data section (*data); frees the
  * writer's buffers either way. */
 dsv4_status gw_finish(gguf_writer *w, void **image, size_t *len, uint8_t **data);
+/* Frees the writer's buffers without making an image. */
+void gw_discard(gguf_writer *w);
 
 #endif

@@ -33,7 +33,10 @@ cat "$OUT/tests.log"; el
     echo "== Flash shapes, 43 layers, 16 experts, FP8 dense + MXFP4 experts"
     timeout 240 build/dsv4 bench --device cuda --synthetic flash --layers 43 --experts 16 --weights fp8-fp4 \
         --contexts 0,4096,32768 --prefill 4096 --decode 16 --lanes 1,4,8 2>&1
-    echo "== the same with MTP speculation, k=1, forced acceptance 0.8"
+    echo "== Flash shapes, 43 layers, 16 experts, GGUF UD-IQ3_XXS mix (IQ3_XXS experts, Q8_0 dense, Q6_K head)"
+    timeout 300 build/dsv4 bench --device cuda --synthetic flash --layers 43 --experts 16 --weights gguf-iq3_xxs \
+        --contexts 0,4096,32768 --prefill 4096 --decode 16 --lanes 1,4,8 2>&1
+    echo "== the same (FP8/FP4) with MTP speculation, k=1, forced acceptance 0.8"
     timeout 120 build/dsv4 bench --device cuda --synthetic flash --layers 43 --experts 16 --weights fp8-fp4 \
         --contexts 0 --prefill 0 --decode 16 --spec mtp:1 --accept 0.8 2>&1
     echo "== Flash shapes, 4 layers, 16 experts, BF16 (earlier runs' shape)"
