@@ -31,7 +31,7 @@ static void usage(FILE *f)
             "--weights: the synthetic weights' formats; fp8-fp4 (default) is the released\n"
             "checkpoints' mix (FP8 dense, MXFP4 routed experts), so bytes per token are real;\n"
             "gguf-iq3_xxs a GGUF file like the community UD-IQ3_XXS ones (IQ3_XXS routed\n"
-            "experts, Q8_0 dense and shared expert, Q6_K head; no MTP head).\n"
+            "experts, Q8_0 dense and shared expert, Q6_K head).\n"
             "--hf-compare (with --synthetic): also times transformers' eager bf16 model at\n"
             "the same shapes (tools/bench/hf_decode.py, python from $DSV4_PYTHON or python3)\n"
             "and prints our decode speed at the first context as a ratio to it.\n"

@@ -194,8 +194,10 @@ dsv4_status config_from_gguf(const gguf_file *g, dsv4_config *out)
         return st;
     if (c.n_mtp >= blocks) return bad(&s, ARCH ".nextn_predict_layers", "not smaller than block_count");
     c.n_layers = blocks - c.n_mtp;
-    /* as llama.cpp: MTP blocks count only when their tensors are present */
-    if (c.n_mtp && !has_tensor(&s, "blk.%d.nextn.eh_proj.weight", c.n_layers)) {
+    /* as llama.cpp: MTP blocks count only when their tensors are present
+     * (nextn.e_proj and h_proj; a concatenated eh_proj is a block too, not bound) */
+    if (c.n_mtp && !has_tensor(&s, "blk.%d.nextn.e_proj.weight", c.n_layers) &&
+        !has_tensor(&s, "blk.%d.nextn.eh_proj.weight", c.n_layers)) {
         c.n_layers = blocks;
         c.n_mtp = 0;
     }

@@ -60,8 +60,7 @@ struct dsv4_model {
  * "pro"), `layers` layers and `experts` routed experts (<= 0: the real
  * count), weights "fp8-fp4" (the released mix; NULL: the same), "bf16" or
  * "gguf-iq3_xxs" (synthetic.c); fills cfg and returns a malloc'd safetensors
- * image, or a GGUF one (*is_gguf = 1; its metadata says cfg without the MTP
- * block). */
+ * image, or a GGUF one (*is_gguf = 1; its metadata says cfg). */
 dsv4_status model_synthetic_image(const char *preset, int layers, int experts, const char *weights, dsv4_config *cfg,
                                   void **image, size_t *image_len, int *is_gguf);
 

@@ -14,8 +14,8 @@
  *                   (llama.cpp's deepseek4 names and metadata, experts merged
  *                   per layer): IQ3_XXS routed experts, Q8_0 dense, shared
  *                   expert, embedding and compressor/indexer projections, a
- *                   Q6_K head, F32 router; no MTP block (GGUF's nextn blocks
- *                   are not bound). Blocks are random valid ones
+ *                   Q6_K head, F32 router; the MTP head as block n_layers
+ *                   (nextn.*). Blocks are random valid ones
  *                   (ggml_random_blocks) with the weights' rms. */
 #include <math.h>
 #include <stdio.h>
@@ -124,7 +124,7 @@ static int qmat_n(syn_list *l, const char *name, int64_t out, int64_t in, int fm
 }
 
 /* The checkpoint's tensors under their official names, in the mix's formats
- * (GGUF: the experts merged per layer, no MTP head). */
+ * (GGUF: the experts merged per layer). */
 static int build_list(const dsv4_config *c, const syn_mix *x, syn_list *l)
 {
     const int *f = x->fmt;
@@ -139,18 +139,16 @@ static int build_list(const dsv4_config *c, const syn_mix *x, syn_list *l)
     r |= add(l, "hc_head_fn", DT_F32, hc, (int64_t)hc * D, 1.0f / sqrtf((float)hc * D), 0);
     r |= add(l, "hc_head_base", DT_F32, hc, 0, 0.5f, 0);
     r |= add(l, "hc_head_scale", DT_F32, 1, 0, 0.1f, 0.5f);
-    if (!x->gguf) {
-        /* the MTP head's input fusion and own head; its block is layer n_layers below */
-        r |= qmat(l, "mtp.0.e_proj.weight", D, D, q8);
-        r |= qmat(l, "mtp.0.h_proj.weight", D, D, q8);
-        r |= add(l, "mtp.0.enorm.weight", DT_BF16, D, 0, 0.1f, 1.0f);
-        r |= add(l, "mtp.0.hnorm.weight", DT_BF16, D, 0, 0.1f, 1.0f);
-        r |= add(l, "mtp.0.norm.weight", DT_BF16, D, 0, 0.1f, 1.0f);
-        r |= add(l, "mtp.0.hc_head_fn", DT_F32, hc, (int64_t)hc * D, 1.0f / sqrtf((float)hc * D), 0);
-        r |= add(l, "mtp.0.hc_head_base", DT_F32, hc, 0, 0.5f, 0);
-        r |= add(l, "mtp.0.hc_head_scale", DT_F32, 1, 0, 0.1f, 0.5f);
-    }
-    for (int i = 0; i < c->n_layers + !x->gguf; i++) {
+    /* the MTP head's input fusion and own head; its block is layer n_layers below */
+    r |= qmat(l, "mtp.0.e_proj.weight", D, D, q8);
+    r |= qmat(l, "mtp.0.h_proj.weight", D, D, q8);
+    r |= add(l, "mtp.0.enorm.weight", DT_BF16, D, 0, 0.1f, 1.0f);
+    r |= add(l, "mtp.0.hnorm.weight", DT_BF16, D, 0, 0.1f, 1.0f);
+    r |= add(l, "mtp.0.norm.weight", DT_BF16, D, 0, 0.1f, 1.0f);
+    r |= add(l, "mtp.0.hc_head_fn", DT_F32, hc, (int64_t)hc * D, 1.0f / sqrtf((float)hc * D), 0);
+    r |= add(l, "mtp.0.hc_head_base", DT_F32, hc, 0, 0.5f, 0);
+    r |= add(l, "mtp.0.hc_head_scale", DT_F32, 1, 0, 0.1f, 0.5f);
+    for (int i = 0; i <= c->n_layers; i++) {
         char pre[32];
         if (i < c->n_layers) snprintf(pre, sizeof pre, "layers.%d.", i);
         else snprintf(pre, sizeof pre, "mtp.0.");
@@ -354,21 +352,24 @@ static dsv4_status st_image(syn_list *l, void **image, size_t *image_len, uint8_
 }
 
 /* The GGUF image: the config as llama.cpp's metadata, the tensors under
- * their GGUF names (dims innermost first; merged experts [E, rows, cols]). */
+ * their GGUF names (dims innermost first; merged experts [E, rows, cols];
+ * the MTP head as block n_layers). */
 static dsv4_status gguf_image(const dsv4_config *c, syn_list *l, void **image, size_t *image_len, uint8_t **data)
 {
     gguf_writer w = {0};
-    dsv4_status st = config_to_gguf(c, 0, &w);
+    dsv4_status st = config_to_gguf(c, c->n_mtp, &w);
     for (int i = 0; i < l->n && !st; i++) {
         syn_tensor *t = &l->t[i];
         char pre[32] = "", name[128];
         const char *rest = t->name;
-        int layer, len = 0;
-        if (sscanf(t->name, "layers.%d.%n", &layer, &len) == 1 && len > 0) {
+        int layer, len = 0; /* the prefix: "layers.L." or "mtp.0." */
+        if (!strncmp(t->name, "mtp.0.", 6)) len = 6;
+        else if (sscanf(t->name, "layers.%d.%n", &layer, &len) != 1) len = 0;
+        if (len > 0) {
             snprintf(pre, sizeof pre, "%.*s", len, t->name);
             rest = t->name + len;
         }
-        if (!gguf_spelling(pre, rest, name, sizeof name)) {
+        if (!gguf_spelling(pre, rest, c->n_layers, name, sizeof name)) {
             st = dsv4_fail(DSV4_ERR_UNSUPPORTED, "synthetic GGUF: no GGUF name for '%s'", t->name);
             break;
         }

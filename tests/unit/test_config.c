@@ -442,7 +442,7 @@ static void test_load(void)
 /* config_to_gguf writes what config_from_gguf reads back (the synthetic
  * GGUF checkpoints rely on it): V4-Flash with its MTP block, as llama.cpp's
  * deepseek4 metadata; the CSA layers marked by an indexer tensor, the MTP
- * block by its eh_proj (what a file's tensors say). GGUF stores f32. */
+ * block by its e_proj (what a file's tensors say). GGUF stores f32. */
 static void test_gguf_round_trip(void)
 {
     static dsv4_config a, b;
@@ -458,7 +458,7 @@ static void test_gguf_round_trip(void)
         snprintf(name, sizeof name, "blk.%d.indexer.proj.weight", l);
         gw_tensor(&w, name, 1, ne, GGML_F32, 32);
     }
-    snprintf(name, sizeof name, "blk.%d.nextn.eh_proj.weight", a.n_layers);
+    snprintf(name, sizeof name, "blk.%d.nextn.e_proj.weight", a.n_layers);
     gw_tensor(&w, name, 1, ne, GGML_F32, 32);
     void *img = NULL;
     size_t len = 0;
