@@ -507,6 +507,7 @@ GG_UNROLL
 GG_UNROLL
         for (int i = 0; i < NW; i++) acc[i][j] = 0.0f;
     }
+#pragma unroll 2 /* the next chunk's loads in flight while one is multiplied */
     for (int64_t c = c0; c < nch; c += cstep) {
         float v[NW][32];
 GG_UNROLL
