@@ -15,7 +15,7 @@ OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 t0=$(date +%s); el() { echo "[$(( $(date +%s) - t0 )) s]"; }
 { nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader; cat COMMIT 2>/dev/null; } | tee "$OUT/gpu.txt"
 make -j16 all build/tests/test_oracle build/tests/test_txn build/tests/test_step build/tests/test_mtp \
-    build/tests/test_spec build/tests/test_cuda_ops build/tests/test_gg_decode > "$OUT/build.log" 2>&1 || { tail -30 "$OUT/build.log"; exit 1; }
+    build/tests/test_spec build/tests/test_cuda_ops build/tests/test_gg_decode build/tests/bench_ops > "$OUT/build.log" 2>&1 || { tail -30 "$OUT/build.log"; exit 1; }
 el
 {
     echo "== cuda op tests"; timeout 150 build/tests/test_cuda_ops 2>&1 | grep -v '^PASS'
@@ -33,6 +33,8 @@ cat "$OUT/tests.log"; el
     echo "== Flash shapes, 43 layers, 16 experts, FP8 dense + MXFP4 experts"
     timeout 240 build/dsv4 bench --device cuda --synthetic flash --layers 43 --experts 16 --weights fp8-fp4 \
         --contexts 0,4096,32768 --prefill 4096 --decode 16 --lanes 1,4,8 2>&1
+    echo "== GEMV and MoE per call at Flash shapes: BF16 / FP8 / MXFP4 / GGUF blocks (GB/s at decode)"
+    timeout 150 build/tests/bench_ops matmul,moe 2>&1
     echo "== Flash shapes, 43 layers, 16 experts, GGUF UD-IQ3_XXS mix (IQ3_XXS experts, Q8_0 dense, Q6_K head)"
     timeout 300 build/dsv4 bench --device cuda --synthetic flash --layers 43 --experts 16 --weights gguf-iq3_xxs \
         --contexts 0,4096,32768 --prefill 4096 --decode 16 --lanes 1,4,8 2>&1
