@@ -185,3 +185,9 @@ int cli_parse_spec(const char *cmd, const char *arg, int *k)
     fprintf(stderr, "dsv4 %s: --spec: '%s' is not mtp or mtp:K with K in 1..%d\n", cmd, arg, SPEC_MAX_K);
     return -1;
 }
+
+void cli_spec_stats(int k, long long steps, long long kept, long long drafted)
+{
+    fprintf(stderr, "spec mtp:%d: %lld verify steps, %lld of %lld drafts kept (%.1f%%)\n", k, steps, kept, drafted,
+            drafted ? 100.0 * (double)kept / (double)drafted : 0.0);
+}

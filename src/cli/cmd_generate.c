@@ -127,8 +127,7 @@ static int generate_spec(dsv4_model *m, int **ids, const int *lens, int n, int n
         kept += l[i].n_kept;
         steps += l[i].n_steps;
     }
-    fprintf(stderr, "spec mtp:%d: %lld verify steps, %lld of %lld drafts kept (%.1f%%)\n", k, steps, kept, drafted,
-            drafted ? 100.0 * (double)kept / (double)drafted : 0.0);
+    cli_spec_stats(k, steps, kept, drafted);
     rc = 0;
 done:
     for (int i = 0; l && i < n; i++) spec_lane_free(&l[i]); /* calloc'd: unused lanes are empty */

@@ -79,5 +79,7 @@ int cli_token_arg(const char *cmd, const char *tokens, const char *file, int max
 /* --spec mtp[:K]: speculative decoding with K drafts per step (default 1,
  * the MTP head's trained depth). 0, or -1 with a message. */
 int cli_parse_spec(const char *cmd, const char *arg, int *k);
+/* The --spec statistics line on stderr (verify steps, drafts kept). */
+void cli_spec_stats(int k, long long steps, long long kept, long long drafted);
 
 #endif

@@ -190,7 +190,12 @@ typedef struct {
     float *y;
     int64_t ldy;
     int64_t grp_rows; /* matmul_grouped: rows per block of W; 0: plain matmul */
+    __half *xq;       /* tensor-core path: the prepared activation rows (tc_f16.cuh), */
+    float *pf;        /* and their factors; from cu_matmul_prep_ws */
 } cu_matmul_args;
+/* Points a's xq/pf at the matmul workspace when its weight takes the
+ * tensor-core path (at submit time: exec functions do not allocate). */
+void cu_matmul_prep_ws(cu_impl *c, cu_matmul_args *a);
 
 /* ---- device helpers ---- */
 __device__ __forceinline__ float cu_ld(int dt, const void *p, int64_t i)

@@ -4,9 +4,10 @@
  * never by T, so a token's result does not depend on the other rows of the
  * step or on how a prompt is chunked (batch invariance, bit for bit):
  *   - FP8 and MXFP4 weights with 16-byte-aligned rows: tensor cores
- *     (tc_kernel). The weight is dequantized in registers to bf16 (exact);
- *     x is split exactly into three bf16 terms; mma.m16n8k16 accumulates in
- *     fp32. A row's sum runs over the K chunks in one fixed order, split
+ *     (tc_kernel; numerics in tc_f16.cuh: weight codes as f16 by bit moves,
+ *     each activation row prepared once per call as a power-of-two-scaled
+ *     f16 hi + lo pair, fp32 accumulation, block scales applied to block
+ *     sums). A row's sum runs over the K chunks in one fixed order, split
  *     into ks interleaved slices (ks from the shape) that are added in slice
  *     order. Decode (few rows) runs the slices on parallel warps and adds
  *     them through shared memory; prefill runs them one after the other in
@@ -18,7 +19,7 @@
  *     GEMV's 2.8-4.1 (H200, tests/cuda/NOTES.md), and decode speed comes first. */
 #include <string.h>
 
-#include "cuda/wload.cuh"
+#include "cuda/tc_f16.cuh"
 
 /* ---------------------------------------------------------------- GEMV */
 
@@ -165,72 +166,68 @@ static void run_gemv(cu_impl *c, const cu_matmul_args *a)
 
 /* -------------------------------------------------------- tensor cores */
 
-/* One chunk of a warp's tiles: the loads u (scales sc) of its MT row
- * tiles against its NT token tiles, per k-step the hi, mid, lo products. */
-template <int FAM, int MT, int NT>
-__device__ __forceinline__ void tc_chunk(float (*acc)[NT][4], const uint4 (*u)[2], const float (*sc)[2], int64_t col,
-                                         const float *const *xr, int64_t n, int xvec)
+/* Block (activation row (t, b), group block): tc_row_exp of the row (every
+ * block of the row finds the same e from the whole row), then its 256
+ * 8-column groups (tc_prep_group). */
+#define PREP_GROUPS 256
+__global__ void __launch_bounds__(256) tc_prep_kernel(const float *x, int64_t ldx, int G, int64_t n, int64_t npad,
+                                                      __half *xq, float *pf)
 {
-    constexpr int STEPS = (FAM == CU_W_FP8 ? 16 : 32) / 4;
-#pragma unroll
-    for (int s = 0; s < STEPS; s++) {
-        uint32_t a[MT][4];
-#pragma unroll
-        for (int m = 0; m < MT; m++) {
-            uint32_t p0[2], p1[2];
-            cu_frag<FAM>(u[m][0], sc[m][0], s, p0);
-            cu_frag<FAM>(u[m][1], sc[m][1], s, p1);
-            a[m][0] = p0[0]; a[m][1] = p1[0]; a[m][2] = p0[1]; a[m][3] = p1[1];
-        }
-        int64_t xc = col + 4 * s;
-#pragma unroll
-        for (int j = 0; j < NT; j++) {
-            float4 v;
-            if (xvec && xc + 4 <= n) v = *(const float4 *)(xr[j] + xc);
-            else {
-                v.x = xc < n ? xr[j][xc] : 0.0f;
-                v.y = xc + 1 < n ? xr[j][xc + 1] : 0.0f;
-                v.z = xc + 2 < n ? xr[j][xc + 2] : 0.0f;
-                v.w = xc + 3 < n ? xr[j][xc + 3] : 0.0f;
-            }
-            uint32_t h0, m0, l0, h1, m1, l1;
-            cu_split3(v.x, v.y, &h0, &m0, &l0);
-            cu_split3(v.z, v.w, &h1, &m1, &l1);
-#pragma unroll
-            for (int m = 0; m < MT; m++) {
-                cu_mma(acc[m][j], a[m], h0, h1);
-                cu_mma(acc[m][j], a[m], m0, m1);
-                cu_mma(acc[m][j], a[m], l0, l1);
-            }
-        }
-    }
+    cu_pdl();
+    __shared__ float sh[32];
+    int64_t r = blockIdx.x;
+    const float *row = x + r / G * ldx + r % G * n;
+    int e = tc_row_exp(row, n, sh);
+    int64_t g8 = (int64_t)blockIdx.y * PREP_GROUPS + threadIdx.x;
+    if (g8 < npad / 8) tc_prep_group(row, n, g8, e, xq + r * 2 * npad);
+    if (blockIdx.y == 0 && threadIdx.x == 0) pf[r] = tc_exp_factor(e);
+}
+
+size_t tc_prep_bytes(int64_t rows, int64_t n)
+{
+    return (size_t)rows * (size_t)tc_npad(n) * 4 + (size_t)rows * 4 + 16;
+}
+
+void tc_prep(cu_impl *c, const float *x, int64_t ldx, int T, int G, int64_t n, __half *xq, float *pf)
+{
+    int64_t npad = tc_npad(n);
+    dim3 grid((unsigned)((int64_t)T * G), cu_blocks(npad / 8, PREP_GROUPS));
+    cu_launch(c, "tc_prep_kernel", tc_prep_kernel, grid, dim3(256), 0, x, ldx, G, n, npad, xq, pf);
 }
 
 /* Block: 8 warps. A warp computes MT tiles of 16 weight rows against NT
- * tiles of 8 token rows (tokens blockIdx.y·8·NT ...). The K chunks (4 loads
- * of a row per chunk: one per thread of a quad) are dealt to ks slices,
- * chunk c to slice c % ks; a slice accumulates its chunks in increasing
- * order (per chunk, per k-step: hi, mid, lo products); the row's result is
+ * tiles of 8 token rows (tokens blockIdx.y·8·NT ...) of the prepared rows
+ * (xq, pf; token t of row block b is prepared row t·G + b). The K chunks
+ * are dealt to ks slices, chunk c to slice c % ks; a slice accumulates its
+ * chunks in increasing order (tc_slice_f16); the row's result is
  * ((slice 0 + slice 1) + slice 2) + ... .
  * SEQ = 0: the ks warps of a row tile run one slice each (decode);
  * SEQ = 1: each warp runs every slice in turn (prefill).
- * U: chunks whose loads are in flight while one is computed. */
+ * U: chunks whose loads are in flight while one is computed.
+ * stage (G = 1, few rows): the block prepares its token rows of x itself,
+ * into shared memory (tc_prep_block), instead of reading xq/pf. */
 template <int FAM, int MT, int NT, int SEQ, int U>
-__global__ void __launch_bounds__(256) tc_kernel(const float *x, int64_t ldx, int T, dsv4_mat W, float *y,
-                                                 int64_t ldy, int ks, int64_t grp_rows, int xvec)
+__global__ void __launch_bounds__(256) tc_kernel(const __half *xq, const float *pf, const float *x, int64_t ldx,
+                                                 int stage, int T, int G, dsv4_mat W, float *y, int64_t ldy, int ks,
+                                                 int64_t grp_rows)
 {
     cu_pdl();
-    extern __shared__ float part[]; /* SEQ = 0, ks > 1: [8 warps][MT][NT][4][32] */
-    constexpr int EPL = FAM == CU_W_FP8 ? 16 : 32, CC = 4 * EPL;
+    extern __shared__ float part[]; /* SEQ = 0, ks > 1: [8 warps][MT][NT][4][32]; then the staged rows */
     int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, q = lane & 3;
+    int64_t tb = (int64_t)blockIdx.y * 8 * NT, npad = tc_npad(W.cols);
+    int nr = T - tb < 8 * NT ? (int)(T - tb) : 8 * NT;
+    float *stg = part + (!SEQ && ks > 1 ? 8 * MT * NT * 4 * 32 : 0);
+    __half *sx = (__half *)stg;
+    float *spf = stg + (int64_t)nr * npad, *sh = spf + 8;
+    if (stage) tc_prep_block(x + tb * ldx, ldx, nr, W.cols, sx, spf, sh);
     int wpt = SEQ ? 1 : ks; /* warps per row tile */
     int sp0 = warp % wpt;
     int64_t row0 = ((int64_t)blockIdx.x * (8 / wpt) + warp / wpt) * (16 * MT);
     int active = row0 < W.rows;
     if (wpt == 1 && !active) return;
     if (!active) row0 = 0; /* a dummy tile, so every warp reaches the barrier */
-    int64_t n = W.cols, rb = cu_row_bytes(W), nch = (n + CC - 1) / CC;
-    const float *xb = x + (grp_rows ? row0 / grp_rows * n : 0); /* matmul_grouped: the row block's columns */
+    int64_t n = W.cols, rb = cu_row_bytes(W);
+    int64_t gb = grp_rows ? row0 / grp_rows : 0; /* matmul_grouped: the row block */
     const char *wr[MT][2], *sr[MT][2];
 #pragma unroll
     for (int m = 0; m < MT; m++)
@@ -238,56 +235,27 @@ __global__ void __launch_bounds__(256) tc_kernel(const float *x, int64_t ldx, in
         for (int h = 0; h < 2; h++) {
             int64_t r = row0 + m * 16 + g + 8 * h;
             r = r < W.rows ? r : W.rows - 1;
-            wr[m][h] = (const char *)W.data + r * rb + q * 16;
+            wr[m][h] = (const char *)W.data + r * rb + (FAM == CU_W_FP8 ? 16 * q : 4 * q);
             sr[m][h] = cu_scale_row(W, r);
         }
-    int64_t tb = (int64_t)blockIdx.y * 8 * NT;
-    const float *xr[NT];
+    const __half *xr[NT];
+    float P[NT][2];
 #pragma unroll
     for (int j = 0; j < NT; j++) {
         int64_t t = tb + 8 * j + g;
-        xr[j] = xb + (t < T ? t : T - 1) * ldx;
+        t = t < T ? t : T - 1;
+        xr[j] = stage ? sx + (t - tb) * 2 * npad : xq + (t * G + gb) * 2 * npad;
+#pragma unroll
+        for (int e = 0; e < 2; e++) {
+            int64_t u = tb + 8 * j + 2 * q + e;
+            u = u < T ? u : T - 1;
+            P[j][e] = stage ? tc_row_factor<FAM>(spf, u - tb) : tc_row_factor<FAM>(pf, u * G + gb);
+        }
     }
     float tot[MT][NT][4], acc[MT][NT][4];
     int sp_end = SEQ ? ks : sp0 + 1;
     for (int sp = SEQ ? 0 : sp0; sp < sp_end; sp++) {
-#pragma unroll
-        for (int m = 0; m < MT; m++)
-#pragma unroll
-            for (int j = 0; j < NT; j++)
-#pragma unroll
-                for (int i = 0; i < 4; i++) acc[m][j][i] = 0.0f;
-        uint4 ub[U][MT][2];
-        float sb[U][MT][2];
-        /* chunk c's loads of this thread into slot i */
-#define TC_LOAD(c, i)                                                                                    \
-        do {                                                                                             \
-            int64_t off_ = (c) * 64, col_ = ((c) * 4 + q) * EPL;                                        \
-            _Pragma("unroll") for (int m = 0; m < MT; m++)                                              \
-            _Pragma("unroll") for (int h = 0; h < 2; h++) {                                             \
-                ub[i][m][h] = cu_ld16(wr[m][h] + off_, rb - off_ - q * 16);                             \
-                sb[i][m][h] = col_ >= n ? 0.0f : cu_scale_at(W, sr[m][h], col_);                        \
-            }                                                                                            \
-        } while (0)
-#pragma unroll
-        for (int i = 0; i < U; i++)
-            if (sp + (int64_t)i * ks < nch) TC_LOAD(sp + (int64_t)i * ks, i);
-        for (int64_t base = sp; base < nch; base += (int64_t)U * ks) {
-#pragma unroll
-            for (int i = 0; i < U; i++) {
-                int64_t c = base + (int64_t)i * ks;
-                if (c >= nch) break;
-                uint4 u[MT][2];
-                float sc[MT][2];
-#pragma unroll
-                for (int m = 0; m < MT; m++)
-#pragma unroll
-                    for (int h = 0; h < 2; h++) { u[m][h] = ub[i][m][h]; sc[m][h] = sb[i][m][h]; }
-                if (c + (int64_t)U * ks < nch) TC_LOAD(c + (int64_t)U * ks, i);
-                tc_chunk<FAM, MT, NT>(acc, u, sc, (c * 4 + q) * EPL, xr, n, xvec);
-            }
-        }
-#undef TC_LOAD
+        tc_slice_f16<FAM, MT, NT, U>(acc, W, wr, sr, rb, n, sp, ks, xr, P, q);
 #pragma unroll
         for (int m = 0; m < MT; m++)
 #pragma unroll
@@ -327,29 +295,24 @@ __global__ void __launch_bounds__(256) tc_kernel(const float *x, int64_t ldx, in
 /* Whether W takes the tensor-core path (shape and format only). */
 static int tc_ok(const dsv4_mat *W, int64_t grp_rows)
 {
-    int fam = cu_wfam(*W);
-    if (fam != CU_W_FP8 && fam != CU_W_FP4) return 0;
-    return cu_w_loads_ok(*W) && grp_rows % 16 == 0;
+    return tc_shape_ok(*W) && grp_rows % 16 == 0;
 }
 
-/* K slices (a power of two up to 8, one warp each in decode): about 8192
- * warps in flight for short matrices, each slice at least 2 chunks. */
-static int tc_splits(int64_t rows, int64_t nch)
+/* Shared bytes of the slice sums of an instance. */
+static size_t tc_part_bytes(int seq, int mt, int nt, int ks)
 {
-    int ks = 1;
-    while (ks < 8 && (rows + 15) / 16 * ks < 8192 && nch / (ks * 2) >= 2) ks *= 2;
-    return ks;
+    return !seq && ks > 1 ? (size_t)8 * mt * nt * 4 * 32 * sizeof(float) : 0;
 }
 
 template <int FAM, int MT, int NT, int SEQ, int U>
-static void tc_launch(cu_impl *c, const cu_matmul_args *a, int ks, int xvec)
+static void tc_launch(cu_impl *c, const cu_matmul_args *a, int ks, int G, int stage)
 {
     const dsv4_mat *W = &a->W;
     int wpt = SEQ ? 1 : ks;
-    size_t shm = !SEQ && ks > 1 ? (size_t)8 * MT * NT * 4 * 32 * sizeof(float) : 0;
+    size_t shm = tc_part_bytes(SEQ, MT, NT, ks) + (stage ? tc_stage_bytes(a->T < 8 * NT ? a->T : 8 * NT, W->cols) : 0);
     dim3 grid(cu_blocks(W->rows, 8 / wpt * 16 * MT), cu_blocks(a->T, 8 * NT));
-    cu_launch(c, "tc_kernel", tc_kernel<FAM, MT, NT, SEQ, U>, grid, dim3(256), shm, a->x, a->ldx, a->T, *W, a->y, a->ldy,
-              ks, a->grp_rows, xvec);
+    cu_launch(c, "tc_kernel", tc_kernel<FAM, MT, NT, SEQ, U>, grid, dim3(256), shm, (const __half *)a->xq,
+              (const float *)a->pf, a->x, a->ldx, stage, a->T, G, *W, a->y, a->ldy, ks, a->grp_rows);
 }
 
 /* The instance only sets how many rows and tokens a warp holds; every
@@ -357,13 +320,17 @@ static void tc_launch(cu_impl *c, const cu_matmul_args *a, int ks, int xvec)
 template <int FAM>
 static void run_tc(cu_impl *c, const cu_matmul_args *a)
 {
-    constexpr int CC = 4 * (FAM == CU_W_FP8 ? 16 : 32);
+    constexpr int CC = FAM == CU_W_FP8 ? TC_CC8 : TC_CC4;
+    int G = a->grp_rows ? (int)(a->W.rows / a->grp_rows) : 1;
     int ks = tc_splits(a->W.rows, (a->W.cols + CC - 1) / CC);
-    int xvec = (uintptr_t)a->x % 16 == 0 && a->ldx % 4 == 0 && a->W.cols % 4 == 0;
-    if (a->T <= 8) tc_launch<FAM, 1, 1, 0, 4>(c, a, ks, xvec);
-    else if (a->T <= 64) tc_launch<FAM, 1, 4, 0, 2>(c, a, ks, xvec);
-    else if (a->grp_rows % 32 == 0) tc_launch<FAM, 2, 4, 1, 2>(c, a, ks, xvec);
-    else tc_launch<FAM, 1, 4, 1, 2>(c, a, ks, xvec);
+    /* decode steps whose rows fit in shared memory prepare them in each block */
+    int stage = a->T <= 8 && G == 1 && a->W.cols <= TC_STAGE_MAX_N &&
+                tc_part_bytes(0, 1, 1, ks) + tc_stage_bytes(a->T, a->W.cols) <= TC_STAGE_MAX;
+    if (!stage) tc_prep(c, a->x, a->ldx, a->T, G, a->W.cols, a->xq, a->pf);
+    if (a->T <= 8) tc_launch<FAM, 1, 1, 0, 4>(c, a, ks, G, stage);
+    else if (a->T <= 64) tc_launch<FAM, 1, 4, 0, 2>(c, a, ks, G, 0);
+    else if (a->grp_rows % 32 == 0) tc_launch<FAM, 2, 4, 1, 2>(c, a, ks, G, 0);
+    else tc_launch<FAM, 1, 4, 1, 2>(c, a, ks, G, 0);
 }
 
 void cu_exec_matmul(cu_impl *c, const void *args, const int64_t *dpos)
@@ -385,6 +352,18 @@ void cu_exec_matmul(cu_impl *c, const void *args, const int64_t *dpos)
     }
 }
 
+void cu_matmul_prep_ws(cu_impl *c, cu_matmul_args *a)
+{
+    a->xq = NULL;
+    a->pf = NULL;
+    if (!tc_ok(&a->W, a->grp_rows) || a->T <= 0) return;
+    int64_t rows = (int64_t)a->T * (a->grp_rows ? a->W.rows / a->grp_rows : 1);
+    char *ws = (char *)cu_ws(c, WS_MATMUL, tc_prep_bytes(rows, a->W.cols));
+    if (!ws) return;
+    a->xq = (__half *)ws;
+    a->pf = (float *)(ws + (size_t)rows * (size_t)tc_npad(a->W.cols) * 4);
+}
+
 /* grp_rows = 0: a plain matmul; otherwise rows per block of the grouped one. */
 static void submit_matmul(dsv4_backend *b, const float *x, int64_t ldx, int T, const dsv4_mat *W, int64_t grp_rows,
                           float *y, int64_t ldy)
@@ -398,6 +377,7 @@ static void submit_matmul(dsv4_backend *b, const float *x, int64_t ldx, int T, c
     a.y = y;
     a.ldy = ldy;
     a.grp_rows = grp_rows;
+    cu_matmul_prep_ws(cu_of(b), &a);
     cu_submit(cu_of(b), K_MATMUL, &a, sizeof a);
 }
 

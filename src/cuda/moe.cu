@@ -11,7 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cuda/wload.cuh"
+#include "cuda/tc_f16.cuh"
 #include "model/config.h"
 
 #define MOE_MAX_K 32
@@ -31,6 +31,10 @@ typedef struct {
     int32_t *sel, *ord;
     int32_t *grp;   /* see group_kernel */
     int gmax;       /* most groups a step can have: min(E, T·K) + 1 */
+    int tc_r, tc_s;  /* the routed / shared experts take the tensor-core path */
+    int stage_up, stage_down; /* one-token step: the expert kernels prepare their row themselves */
+    __half *xq, *hq; /* tensor-core experts: prepared rows of x (T) and of H (pairs), */
+    float *xpf, *hpf; /* and their factors (tc_f16.cuh); NULL when no expert takes that path */
     int *err;
     int layer; /* for fault reports */
 } moe_args;
@@ -226,16 +230,30 @@ __device__ __forceinline__ int pair_token(const moe_args &a, int p)
     return p >= TK ? p - TK : p / a.K;
 }
 
-/* H[p][r] = SwiGLU(g, u), clamped (lane 0 of the warp writes). */
-__device__ __forceinline__ void swiglu_store(const moe_args &a, int p, int64_t r, float g, float u)
+/* SwiGLU(g, u), clamped (spec §4). */
+__device__ __forceinline__ float swiglu(const moe_args &a, float g, float u)
 {
-    if ((threadIdx.x & 31) != 0) return;
     float L = a.swiglu_limit;
     if (L > 0) {
         g = fminf(g, L);
         u = fminf(fmaxf(u, -L), L);
     }
-    a.H[(int64_t)p * a.I + r] = g / (1.0f + expf(-g)) * u;
+    return g / (1.0f + expf(-g)) * u;
+}
+
+/* H[p][r] = SwiGLU(g, u) (lane 0 of the warp writes). */
+__device__ __forceinline__ void swiglu_store(const moe_args &a, int p, int64_t r, float g, float u)
+{
+    if ((threadIdx.x & 31) == 0) a.H[(int64_t)p * a.I + r] = swiglu(a, g, u);
+}
+
+/* Which groups an expert launch computes: all, the routed experts' or the
+ * shared expert's (their formats may differ). */
+enum { PART_ALL, PART_ROUTED, PART_SHARED };
+
+__device__ __forceinline__ int part_skips(int part, int e)
+{
+    return (part == PART_ROUTED && e < 0) || (part == PART_SHARED && e >= 0);
 }
 
 /* cu_dots for group e's weight (e < 0: the shared expert) with the routed
@@ -260,13 +278,13 @@ __device__ __forceinline__ void group_dots(int e, const dsv4_mat *W, const int64
  * for one-token steps keeps the registers, and so the occupancy, of a plain
  * GEMV. */
 template <int FR, int FS, int NB>
-__global__ void __launch_bounds__(256) expert_up_kernel(moe_args a)
+__global__ void __launch_bounds__(256) expert_up_kernel(moe_args a, int part)
 {
     cu_pdl();
     int64_t r = (int64_t)blockIdx.x * 8 + (threadIdx.x >> 5);
     moe_group G = group_at<NB>(a, blockIdx.y);
     int g0 = G.i0, g1 = G.i1;
-    if (r >= a.I || g0 == g1) return;
+    if (r >= a.I || g0 == g1 || part_skips(part, G.e)) return;
     /* w1 and w3 share a format and shape (checked when the op is submitted) */
     dsv4_mat w1 = group_weight(a, G.e, 0), w3 = group_weight(a, G.e, 1);
     int64_t rb = cu_row_bytes(w1), rr[2] = {r, r};
@@ -307,13 +325,13 @@ __global__ void __launch_bounds__(256) expert_up_kernel(moe_args a)
 
 /* Y[p][d] = w2[d]·H[p] for the group's pairs, one w2 row per warp. */
 template <int FR, int FS, int NB>
-__global__ void __launch_bounds__(256) expert_down_kernel(moe_args a)
+__global__ void __launch_bounds__(256) expert_down_kernel(moe_args a, int part)
 {
     cu_pdl();
     int64_t d = (int64_t)blockIdx.x * 8 + (threadIdx.x >> 5);
     moe_group G = group_at<NB>(a, blockIdx.y);
     int g0 = G.i0, g1 = G.i1;
-    if (d >= a.D || g0 == g1) return;
+    if (d >= a.D || g0 == g1 || part_skips(part, G.e)) return;
     dsv4_mat w2 = group_weight(a, G.e, 2);
     const char *r2 = (const char *)w2.data + d * cu_row_bytes(w2);
     int64_t rr[1] = {d};
@@ -340,6 +358,151 @@ __global__ void __launch_bounds__(256) expert_down_kernel(moe_args a)
     }
 }
 
+/* The experts on tensor cores (FP8/MXFP4 weights, tc_f16.cuh): block
+ * (row tile block, group, token-tile lane z). UP: a warp holds the same 16
+ * rows of w1 and w3 (MT = 2) against 8·NT of the group's pairs at a time
+ * (token tiles z, z + gridDim.z, ...), prepared rows of their tokens (xq),
+ * and stores SwiGLU into H; otherwise 16 rows of w2 against the pairs' H
+ * rows (hq) into Y. A pair's sums are those of tc_kernel: fixed by the
+ * shapes, whichever warp, tile or launch computes them. PART_SHARED
+ * launches have one group row: the shared expert's, the last group. */
+template <int FAM, int NT, int SEQ, int U, int UP>
+__global__ void __launch_bounds__(256) expert_tc_kernel(moe_args a, int part, int ks)
+{
+    cu_pdl();
+    constexpr int MT = UP ? 2 : 1;
+    extern __shared__ float sm[]; /* SEQ = 0, ks > 1: [8 warps][MT][NT][4][32]; then the staged row */
+    int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, q = lane & 3;
+    int single = a.T == 1; /* one-token steps are not grouped: group k is slot k (group_at) */
+    int gi = part == PART_SHARED ? (single ? a.K : a.grp[0] - 1) : (int)blockIdx.y;
+    moe_group G = single ? group_at<1>(a, gi) : group_at<4>(a, gi);
+    if (G.i0 == G.i1 || part_skips(part, G.e)) return; /* the whole block */
+    int wpt = SEQ ? 1 : ks, sp0 = warp % wpt;
+    int64_t R = UP ? a.I : a.D, n = UP ? a.D : a.I, npad = tc_npad(n);
+    /* one-token steps: the block prepares its one row (x, or the pair's H)
+     * in shared memory instead of reading the prepared rows (tc_prep_block) */
+    float *stg = sm + (!SEQ && ks > 1 ? 8 * MT * NT * 4 * 32 : 0);
+    int stage = UP ? a.stage_up : a.stage_down;
+    if (stage) tc_prep_block(UP ? a.x : a.H + (int64_t)G.i0 * a.I, 0, 1, n, (__half *)stg, stg + npad, stg + npad + 8);
+    int64_t row0 = ((int64_t)blockIdx.x * (8 / wpt) + warp / wpt) * 16;
+    int active = row0 < R;
+    if (wpt == 1 && !active) return;
+    if (!active) row0 = 0; /* a dummy tile, so every warp reaches the barriers */
+    dsv4_mat W[2] = {group_weight(a, G.e, UP ? 0 : 2), group_weight(a, G.e, UP ? 1 : 2)};
+    int64_t rb = cu_row_bytes(W[0]);
+    const char *wr[MT][2], *sr[MT][2];
+#pragma unroll
+    for (int m = 0; m < MT; m++)
+#pragma unroll
+        for (int h = 0; h < 2; h++) {
+            int64_t r = row0 + g + 8 * h;
+            r = r < R ? r : R - 1;
+            wr[m][h] = (const char *)W[m].data + r * rb + (FAM == CU_W_FP8 ? 16 * q : 4 * q);
+            sr[m][h] = cu_scale_row(W[m], r);
+        }
+    const __half *pq = UP ? a.xq : a.hq;
+    const float *ppf = UP ? a.xpf : a.hpf;
+    int np = G.i1 - G.i0;
+    for (int64_t tt = blockIdx.z; tt * 8 * NT < np; tt += gridDim.z) {
+        int64_t ib = G.i0 + tt * 8 * NT; /* the tile's first entry of the pair list */
+        const __half *xr[NT];
+        float P[NT][2];
+#pragma unroll
+        for (int j = 0; j < NT; j++) {
+            int64_t i = ib + 8 * j + g;
+            int p = single ? (int)(i < G.i1 ? i : G.i1 - 1) : group_pair(a, (int)(i < G.i1 ? i : G.i1 - 1));
+            xr[j] = stage ? (const __half *)stg : pq + (int64_t)(UP ? pair_token(a, p) : p) * 2 * npad;
+#pragma unroll
+            for (int e = 0; e < 2; e++) {
+                int64_t i2 = ib + 8 * j + 2 * q + e;
+                int p2 = single ? (int)(i2 < G.i1 ? i2 : G.i1 - 1)
+                                : group_pair(a, (int)(i2 < G.i1 ? i2 : G.i1 - 1));
+                P[j][e] = stage ? tc_row_factor<FAM>(stg + npad, 0) : tc_row_factor<FAM>(ppf, UP ? pair_token(a, p2) : p2);
+            }
+        }
+        float tot[MT][NT][4], acc[MT][NT][4];
+        int sp_end = SEQ ? ks : sp0 + 1;
+        for (int sp = SEQ ? 0 : sp0; sp < sp_end; sp++) {
+            if (UP) {
+                /* w1 and w3 rows as the two tiles: one pass over the pairs' x */
+                tc_slice_f16<FAM, MT, NT, U>(acc, W[0], wr, sr, rb, n, sp, ks, xr, P, q);
+            } else {
+                tc_slice_f16<FAM, MT, NT, U>(acc, W[0], wr, sr, rb, n, sp, ks, xr, P, q);
+            }
+#pragma unroll
+            for (int m = 0; m < MT; m++)
+#pragma unroll
+                for (int j = 0; j < NT; j++)
+#pragma unroll
+                    for (int i = 0; i < 4; i++)
+                        tot[m][j][i] = SEQ && sp > 0 ? tot[m][j][i] + acc[m][j][i] : acc[m][j][i];
+        }
+        int store = active;
+        if (!SEQ && ks > 1) {
+#pragma unroll
+            for (int m = 0; m < MT; m++)
+#pragma unroll
+                for (int j = 0; j < NT; j++)
+#pragma unroll
+                    for (int i = 0; i < 4; i++) sm[(((warp * MT + m) * NT + j) * 4 + i) * 32 + lane] = tot[m][j][i];
+            __syncthreads();
+            store = active && sp0 == 0;
+            if (store)
+#pragma unroll
+                for (int m = 0; m < MT; m++)
+#pragma unroll
+                    for (int j = 0; j < NT; j++)
+#pragma unroll
+                        for (int i = 0; i < 4; i++)
+                            for (int k = 1; k < ks; k++)
+                                tot[m][j][i] += sm[((((warp + k) * MT + m) * NT + j) * 4 + i) * 32 + lane];
+            __syncthreads(); /* sm is written again by the next token tile */
+        }
+        if (!store) continue;
+#pragma unroll
+        for (int j = 0; j < NT; j++)
+#pragma unroll
+            for (int i = 0; i < 4; i++) {
+                int64_t r = row0 + g + (i >= 2 ? 8 : 0), ii = ib + 8 * j + 2 * q + (i & 1);
+                if (r >= R || ii >= G.i1) continue;
+                int p = single ? (int)ii : group_pair(a, (int)ii);
+                if (UP) a.H[(int64_t)p * a.I + r] = swiglu(a, tot[0][j][i], tot[MT - 1][j][i]);
+                else a.Y[(int64_t)p * a.D + r] = tot[0][j][i];
+            }
+    }
+}
+
+/* One tensor-core expert launch (UP or down) for a part of the groups. The
+ * instance (NT, SEQ, U, z lanes) follows the step's size; the sums do not. */
+template <int FAM, int UP>
+static void launch_tc(cu_impl *c, const moe_args *a, int part)
+{
+    constexpr int CC = FAM == CU_W_FP8 ? TC_CC8 : TC_CC4, MT = UP ? 2 : 1;
+    int64_t R = UP ? a->I : a->D, n = UP ? a->D : a->I;
+    int ks = tc_splits(R, (n + CC - 1) / CC);
+    unsigned gy = part == PART_SHARED ? 1u : (unsigned)a->gmax;
+    const char *what = UP ? "moe up (tensor cores)" : "moe down (tensor cores)";
+    if (a->T <= 64) {
+        size_t shm = (ks > 1 ? (size_t)8 * MT * 1 * 4 * 32 * sizeof(float) : 0) + ((UP ? a->stage_up : a->stage_down) ? tc_stage_bytes(1, n) : 0);
+        dim3 grid(cu_blocks(R, 8 / ks * 16), gy, 1);
+        /* loads in flight: 4 chunks of one row tile, 2 of the two tiles (up) */
+        if (a->T == 1) cu_launch(c, what, expert_tc_kernel<FAM, 1, 0, UP ? 2 : 4, UP>, grid, dim3(256), shm, *a, part, ks);
+        else cu_launch(c, what, expert_tc_kernel<FAM, 1, 0, 2, UP>, grid, dim3(256), shm, *a, part, ks);
+    } else {
+        constexpr int NT = UP ? 2 : 4;
+        unsigned z = a->T / 256 < 1 ? 1u : a->T / 256 > 8 ? 8u : (unsigned)(a->T / 256);
+        dim3 grid(cu_blocks(R, 8 * 16), gy, z);
+        cu_launch(c, what, expert_tc_kernel<FAM, NT, 1, 2, UP>, grid, dim3(256), 0, *a, part, ks);
+    }
+}
+
+/* Up or down of one part on tensor cores, by its format family. */
+static void launch_tc_part(cu_impl *c, const moe_args *a, int fam, int up, int part)
+{
+    if (fam == CU_W_FP8) up ? launch_tc<CU_W_FP8, 1>(c, a, part) : launch_tc<CU_W_FP8, 0>(c, a, part);
+    else up ? launch_tc<CU_W_FP4, 1>(c, a, part) : launch_tc<CU_W_FP4, 0>(c, a, part);
+}
+
 __global__ void combine_kernel(moe_args a)
 {
     cu_pdl();
@@ -356,20 +519,38 @@ __global__ void combine_kernel(moe_args a)
     a.out[i] = acc;
 }
 
-/* The expert kernels for the experts' formats: one-token steps (not
- * grouped) with a single-token instance that keeps a plain dot product's
- * registers; otherwise 4 tokens per pass of a weight row (larger groups
- * take it again, from L2). */
+/* The fp32 expert kernels for the experts' formats (up or down), for a
+ * part of the groups: one-token steps (not grouped) with a single-token
+ * instance that keeps a plain dot product's registers; otherwise 4 tokens
+ * per pass of a weight row (larger groups take it again, from L2). */
 template <int FR, int FS>
-static void launch_experts(cu_impl *c, const moe_args *a, dim3 up, dim3 down)
+static void launch_fp32(cu_impl *c, const moe_args *a, int up, int part)
 {
+    dim3 gu(cu_blocks(a->I, 8), (unsigned)a->gmax), gd(cu_blocks(a->D, 8), (unsigned)a->gmax);
     if (a->T == 1) {
-        cu_launch(c, "moe up", expert_up_kernel<FR, FS, 1>, up, dim3(256), 0, *a);
-        cu_launch(c, "moe down", expert_down_kernel<FR, FS, 1>, down, dim3(256), 0, *a);
+        if (up) cu_launch(c, "moe up", expert_up_kernel<FR, FS, 1>, gu, dim3(256), 0, *a, part);
+        else cu_launch(c, "moe down", expert_down_kernel<FR, FS, 1>, gd, dim3(256), 0, *a, part);
     } else {
-        cu_launch(c, "moe up", expert_up_kernel<FR, FS, 4>, up, dim3(256), 0, *a);
-        cu_launch(c, "moe down", expert_down_kernel<FR, FS, 4>, down, dim3(256), 0, *a);
+        if (up) cu_launch(c, "moe up", expert_up_kernel<FR, FS, 4>, gu, dim3(256), 0, *a, part);
+        else cu_launch(c, "moe down", expert_down_kernel<FR, FS, 4>, gd, dim3(256), 0, *a, part);
     }
+}
+
+static void launch_fp32_part(cu_impl *c, const moe_args *a, int up, int part)
+{
+    int fr = cu_wfam(a->e13), fs = cu_wfam(a->sh1);
+    if (cu_wfam(a->e2) != fr || cu_wfam(a->sh2) != fs) fr = fs = -1; /* mixed within an expert: run-time dispatch */
+    if (fr == CU_W_BF16 && fs == CU_W_BF16) launch_fp32<CU_W_BF16, CU_W_BF16>(c, a, up, part);
+    else if (fr == CU_W_FP4 && fs == CU_W_FP8) launch_fp32<CU_W_FP4, CU_W_FP8>(c, a, up, part);
+    else if (fr == CU_W_FP8 && fs == CU_W_FP8) launch_fp32<CU_W_FP8, CU_W_FP8>(c, a, up, part);
+    else if (fr == CU_W_GGUF && fs == CU_W_GGUF) launch_fp32<CU_W_GGUF, CU_W_GGUF>(c, a, up, part);
+    else launch_fp32<-1, -1>(c, a, up, part);
+}
+
+/* Whether an expert's three matrices take the tensor-core path. */
+static int tc_expert(const dsv4_mat *w13, const dsv4_mat *w2)
+{
+    return tc_shape_ok(*w13) && tc_shape_ok(*w2);
 }
 
 void cu_exec_moe(cu_impl *c, const void *args, const int64_t *dpos)
@@ -384,19 +565,31 @@ void cu_exec_moe(cu_impl *c, const void *args, const int64_t *dpos)
     g.W = a->gate;
     g.y = a->logits;
     g.ldy = a->E;
+    g.xq = a->xq; /* used only when the gate takes the tensor-core path */
+    g.pf = a->xpf;
     cu_exec_matmul(c, &g, dpos);
     cu_launch(c, "moe route", route_kernel, dim3(a->T), dim3(256), (size_t)a->E * 2 * sizeof(float), *a);
     if (a->T > 1)
         cu_launch(c, "moe group", group_kernel, dim3(1), dim3(256), (size_t)a->E * 2 * sizeof(int), *a);
-    unsigned groups = (unsigned)a->gmax;
-    dim3 up(cu_blocks(a->I, 8), groups), down(cu_blocks(a->D, 8), groups);
-    int fr = cu_wfam(a->e13), fs = cu_wfam(a->sh1);
-    if (cu_wfam(a->e2) != fr || cu_wfam(a->sh2) != fs) fr = fs = -1; /* mixed within an expert: run-time dispatch */
-    if (fr == CU_W_BF16 && fs == CU_W_BF16) launch_experts<CU_W_BF16, CU_W_BF16>(c, a, up, down);
-    else if (fr == CU_W_FP4 && fs == CU_W_FP8) launch_experts<CU_W_FP4, CU_W_FP8>(c, a, up, down);
-    else if (fr == CU_W_FP8 && fs == CU_W_FP8) launch_experts<CU_W_FP8, CU_W_FP8>(c, a, up, down);
-    else if (fr == CU_W_GGUF && fs == CU_W_GGUF) launch_experts<CU_W_GGUF, CU_W_GGUF>(c, a, up, down);
-    else launch_experts<-1, -1>(c, a, up, down);
+    /* routed experts and shared expert: tensor cores where their format and
+     * shapes allow, else the fp32 kernels; one fp32 launch when neither does */
+    int tr = a->tc_r, ts = a->tc_s;
+    if ((tr || ts) && !a->stage_up) tc_prep(c, a->x, a->D, a->T, 1, a->D, a->xq, a->xpf);
+    for (int up = 1; up >= 0; up--) {
+        if (!up && (tr || ts) && !a->stage_down) tc_prep(c, a->H, a->I, a->T * a->K + a->T, 1, a->I, a->hq, a->hpf);
+        if (!tr && !ts) {
+            launch_fp32_part(c, a, up, PART_ALL);
+            continue;
+        }
+        if (tr && ts && cu_wfam(a->e13) == cu_wfam(a->sh1) && cu_wfam(a->e2) == cu_wfam(a->sh2)) {
+            launch_tc_part(c, a, cu_wfam(up ? a->e13 : a->e2), up, PART_ALL);
+            continue;
+        }
+        if (tr) launch_tc_part(c, a, cu_wfam(up ? a->e13 : a->e2), up, PART_ROUTED);
+        else launch_fp32_part(c, a, up, PART_ROUTED);
+        if (ts) launch_tc_part(c, a, cu_wfam(up ? a->sh1 : a->sh2), up, PART_SHARED);
+        else launch_fp32_part(c, a, up, PART_SHARED);
+    }
     cu_launch(c, "moe combine", combine_kernel, dim3(cu_blocks((int64_t)a->T * a->D, 256)), dim3(256), 0, *a);
 }
 
@@ -516,9 +709,25 @@ void cu_moe(dsv4_backend *b, const float *x, const int32_t *tok, int T, int D, c
     a.gmax = T == 1 ? K + 1 : (int)((size_t)E < t * K ? (size_t)E : t * K) + 1; /* see group_at */
     size_t o_grp = 0, o_lg = o_grp + al(((size_t)a.gmax * 2 + 2 + pairs) * 4), o_wt = o_lg + al(t * E * 4),
            o_sel = o_wt + al(t * K * 4), o_ord = o_sel + al(t * K * 4),
-           o_h = o_ord + al(t * K * 4), o_y = o_h + al(pairs * I * 4), total = o_y + al(pairs * D * 4);
+           o_h = o_ord + al(t * K * 4), o_y = o_h + al(pairs * I * 4), o_xq = o_y + al(pairs * D * 4);
+    /* prepared rows for the tensor-core experts (and an FP8 gate) */
+    a.tc_r = 1;
+    for (int e = 0; e < E && a.tc_r; e++) a.tc_r = tc_expert(&p->w1[e], &p->w2[e]) && tc_shape_ok(p->w3[e]);
+    a.tc_s = tc_expert(p->sh_w1, p->sh_w2) && tc_shape_ok(*p->sh_w3);
+    int tcx = a.tc_r || a.tc_s || tc_shape_ok(a.gate);
+    /* a one-token step stages its rows when they fit next to the slice sums (4 slices of 2 tiles) */
+    a.stage_up = T == 1 && D <= TC_STAGE_MAX_N && (size_t)8 * 2 * 4 * 32 * 4 + tc_stage_bytes(1, D) <= TC_STAGE_MAX;
+    a.stage_down = T == 1 && I <= TC_STAGE_MAX_N && (size_t)8 * 2 * 4 * 32 * 4 + tc_stage_bytes(1, I) <= TC_STAGE_MAX;
+    size_t o_hq = o_xq + (tcx ? al(tc_prep_bytes((int64_t)t, D)) : 0);
+    size_t total = o_hq + (tcx ? al(tc_prep_bytes((int64_t)pairs, I)) : 0);
     char *ws = (char *)cu_ws(c, WS_MOE, total);
     if (!ws) return;
+    if (tcx) {
+        a.xq = (__half *)(ws + o_xq);
+        a.xpf = (float *)(ws + o_xq + t * (size_t)tc_npad(D) * 4);
+        a.hq = (__half *)(ws + o_hq);
+        a.hpf = (float *)(ws + o_hq + pairs * (size_t)tc_npad(I) * 4);
+    }
     a.grp = (int32_t *)(ws + o_grp);
     a.logits = (float *)(ws + o_lg);
     a.wt = (float *)(ws + o_wt);

@@ -5,14 +5,13 @@
  * Every loader reads a row in 16-byte pieces ("loads"): a load holds EPL
  * consecutive values of the row (BF16/F16 8, FP8 16, MXFP4 32) and lies
  * inside one scale block (FP8 blocks are 128 columns, MXFP4 blocks 32), so
- * one scale serves the whole load. Two consumers:
- *   - cu_decode_load: EPL fp32 values (the fp32 dot products of the MoE);
- *   - cu_frag: bf16 pairs for the tensor-core matmul of FP8/MXFP4 weights
- *     (tc_kernel in linear.cu).
+ * one scale serves the whole load. cu_decode_load gives EPL fp32 values
+ * (the fp32 dot products of shapes the tensor-core path does not take;
+ * that path, tc_f16.cuh, moves the codes' bits itself).
  * Exactness: an e4m3 or E2M1 code times its power-of-two scale is an fp32
- * and a bf16 exactly (the loader admits only scales for which no product
- * overflows), so both consumers see the mathematically dequantized weight,
- * as the CPU's wmat_decode_row does. */
+ * exactly (the loader admits only scales for which no product overflows),
+ * so the consumers see the mathematically dequantized weight, as the CPU's
+ * wmat_decode_row does. */
 #ifndef DSV4_CUDA_WLOAD_CUH
 #define DSV4_CUDA_WLOAD_CUH
 #include <cuda_bf16.h>
@@ -230,62 +229,6 @@ __device__ __forceinline__ void cu_dots(const dsv4_mat *W, const int64_t *r, int
     case CU_W_GGUF: gg_dots<NW, NB>(W, r, n, xs, nb, acc); break;
     default: cu_dots_fam<CU_W_F32, NW, NB>(W, r, n, xs, nb, vec, acc); break;
     }
-}
-
-/* ---- tensor-core fragments ----
- * The matmul's k order inside a load: k-step s of a load uses its values
- * 4s..4s+3; within the mma.m16n8k16 a thread's k slots {2q, 2q+1} take
- * values 4s, 4s+1 and slots {2q+8, 2q+9} values 4s+2, 4s+3 (q = lane % 4;
- * the quad's four loads are consecutive, so one k-step covers 4 consecutive
- * values of each of 4 loads). Any fixed assignment gives the same sum
- * mathematically; this one lets a thread use its own 16-byte load without
- * shuffles, and the activations follow the same assignment. */
-
-__device__ __forceinline__ uint32_t cu_bf16x2(float lo, float hi)
-{
-    __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
-    return *(const uint32_t *)&v;
-}
-
-/* Values 4s, 4s+1 (p[0]) and 4s+2, 4s+3 (p[1]) of load u as bf16 pairs,
- * scale s applied (exact: see above). */
-template <int FAM>
-__device__ __forceinline__ void cu_frag(uint4 u, float sc, int s, uint32_t *p)
-{
-    uint32_t q[4] = {u.x, u.y, u.z, u.w};
-    if (FAM == CU_W_FP8) {
-        float2 a = cu_e4m3x2(q[s]), b = cu_e4m3x2(q[s] >> 16);
-        p[0] = cu_bf16x2(a.x * sc, a.y * sc);
-        p[1] = cu_bf16x2(b.x * sc, b.y * sc);
-    } else { /* FP4: values 4s..4s+3 are nibbles 4(s%2).. of word s/2 */
-        uint32_t w = q[s >> 1] >> (16 * (s & 1));
-        p[0] = cu_bf16x2(cu_e2m1(w) * sc, cu_e2m1(w >> 4) * sc);
-        p[1] = cu_bf16x2(cu_e2m1(w >> 8) * sc, cu_e2m1(w >> 12) * sc);
-    }
-}
-
-/* An fp32 pair as the sum of three bf16 pairs hi + mid + lo, exactly (each
- * remainder is exact by Sterbenz; three 8-bit significands cover fp32's 24).
- * With weights that are exact bf16, the tensor cores then form the same
- * products as an fp32 dot product would. */
-__device__ __forceinline__ void cu_split3(float a, float b, uint32_t *hi, uint32_t *mid, uint32_t *lo)
-{
-    *hi = cu_bf16x2(a, b);
-    a -= __uint_as_float(*hi << 16);
-    b -= __uint_as_float(*hi & 0xffff0000u);
-    *mid = cu_bf16x2(a, b);
-    a -= __uint_as_float(*mid << 16);
-    b -= __uint_as_float(*mid & 0xffff0000u);
-    *lo = cu_bf16x2(a, b);
-}
-
-/* d += A·B for one m16n8k16 tile (bf16 in, fp32 accumulate). */
-__device__ __forceinline__ void cu_mma(float *d, const uint32_t *a, uint32_t b0, uint32_t b1)
-{
-    asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-        "{%0,%1,%2,%3};"
-        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
 
 #endif

@@ -14,8 +14,10 @@ set -u
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 t0=$(date +%s); el() { echo "[$(( $(date +%s) - t0 )) s]"; }
 { nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader; cat COMMIT 2>/dev/null; } | tee "$OUT/gpu.txt"
+# demo-fp8: the FP8/FP4 demo weights test_oracle's demo-fp8 fixture needs (numpy: the device's python3)
 make -j16 all build/tests/test_oracle build/tests/test_txn build/tests/test_step build/tests/test_mtp \
-    build/tests/test_spec build/tests/test_cuda_ops build/tests/test_gg_decode build/tests/bench_ops > "$OUT/build.log" 2>&1 || { tail -30 "$OUT/build.log"; exit 1; }
+    build/tests/test_spec build/tests/test_cuda_ops build/tests/test_gg_decode build/tests/bench_ops demo-fp8 \
+    PYTHON=python3 > "$OUT/build.log" 2>&1 || { tail -30 "$OUT/build.log"; exit 1; }
 el
 {
     echo "== cuda op tests"; timeout 150 build/tests/test_cuda_ops 2>&1 | grep -v '^PASS'

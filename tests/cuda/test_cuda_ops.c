@@ -251,6 +251,35 @@ static void test_matmul_invariance(void)
         }
 }
 
+/* FP8/MXFP4 on tensor cores scale each activation row by its own power of
+ * two before splitting it into f16 terms: rows far outside f16's range
+ * (1e-30, 1e30, one huge value among small ones, all zero) still match the
+ * CPU's fp32 products relative to the row's size, and a zero row gives 0. */
+static void test_matmul_range(void)
+{
+    const float mags[] = {1e-30f, 1e30f, 1.0f, 0.0f};
+    int64_t R = 256, C = 1024;
+    for (int wi = 3; wi < N_WCASES; wi++) {
+        tmat W = mkw(&k_wcases[wi], R, C, 0.5f);
+        int T = 4;
+        float *x = rnd((size_t)T * C, 1.0f), *y = calloc((size_t)T * R, 4);
+        for (int t = 0; t < T; t++)
+            for (int64_t k = 0; k < C; k++) x[t * C + k] *= mags[t];
+        x[2 * C + 17] = 6.0e4f; /* row 2: one value near f16's top, the rest about 1 */
+        cpu->ops->matmul(cpu, x, C, T, &W.h, y, R);
+        float *dx = dev(x, (size_t)T * C), *dy = dev(y, (size_t)T * R);
+        gpu->ops->matmul(gpu, dx, C, T, &W.d, dy, R);
+        float *gy = back(dy, (size_t)T * R);
+        for (int t = 0; t < T; t++) {
+            double rm, md = maxdiff(gy + t * R, y + t * R, (size_t)R, &rm);
+            CHECKF(md <= 2e-5 * sqrt((double)C) * rm || (rm == 0 && md == 0),
+                   "%s row of magnitude %g: max |diff| %g (ref max %g)", k_wcases[wi].name, (double)mags[t], md, rm);
+        }
+        free(x); free(y); free(gy);
+        gpu->ops->free(gpu, dx); gpu->ops->free(gpu, dy);
+    }
+}
+
 /* Block-diagonal matmul (the grouped wo_a, plain or FP8): against the CPU
  * op, and batch invariant (rows of each call equal the row alone). */
 static void test_matmul_grouped(void)
@@ -762,6 +791,7 @@ int main(void)
     }
     RUN(test_matmul);
     RUN(test_matmul_invariance);
+    RUN(test_matmul_range);
     RUN(test_matmul_grouped);
     RUN(test_gguf_exact);
     RUN(test_rmsnorm);

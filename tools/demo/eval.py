@@ -99,6 +99,17 @@ def render(a, conv, cut):
     return json.loads(out.stdout)[0]
 
 
+def answer_conv(item):
+    """The tool prompt with the right call made and the tool's result after it."""
+    _, q, name, args, res, _ = item
+    conv = tasks.tool_prompt(item)
+    conv["messages"] += [
+        {"role": "assistant", "content": "", "tool_calls": [
+            {"id": "call_0", "type": "function", "function": {"name": name, "arguments": json.dumps(args)}}]},
+        {"role": "tool", "tool_call_id": "call_0", "content": json.dumps(res)}]
+    return conv
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--model", required=True)
@@ -153,16 +164,7 @@ def main():
     score("tool calls", tools, call_ok, calls)
     score("tool calls well-formed", tools, lambda it, r: parse_call(r) is not None, calls)
 
-    def answer_prompt(it):
-        _, q, name, args, res, _ = it
-        conv = tasks.tool_prompt(it)
-        conv["messages"] += [
-            {"role": "assistant", "content": "", "tool_calls": [
-                {"id": "call_0", "type": "function", "function": {"name": name, "arguments": json.dumps(args)}}]},
-            {"role": "tool", "tool_call_id": "call_0", "content": json.dumps(res)}]
-        return render(a, conv, 4)
-
-    answers = list(pool.map(lambda x: eng.raw(answer_prompt(x[1]), f"ans{x[0]}"), enumerate(tools)))
+    answers = list(pool.map(lambda x: eng.raw(render(a, answer_conv(x[1]), 4), f"ans{x[0]}"), enumerate(tools)))
     score("tool answers", tools, lambda it, r: r == it[5], answers)
 
     summary = {"model": a.model, "seed": a.seed, "decoding": "greedy, dsv4 generate --device cpu",
