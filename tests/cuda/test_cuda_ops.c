@@ -601,21 +601,24 @@ static void test_attention(void)
     attention_case(20, 8, 10, 4, 0);    /* T above the window */
 }
 
-/* ew: the routed experts' format, sw: the shared expert's (GGUF blocks of
- * 256 values: I = D = 256). */
-static void moe_case(int score_func, int hash, const wcase *ew, const wcase *sw, int T)
+/* ew[3], sw[3]: the formats of the routed experts' and the shared expert's
+ * w1 (gate), w3 (up), w2 (down); GGUF files may mix them (blocks of 256
+ * values: I = D = 256). ew->name, sw->name: for messages. */
+static void moe_case_f(int score_func, int hash, const wcase *const *ew, const wcase *const *sw, int T)
 {
-    int blk = fits(ew, 64) && fits(sw, 32) ? 0 : 256;
+    int blk = 0;
+    for (int k = 0; k < 3; k++) blk |= !fits(ew[k], 32) || !fits(sw[k], 32);
+    blk *= 256;
     int E = 8, K = 3, I = blk ? blk : 32, D = blk ? blk : 64, V = 40;
     tmat gate = mk(DT_BF16, E, D, 0.5f), bias = mk(DT_F32, 1, E, 0.2f);
     tmat w1[8], w2[8], w3[8];
     dsv4_mat h1[8], h2[8], h3[8], d1[8], d2[8], d3[8];
     for (int e = 0; e < E; e++) {
-        w1[e] = mkw(ew, I, D, 0.3f); w2[e] = mkw(ew, D, I, 0.3f); w3[e] = mkw(ew, I, D, 0.3f);
+        w1[e] = mkw(ew[0], I, D, 0.3f); w3[e] = mkw(ew[1], I, D, 0.3f); w2[e] = mkw(ew[2], D, I, 0.3f);
         h1[e] = w1[e].h; h2[e] = w2[e].h; h3[e] = w3[e].h;
         d1[e] = w1[e].d; d2[e] = w2[e].d; d3[e] = w3[e].d;
     }
-    tmat s1 = mkw(sw, I, D, 0.3f), s2 = mkw(sw, D, I, 0.3f), s3 = mkw(sw, I, D, 0.3f);
+    tmat s1 = mkw(sw[0], I, D, 0.3f), s3 = mkw(sw[1], I, D, 0.3f), s2 = mkw(sw[2], D, I, 0.3f);
     int32_t *t2e = malloc((size_t)V * K * 4);
     for (int i = 0; i < V * K; i++) t2e[i] = (i * 5 + i / K) % E;
     int32_t *dt2e = devb(t2e, (size_t)V * K * 4);
@@ -634,18 +637,25 @@ static void moe_case(int score_func, int hash, const wcase *ew, const wcase *sw,
     float *g = back(dout, (size_t)T * D);
     double rm, md = maxdiff(g, out, (size_t)T * D, &rm);
     double tol = 1e-5 * sqrt((D + I) / 96.0); /* rounding grows with the dot products' length */
-    CHECKF(md <= tol * (1.0 + rm), "moe %s/%s T=%d: max |diff| %g (ref max %g)", ew->name, sw->name, T, md, rm);
+    CHECKF(md <= tol * (1.0 + rm), "moe %s/%s T=%d: max |diff| %g (ref max %g)", ew[0]->name, sw[0]->name, T, md, rm);
     /* batch invariance: each row alone gives the same bits as in the batch,
      * whether or not other rows chose the same experts */
     for (int t = 0; t < T; t++) {
         gpu->ops->moe(gpu, dx + t * D, dtok + t, 1, D, &dp, dout);
         float *g1 = back(dout, (size_t)D);
-        CHECKF(!memcmp(g1, g + t * D, (size_t)D * 4), "moe %s/%s row %d of %d differs alone", ew->name, sw->name, t, T);
+        CHECKF(!memcmp(g1, g + t * D, (size_t)D * 4), "moe %s/%s row %d of %d differs alone", ew[0]->name, sw[0]->name, t, T);
         free(g1);
     }
     free(x); free(out); free(g); free(t2e);
    
     gpu->ops->free(gpu, dx); gpu->ops->free(gpu, dout); gpu->ops->free(gpu, dtok); gpu->ops->free(gpu, dt2e);
+}
+
+/* One format for all of an expert's matrices. */
+static void moe_case(int score_func, int hash, const wcase *ew, const wcase *sw, int T)
+{
+    const wcase *e3[3] = {ew, ew, ew}, *s3[3] = {sw, sw, sw};
+    moe_case_f(score_func, hash, e3, s3, T);
 }
 
 static void test_moe(void)
@@ -682,6 +692,22 @@ static void test_moe(void)
     }
     moe_case(SCORE_SQRTSOFTPLUS, 0, iq3, bf16, 4);
     moe_case(SCORE_SIGMOID, 0, q8, f32, 3);
+    /* gate, up and down of different block types (the gguf-all-types fixture's
+     * layers), with a shared expert mixed likewise or BF16 down */
+    const wcase *q4k = NULL, *q5k = NULL, *iq2s = NULL, *q6k = NULL, *q2k = NULL;
+    for (int wi = GG_FIRST; wi < N_WCASES; wi++) {
+        dsv4_wformat f = k_wcases[wi].fmt;
+        if (f == WF_Q4_K) q4k = &k_wcases[wi];
+        if (f == WF_Q5_K) q5k = &k_wcases[wi];
+        if (f == WF_IQ2_S) iq2s = &k_wcases[wi];
+        if (f == WF_Q6_K) q6k = &k_wcases[wi];
+        if (f == WF_Q2_K) q2k = &k_wcases[wi];
+    }
+    const wcase *ex[3] = {q4k, q5k, mx}, *sx[3] = {q6k, q2k, bf16}, *ey[3] = {iq3, iq2s, q8}, *sy[3] = {q2k, q6k, q8};
+    for (int T = 1; T <= 9; T += 4) {
+        moe_case_f(SCORE_SQRTSOFTPLUS, 0, ex, sx, T);
+        moe_case_f(SCORE_SQRTSOFTPLUS, 0, ey, sy, T);
+    }
 }
 
 /* The official cache numerics: the GPU's rounding gives the CPU's bits. */
