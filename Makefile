@@ -105,7 +105,7 @@ $(BUILD)/tests/%: tests/unit/%.c $(BUILD)/libdsv4.a tests/test.h tests/test_stat
 	$(CC) $(CFLAGS) -Itests $(LDFLAGS) -o $@ $< $(BUILD)/libdsv4.a $(LDLIBS)
 
 # The scheduler test drives src/serve's scheduler and cache directly.
-SCHED_OBJ := $(patsubst %.c,$(BUILD)/%.o,src/serve/scheduler.c src/serve/cache.c src/serve/kvstore.c src/serve/metrics.c)
+SCHED_OBJ := $(patsubst %.c,$(BUILD)/%.o,src/serve/scheduler.c src/serve/sched_spec.c src/serve/force.c src/serve/cache.c src/serve/kvstore.c src/serve/metrics.c)
 $(BUILD)/tests/test_scheduler: tests/unit/test_scheduler.c $(SCHED_OBJ) $(BUILD)/libdsv4.a tests/test.h
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) -Itests $(LDFLAGS) -o $@ $< $(SCHED_OBJ) $(BUILD)/libdsv4.a $(LDLIBS)

@@ -252,35 +252,8 @@ __global__ void __launch_bounds__(256) tc_kernel(const __half *xq, const float *
             P[j][e] = stage ? tc_row_factor<FAM>(spf, u - tb) : tc_row_factor<FAM>(pf, u * G + gb);
         }
     }
-    float tot[MT][NT][4], acc[MT][NT][4];
-    int sp_end = SEQ ? ks : sp0 + 1;
-    for (int sp = SEQ ? 0 : sp0; sp < sp_end; sp++) {
-        tc_slice_f16<FAM, MT, NT, U>(acc, W, wr, sr, rb, n, sp, ks, xr, P, q);
-#pragma unroll
-        for (int m = 0; m < MT; m++)
-#pragma unroll
-            for (int j = 0; j < NT; j++)
-#pragma unroll
-                for (int i = 0; i < 4; i++) tot[m][j][i] = SEQ && sp > 0 ? tot[m][j][i] + acc[m][j][i] : acc[m][j][i];
-    }
-    if (!SEQ && ks > 1) {
-#pragma unroll
-        for (int m = 0; m < MT; m++)
-#pragma unroll
-            for (int j = 0; j < NT; j++)
-#pragma unroll
-                for (int i = 0; i < 4; i++) part[(((warp * MT + m) * NT + j) * 4 + i) * 32 + lane] = tot[m][j][i];
-        __syncthreads();
-        if (sp0 != 0 || !active) return;
-#pragma unroll
-        for (int m = 0; m < MT; m++)
-#pragma unroll
-            for (int j = 0; j < NT; j++)
-#pragma unroll
-                for (int i = 0; i < 4; i++)
-                    for (int k = 1; k < ks; k++)
-                        tot[m][j][i] += part[((((warp + k) * MT + m) * NT + j) * 4 + i) * 32 + lane];
-    }
+    float tot[MT][NT][4];
+    if (!tc_warp_sums<FAM, MT, NT, SEQ, U>(tot, W, wr, sr, rb, n, ks, sp0, xr, P, q, part) || !active) return;
 #pragma unroll
     for (int m = 0; m < MT; m++)
 #pragma unroll

@@ -427,44 +427,9 @@ __global__ void __launch_bounds__(256) expert_tc_kernel(moe_args a, int part, in
                 P[j][e] = stage ? tc_row_factor<FAM>(stg + npad, 0) : tc_row_factor<FAM>(ppf, UP ? pair_token(a, p2) : p2);
             }
         }
-        float tot[MT][NT][4], acc[MT][NT][4];
-        int sp_end = SEQ ? ks : sp0 + 1;
-        for (int sp = SEQ ? 0 : sp0; sp < sp_end; sp++) {
-            if (UP) {
-                /* w1 and w3 rows as the two tiles: one pass over the pairs' x */
-                tc_slice_f16<FAM, MT, NT, U>(acc, W[0], wr, sr, rb, n, sp, ks, xr, P, q);
-            } else {
-                tc_slice_f16<FAM, MT, NT, U>(acc, W[0], wr, sr, rb, n, sp, ks, xr, P, q);
-            }
-#pragma unroll
-            for (int m = 0; m < MT; m++)
-#pragma unroll
-                for (int j = 0; j < NT; j++)
-#pragma unroll
-                    for (int i = 0; i < 4; i++)
-                        tot[m][j][i] = SEQ && sp > 0 ? tot[m][j][i] + acc[m][j][i] : acc[m][j][i];
-        }
-        int store = active;
-        if (!SEQ && ks > 1) {
-#pragma unroll
-            for (int m = 0; m < MT; m++)
-#pragma unroll
-                for (int j = 0; j < NT; j++)
-#pragma unroll
-                    for (int i = 0; i < 4; i++) sm[(((warp * MT + m) * NT + j) * 4 + i) * 32 + lane] = tot[m][j][i];
-            __syncthreads();
-            store = active && sp0 == 0;
-            if (store)
-#pragma unroll
-                for (int m = 0; m < MT; m++)
-#pragma unroll
-                    for (int j = 0; j < NT; j++)
-#pragma unroll
-                        for (int i = 0; i < 4; i++)
-                            for (int k = 1; k < ks; k++)
-                                tot[m][j][i] += sm[((((warp + k) * MT + m) * NT + j) * 4 + i) * 32 + lane];
-            __syncthreads(); /* sm is written again by the next token tile */
-        }
+        /* UP: the w1 and w3 rows as the two tiles, one pass over the pairs' x */
+        float tot[MT][NT][4];
+        int store = tc_warp_sums<FAM, MT, NT, SEQ, U>(tot, W[0], wr, sr, rb, n, ks, sp0, xr, P, q, sm) && active;
         if (!store) continue;
 #pragma unroll
         for (int j = 0; j < NT; j++)

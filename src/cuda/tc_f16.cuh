@@ -251,6 +251,51 @@ __device__ __forceinline__ void tc_slice_f16(float (*acc)[NT][4], const dsv4_mat
 #undef TC_LOAD
 }
 
+/* A warp's row sums, the same for every instance: SEQ = 1 runs all ks
+ * slices in turn, SEQ = 0 its own slice sp0 (the ks warps of a row tile
+ * side by side), and then adds the others' through part ([8 warps][MT][NT]
+ * [4][32] floats) in slice order. Returns whether this warp holds the
+ * finished sums (SEQ = 0: the tile's first warp). Every warp of the block
+ * must call it (barriers). */
+template <int FAM, int MT, int NT, int SEQ, int U>
+__device__ __forceinline__ int tc_warp_sums(float (*tot)[NT][4], const dsv4_mat &W, const char *const (*wr)[2],
+                                            const char *const (*sr)[2], int64_t rb, int64_t n, int ks, int sp0,
+                                            const __half *const *xr, const float (*P)[2], int q, float *part)
+{
+    int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    float acc[MT][NT][4];
+    int sp_end = SEQ ? ks : sp0 + 1;
+    for (int sp = SEQ ? 0 : sp0; sp < sp_end; sp++) {
+        tc_slice_f16<FAM, MT, NT, U>(acc, W, wr, sr, rb, n, sp, ks, xr, P, q);
+#pragma unroll
+        for (int m = 0; m < MT; m++)
+#pragma unroll
+            for (int j = 0; j < NT; j++)
+#pragma unroll
+                for (int i = 0; i < 4; i++) tot[m][j][i] = SEQ && sp > 0 ? tot[m][j][i] + acc[m][j][i] : acc[m][j][i];
+    }
+    if (SEQ || ks == 1) return 1;
+#pragma unroll
+    for (int m = 0; m < MT; m++)
+#pragma unroll
+        for (int j = 0; j < NT; j++)
+#pragma unroll
+            for (int i = 0; i < 4; i++) part[(((warp * MT + m) * NT + j) * 4 + i) * 32 + lane] = tot[m][j][i];
+    __syncthreads();
+    int mine = sp0 == 0;
+    if (mine)
+#pragma unroll
+        for (int m = 0; m < MT; m++)
+#pragma unroll
+            for (int j = 0; j < NT; j++)
+#pragma unroll
+                for (int i = 0; i < 4; i++)
+                    for (int k = 1; k < ks; k++)
+                        tot[m][j][i] += part[((((warp + k) * MT + m) * NT + j) * 4 + i) * 32 + lane];
+    __syncthreads(); /* part may be written again by the caller's next tile */
+    return mine;
+}
+
 /* The factor of a prepared row's sums for the weight family: the row's
  * 2^-e times the codes' 2^8 (FP8) or 2^14 (FP4). */
 template <int FAM>
@@ -360,15 +405,15 @@ __host__ static inline int tc_shape_ok(const dsv4_mat &W)
     return 0;
 }
 
-/* K slices (a power of two up to 4, one warp each in decode): about 2048
+/* K slices (a power of two up to 8, one warp each in decode): about 2048
  * warps for short matrices, each slice at least 4 chunks. From the shape
- * alone. (Measured on the H200 against 8192 warps / up to 8 slices / 2
- * chunks: 12-layer FP8/FP4 decode 167 vs 150 tok/s; longer-lived warps
- * stream better than many short ones.) */
+ * alone. (Measured on the H200 against 8192 warps / 2 chunks: 12-layer
+ * FP8/FP4 decode 167 vs 150 tok/s, longer-lived warps streaming better;
+ * at most 4 slices cost small matrices such as wq_a 50 %.) */
 __host__ static inline int tc_splits(int64_t rows, int64_t nch)
 {
     int ks = 1;
-    while (ks < 4 && (rows + 15) / 16 * ks < 2048 && nch / (ks * 2) >= 4) ks *= 2;
+    while (ks < 8 && (rows + 15) / 16 * ks < 2048 && nch / (ks * 2) >= 4) ks *= 2;
     return ks;
 }
 
