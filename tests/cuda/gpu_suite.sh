@@ -7,9 +7,13 @@
 # benchmarks (43-layer FP8/FP4 and GGUF UD-IQ3_XXS-mix synthetic Flash, the
 # 4-layer BF16 one for comparison with earlier runs, MTP speculation) and the
 # server under load.
-# usage (on the device, repo root): bash tests/cuda/gpu_suite.sh; logs to $OUT
+# usage (on the device, repo root): bash tests/cuda/gpu_suite.sh [tests] [bench] [serve]; logs to $OUT
 # (at most 8 files come back).
 set -u
+# parts: tests, bench, serve (default all three; one device call is limited to
+# 10 minutes, so the server part can run as a call of its own)
+PARTS=${*:-tests bench serve}
+want() { case " $PARTS " in *" $1 "*) return 0 ;; esac; return 1; }
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 t0=$(date +%s); el() { echo "[$(( $(date +%s) - t0 )) s]"; }
 { nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader; cat COMMIT 2>/dev/null; } | tee "$OUT/gpu.txt"
@@ -18,7 +22,7 @@ make -j16 all build/tests/test_oracle build/tests/test_txn build/tests/test_step
     build/tests/test_spec build/tests/test_cuda_ops build/tests/test_gg_decode build/tests/bench_ops demo-fp8 \
     PYTHON=python3 > "$OUT/build.log" 2>&1 || { tail -30 "$OUT/build.log"; exit 1; }
 el
-{
+want tests && {
     echo "== cuda op tests"; timeout 150 build/tests/test_cuda_ops 2>&1 | grep -v '^PASS'
     echo "== GGUF block decoders (host)"; build/tests/test_gg_decode 2>&1 | grep -v '^PASS'
     for t in oracle txn step mtp spec; do
@@ -29,8 +33,8 @@ el
     echo "== generate --batch on cuda"
     DSV4_BIN=build/dsv4 DSV4_GEN_DEVICE=cuda bash tests/cli/generate_batch.sh 2>&1 | grep -v '^PASS'
 } > "$OUT/tests.log" 2>&1
-cat "$OUT/tests.log"; el
-{
+want tests && { cat "$OUT/tests.log"; el; }
+want bench && {
     echo "== Flash shapes, 43 layers, 16 experts, FP8 dense + MXFP4 experts"
     timeout 240 build/dsv4 bench --device cuda --synthetic flash --layers 43 --experts 16 --weights fp8-fp4 \
         --contexts 0,4096,32768 --prefill 4096 --decode 16 --lanes 1,4,8 2>&1
@@ -46,6 +50,5 @@ cat "$OUT/tests.log"; el
     timeout 90 build/dsv4 bench --device cuda --synthetic flash --layers 4 --experts 16 --weights bf16 \
         --contexts 0,32768 --prefill 512 --decode 32 --lanes 1,4 2>&1
 } > "$OUT/bench.txt" 2>&1
-cat "$OUT/bench.txt"; el
-OUT="$OUT" bash tests/cuda/serve_load.sh
-el
+want bench && { cat "$OUT/bench.txt"; el; }
+want serve && { OUT="$OUT" bash tests/cuda/serve_load.sh; el; }
