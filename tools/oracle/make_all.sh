@@ -22,6 +22,8 @@ $GEN --out tests/fixtures/tiny-chat --vocab "$V" --layers S,C,H --hash-layers 1 
 mv $TT tests/fixtures/tiny-chat/tokenizer.json
 # The official FP8/MXFP4 layout (make_fp8_fixture.py): hidden 320 / q_lora 192 (partial 128-blocks),
 # ratios 0/4/128 over 400 tokens (3 HCA entries), 2 shards.
+# From seed 4 it walks to seed 12, the first with a near-tie-free exact run and a 160-position stable
+# official prefix (meta.json lists the rejected seeds).
 $PY tools/oracle/make_fp8_fixture.py --out tests/fixtures/tiny-fp8-official --seed 4
 # GGUF (llama.cpp deepseek4 layout): every ggml type the engine reads, as random valid blocks, in one
 # file that also carries the tiny-chat tokenizer; and a split set of four parts with Q8_0/MXFP4/F16/BF16.
