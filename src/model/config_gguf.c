@@ -6,7 +6,11 @@
  *   (0: sliding window only); the first hash_layer_count layers are
  *   hash-routed; swiglu_clamp_exp/_shexp are per-block arrays (or scalars);
  *   rope.* is the main rope, attention.compress_rope_freq_base plus
- *   rope.scaling.* (YaRN) the compress rope.
+ *   rope.scaling.* (YaRN) the compress rope; embedding_length_out is the
+ *   width of the hc_mult residual streams (checked, not needed). The
+ *   converter writes no vocab_size (the embedding's rows) and copies
+ *   config.json's compress_ratios, one entry per block plus one per MTP
+ *   layer even when (as in its 0.1.1) it writes no MTP tensors.
  * GGUF stores no attention kind: a compressed layer with an indexer
  * (blk.L.indexer.proj.weight) is CSA, one without is HCA. */
 #include <limits.h>
@@ -233,6 +237,11 @@ dsv4_status config_from_gguf(const gguf_file *g, dsv4_config *out)
         return st;
     c.vocab = vocab;
     c.rope_dim = rope_dim;
+    /* the converter records the width of the hyper-connection streams */
+    int emb_out;
+    if ((st = get_int(&s, "embedding_length_out", 1, 1, INT_MAX, c.dim * c.hc_mult, &emb_out))) return st;
+    if (emb_out != c.dim * c.hc_mult)
+        return bad(&s, ARCH ".embedding_length_out", "must be embedding_length x hyper_connection.count");
     double lim[2] = {CFG_LIMIT_RANGE};
     if (!(c.swiglu_limit >= lim[0] && c.swiglu_limit <= lim[1]))
         return bad(&s, ARCH ".swiglu_clamp_exp", "outside the supported range");
