@@ -19,6 +19,8 @@ logits on exactly the weights that file decodes to.
    weights are not the checkpoint's: the reference is transformers' fp32 full forward
    `model(ids, use_cache=False).logits` on the GGUF's decoded weights. Seeds with near-tied
    indexer or router top-k decisions on those weights are rejected (spec §8.5).
+4. tools/gguf/convert_official.py (our own writer of that layout) converts the same checkpoint;
+   meta.json records which metadata keys (general.* aside) and tensors differ (expected: none).
 
 Output: model.gguf (the converter's file, unmodified), tokens.txt, logits.f32 ([seq, vocab]
 float32 LE), meta.json; with --keep-checkpoint DIR the source checkpoint too."""
@@ -89,6 +91,24 @@ def convert(py, ckpt, out_path, outtype):
     if r.returncode:
         sys.exit(f"converter failed ({' '.join(cmd)}):\n{r.stderr[-3000:]}")
     return [ln for ln in r.stderr.splitlines() if "WARNING" in ln or "Skipping" in ln]
+
+
+def compare_with_ours(ckpt, converted, work):
+    """tools/gguf/convert_official.py on the same checkpoint: which metadata keys (general.*
+    aside) and tensors (name, type, shape, bytes) differ from the converter's file."""
+    ours = os.path.join(work, "ours.gguf")
+    subprocess.run([sys.executable, os.path.join(ROOT, "tools", "gguf", "convert_official.py"), ckpt, ours,
+                    "--fp8", "q8_0"], check=True)
+
+    def load(p):
+        r = gguf.GGUFReader(p)
+        kv = {f.name: ([int(x) for x in f.types], f.contents()) for f in r.fields.values()
+              if not f.name.startswith(("GGUF.", "general."))}
+        ts = {t.name: (int(t.tensor_type), [int(x) for x in t.shape], np.asarray(t.data).tobytes()) for t in r.tensors}
+        return kv, ts
+    (ka, ta), (kb, tb) = load(converted), load(ours)
+    return {"metadata_keys_differing": sorted(k for k in set(ka) | set(kb) if ka.get(k) != kb.get(k)),
+            "tensors_differing": sorted(k for k in set(ta) | set(tb) if ta.get(k) != tb.get(k))}
 
 
 def read_gguf(path):
@@ -181,6 +201,7 @@ def main(argv=None):
             shutil.rmtree(a.out)
         os.makedirs(a.out)
         shutil.copy(files[outtypes[0]], os.path.join(a.out, "model.gguf"))
+        ours_vs = compare_with_ours(ckpt, files[outtypes[0]], work)
         if ours.keep_checkpoint:
             if os.path.exists(ours.keep_checkpoint):
                 shutil.rmtree(ours.keep_checkpoint)
@@ -208,6 +229,7 @@ def main(argv=None):
                    "outtypes_tried": outtypes,
                    "same_tensors_as_first_outtype": same,
                    "converter_notes": notes[outtypes[0]]},
+        "convert_official_py_vs_converter": ours_vs,
         "source_checkpoint": "official FP8 e4m3 (128x128 E8M0 scales) dense + MXFP4 experts, "
                              "BF16/F32 elsewhere, I64 tid2eid (make_fp8_fixture.py's layout)",
         "gguf_vs_checkpoint_max_abs_diff": vs_checkpoint,
@@ -229,7 +251,7 @@ def main(argv=None):
     with open(os.path.join(a.out, "meta.json"), "w") as f:
         json.dump(meta, f, indent=1)
         f.write("\n")
-    print(json.dumps({"out": a.out, "seed": seed, "bytes": meta["gguf_bytes"], "same": same,
+    print(json.dumps({"out": a.out, "seed": seed, "bytes": meta["gguf_bytes"], "same": same, "ours": ours_vs,
                       "vs_checkpoint": vs_checkpoint, "cached": cached, "gaps": meta["topk_gaps"]}, indent=1))
 
 
