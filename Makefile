@@ -39,7 +39,7 @@ TEST_BIN := $(TEST_SRC:tests/unit/%.c=$(BUILD)/tests/%)
 PARSER_TESTS := $(filter %/test_safetensors %/test_gguf %/test_ggml_quant %/test_config %/test_tokenizer %/test_chat \
                   %/test_dsml %/test_dsml_stream %/test_snapshot_data %/test_wformat %/test_faults %/test_error %/test_limits %/test_scheduler,$(TEST_BIN))
 
-.PHONY: all test test-parsers sanitized run clean deps deb-deps
+.PHONY: all test test-parsers sanitized run clean deps deb-deps demo-fp8 demo-reference
 
 # `make deps test` (README) with -j: nothing is built before deps are in.
 DEPS_FIRST := $(filter deps,$(MAKECMDGOALS))
@@ -100,7 +100,7 @@ $(BUILD)/tests/%: tests/unit/%.c $(BUILD)/libdsv4.a tests/test.h tests/test_stat
 	$(CC) $(CFLAGS) -Itests $(LDFLAGS) -o $@ $< $(BUILD)/libdsv4.a $(LDLIBS)
 
 # The scheduler test drives src/serve's scheduler and cache directly.
-SCHED_OBJ := $(patsubst %.c,$(BUILD)/%.o,src/serve/scheduler.c src/serve/cache.c src/serve/kvstore.c src/serve/metrics.c)
+SCHED_OBJ := $(patsubst %.c,$(BUILD)/%.o,src/serve/scheduler.c src/serve/sched_spec.c src/serve/force.c src/serve/cache.c src/serve/kvstore.c src/serve/metrics.c)
 $(BUILD)/tests/test_scheduler: tests/unit/test_scheduler.c $(SCHED_OBJ) $(BUILD)/libdsv4.a tests/test.h
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) -Itests $(LDFLAGS) -o $@ $< $(SCHED_OBJ) $(BUILD)/libdsv4.a $(LDLIBS)
@@ -115,8 +115,25 @@ Q ?= What is 347 + 285?
 run: $(BUILD)/dsv4
 	$(BUILD)/dsv4 generate --model models/demo --chat --temperature 0 -p "$(Q)"
 
+# The demo model in the released checkpoints' FP8/FP4 layout (tools/quant): its weights are made
+# here from models/demo (13.8 MB, byte-identical every time, not committed); its reference logits
+# are committed beside them (models/demo-fp8/PROVENANCE). test_oracle and tests/cli/demo_model.sh use it.
+DEMO_FP8 := models/demo-fp8/config.json
+demo-fp8: $(DEMO_FP8)
+$(DEMO_FP8): models/demo/config.json models/demo/model.safetensors.index.json models/demo/tokenizer.json \
+             $(wildcard models/demo/*.safetensors) tools/quant/quantize_fp8.py tools/quant/fp8_fp4.py | $(DEPS_FIRST)
+	@$(PYTHON) -c 'import numpy' 2>/dev/null || { echo "make: $(PYTHON) cannot import numpy: run make deps first (README)"; exit 1; }
+	$(PYTHON) tools/quant/quantize_fp8.py models/demo models/demo-fp8
+
+# transformers' reference logits of both demo checkpoints (tools/demo/parity.py), to be rerun after
+# models/demo changes; ORACLE_PY is a Python with torch and transformers 5.17.
+ORACLE_PY ?= python3
+demo-reference: $(BUILD)/dsv4 $(BUILD)/demo_render $(DEMO_FP8)
+	$(ORACLE_PY) tools/demo/parity.py --model models/demo
+	$(ORACLE_PY) tools/demo/parity.py --model models/demo-fp8
+
 ASAN_BUILD ?= build-asan
-test: $(BUILD)/dsv4 $(BUILD)/demo_render $(TEST_BIN) fuzz
+test: $(BUILD)/dsv4 $(BUILD)/demo_render $(DEMO_FP8) $(TEST_BIN) fuzz
 	@[ -x $(PYTHON) ] || { echo "make test: $(PYTHON) is missing: run make deps first (README)"; exit 1; }
 	$(MAKE) --no-print-directory SAN=1 BUILD=$(ASAN_BUILD) NVCC= sanitized
 	DSV4_BIN=$(BUILD)/dsv4 DSV4_ASAN_BUILD=$(ASAN_BUILD) DSV4_PYTHON=$(abspath $(PYTHON)) \
@@ -130,6 +147,7 @@ test-parsers: $(PARSER_TESTS)
 
 clean:
 	rm -rf build build-*
+	cd models/demo-fp8 && rm -f config.json model*.safetensors model.safetensors.index.json tokenizer.json
 
 # libFuzzer harnesses for the parsers (clang). `make fuzz-smoke` runs each for
 # FUZZ_TIME seconds from the seeds in tests/fuzz/corpus_<name>/; new inputs go

@@ -7,6 +7,10 @@
 struct dsv4_pool {
     int n;                 /* threads including the caller */
     pthread_t *th;
+    /* the workers' start arguments, owned by the pool: a worker never frees
+     * anything, so no free runs on another thread after pool_new returns
+     * (the allocation-failure tests count live allocations) */
+    struct worker_arg *args;
     pthread_mutex_t mu;
     pthread_cond_t go, done;
     uint64_t generation;   /* bumped per job; workers wait for a new one */
@@ -18,7 +22,7 @@ struct dsv4_pool {
     int64_t n_items, chunk;
 };
 
-typedef struct { dsv4_pool *p; int tid; } worker_arg;
+typedef struct worker_arg { dsv4_pool *p; int tid; } worker_arg;
 
 static void run_share(dsv4_pool *p, int tid)
 {
@@ -29,10 +33,9 @@ static void run_share(dsv4_pool *p, int tid)
 
 static void *worker(void *arg)
 {
-    worker_arg *wa = arg;
+    const worker_arg *wa = arg;
     dsv4_pool *p = wa->p;
     int tid = wa->tid;
-    free(wa);
     uint64_t seen = 0;
     pthread_mutex_lock(&p->mu);
     for (;;) {
@@ -61,11 +64,12 @@ dsv4_pool *pool_new(int n_threads)
     pthread_cond_init(&p->go, NULL);
     pthread_cond_init(&p->done, NULL);
     p->th = calloc((size_t)n_threads, sizeof *p->th);
-    if (!p->th) { free(p); return NULL; }
+    p->args = calloc((size_t)n_threads, sizeof *p->args);
+    if (!p->th || !p->args) { free(p->th); free(p->args); free(p); return NULL; }
     for (int i = 1; i < n_threads; i++) {
-        worker_arg *wa = malloc(sizeof *wa);
-        if (!wa || pthread_create(&p->th[i], NULL, worker, (wa->p = p, wa->tid = i, wa))) {
-            free(wa);
+        p->args[i].p = p;
+        p->args[i].tid = i;
+        if (pthread_create(&p->th[i], NULL, worker, &p->args[i])) {
             p->n = i; /* keep the threads we have */
             break;
         }
@@ -85,6 +89,7 @@ void pool_free(dsv4_pool *p)
     pthread_cond_destroy(&p->go);
     pthread_cond_destroy(&p->done);
     free(p->th);
+    free(p->args);
     free(p);
 }
 

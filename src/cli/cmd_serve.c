@@ -24,6 +24,10 @@ static void usage(FILE *f)
             "  --cache-mb MB        memory for resident sessions and turn snapshots (default 1024)\n"
             "  --kv-dir DIR         store session states here; reloaded after a restart\n"
             "  --prefill-chunk N    prompt tokens per prefill step between decode steps (default 256)\n"
+            "  --spec mtp[:K]       speculative decoding: the checkpoint's MTP head drafts K tokens (default 1)\n"
+            "                       per step and one verify step keeps those the model agrees with; greedy\n"
+            "                       output is unchanged, sampled output has the same distribution; at most\n"
+            "                       %d sessions (each is two lanes of a step)\n"
             "  --max-body BYTES     request body limit (default 4194304)\n"
             "  --max-depth N --max-messages N --max-prompt-tokens N --max-tokens N --max-stops N\n"
             "                       request limits (defaults 64, 1024, the context, 4096, 16)\n"
@@ -31,7 +35,7 @@ static void usage(FILE *f)
             "  --keepalive-ms MS    a stream quiet this long (a long prefill) gets a keep-alive (default 1000)\n"
             "  --max-connections N  (default 512)\n"
             "  --tokenizer PATH --threads N --device cpu|cuda|auto\n",
-            DSV4_MAX_LANES);
+            DSV4_MAX_LANES, DSV4_MAX_LANES / 2);
 }
 
 /* --NAME through the CLI's one number parser */
@@ -59,7 +63,7 @@ static char *read_key(const char *path)
 int cmd_serve(int argc, char **argv)
 {
     enum { O_HOST = 1, O_PORT, O_KEY, O_KEYFILE, O_NAME, O_SESS, O_QUEUE, O_CTX, O_CACHE, O_KV, O_CHUNK, O_BODY,
-           O_DEPTH, O_MSGS, O_PTOK, O_MAXTOK, O_STOPS, O_TIMEOUT, O_KEEPALIVE, O_CONNS, O_TOKENIZER, O_THREADS, O_DEVICE, O_SYNTH, O_LAYERS, O_EXPERTS, O_WEIGHTS, O_HELP };
+           O_DEPTH, O_MSGS, O_PTOK, O_MAXTOK, O_STOPS, O_TIMEOUT, O_KEEPALIVE, O_CONNS, O_TOKENIZER, O_THREADS, O_DEVICE, O_SYNTH, O_LAYERS, O_EXPERTS, O_WEIGHTS, O_SPEC, O_HELP };
     static const struct option opts[] = {
         {"model", required_argument, 0, 'm'}, {"host", required_argument, 0, O_HOST},
         {"port", required_argument, 0, O_PORT}, {"api-key", required_argument, 0, O_KEY},
@@ -75,7 +79,7 @@ int cmd_serve(int argc, char **argv)
         {"tokenizer", required_argument, 0, O_TOKENIZER}, {"threads", required_argument, 0, O_THREADS},
         {"device", required_argument, 0, O_DEVICE}, {"synthetic", required_argument, 0, O_SYNTH},
         {"layers", required_argument, 0, O_LAYERS}, {"experts", required_argument, 0, O_EXPERTS},
-        {"weights", required_argument, 0, O_WEIGHTS},
+        {"weights", required_argument, 0, O_WEIGHTS}, {"spec", required_argument, 0, O_SPEC},
         {"help", no_argument, 0, O_HELP}, {0, 0, 0, 0}};
     serve_options o = {0};
     o.host = "127.0.0.1";
@@ -128,6 +132,7 @@ int cmd_serve(int argc, char **argv)
         case O_LAYERS: bad = num("layers", optarg, 1, 4096, &v); o.synth_layers = (int)v; break;
         case O_EXPERTS: bad = num("experts", optarg, 1, 1 << 16, &v); o.synth_experts = (int)v; break;
         case O_WEIGHTS: o.synth_weights = optarg; break;
+        case O_SPEC: bad = cli_parse_spec("serve", optarg, &o.spec_k) != 0; break;
         case O_HELP: usage(stdout); free(key_file_text); return 0;
         default: bad = 1;
         }
@@ -138,6 +143,11 @@ int cmd_serve(int argc, char **argv)
     }
     if (!bad && !o.model_dir == !o.synthetic) {
         fprintf(stderr, "dsv4 serve: give exactly one of --model or --synthetic\n");
+        bad = 1;
+    }
+    if (!bad && o.spec_k && o.max_sessions > DSV4_MAX_LANES / 2) {
+        fprintf(stderr, "dsv4 serve: --max-sessions %d: at most %d with --spec (each session is two lanes of a step)\n",
+                o.max_sessions, DSV4_MAX_LANES / 2);
         bad = 1;
     }
     if (bad) { /* the line above says what is wrong; --help lists the options */

@@ -166,23 +166,9 @@ static void run_gemv(cu_impl *c, const cu_matmul_args *a)
 
 /* -------------------------------------------------------- tensor cores */
 
-/* Largest |value| over the block (all threads get it); sh: 32 floats. */
-__device__ __forceinline__ float block_absmax(float v, float *sh)
-{
-    for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
-    int w = threadIdx.x >> 5, l = threadIdx.x & 31, nw = blockDim.x >> 5;
-    if (l == 0) sh[w] = v;
-    __syncthreads();
-    v = l < nw ? sh[l] : 0.0f;
-    for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
-    return v;
-}
-
-/* Block (activation row (t, b), group block): the row's power of two e
- * (largest |x·2^e| in [2^14, 2^15); 0 for a zero or non-finite row, capped
- * so that 2^-e stays a normal float) — every block of the row finds the same
- * e from the whole row — then the f16 hi/lo split of x·2^e for its 256
- * 8-column groups, in the paired order of tc_f16.cuh, zeros past n. */
+/* Block (activation row (t, b), group block): tc_row_exp of the row (every
+ * block of the row finds the same e from the whole row), then its 256
+ * 8-column groups (tc_prep_group). */
 #define PREP_GROUPS 256
 __global__ void __launch_bounds__(256) tc_prep_kernel(const float *x, int64_t ldx, int G, int64_t n, int64_t npad,
                                                       __half *xq, float *pf)
@@ -191,39 +177,10 @@ __global__ void __launch_bounds__(256) tc_prep_kernel(const float *x, int64_t ld
     __shared__ float sh[32];
     int64_t r = blockIdx.x;
     const float *row = x + r / G * ldx + r % G * n;
-    float mx = 0.0f;
-    if ((uintptr_t)row % 16 == 0 && n % 4 == 0)
-        for (int64_t i = threadIdx.x; i < n / 4; i += blockDim.x) {
-            float4 v = ((const float4 *)row)[i];
-            mx = fmaxf(mx, fmaxf(fmaxf(fabsf(v.x), fabsf(v.y)), fmaxf(fabsf(v.z), fabsf(v.w))));
-        }
-    else
-        for (int64_t i = threadIdx.x; i < n; i += blockDim.x) mx = fmaxf(mx, fabsf(row[i]));
-    mx = block_absmax(mx, sh);
-    int e = 0;
-    if (mx > 0.0f && mx <= 3.4028235e38f) {
-        int E;
-        frexpf(mx, &E); /* mx = f·2^E, f in [0.5, 1): e in [-113, 126] */
-        e = 15 - E < 126 ? 15 - E : 126;
-    }
-    float p2 = __int_as_float((127 + e) << 23); /* 2^e, a normal float: x·p2 is exact */
-    __half *o = xq + r * 2 * npad;
+    int e = tc_row_exp(row, n, sh);
     int64_t g8 = (int64_t)blockIdx.y * PREP_GROUPS + threadIdx.x;
-    if (g8 < npad / 8) {
-        __align__(16) __half hv[8], lv[8];
-#pragma unroll
-        for (int j = 0; j < 8; j++) {
-            int64_t c = g8 * 8 + j;
-            float v = c < n ? row[c] * p2 : 0.0f;
-            __half h = __float2half_rn(v);
-            int p = (j & 3) * 2 + (j >> 2); /* [x0 x4 x1 x5 x2 x6 x3 x7] */
-            hv[p] = h;
-            lv[p] = __float2half_rn(v - __half2float(h));
-        }
-        ((uint4 *)(o + g8 * 16))[0] = *(const uint4 *)hv;
-        ((uint4 *)(o + g8 * 16))[1] = *(const uint4 *)lv;
-    }
-    if (blockIdx.y == 0 && threadIdx.x == 0) pf[r] = __int_as_float((127 - e) << 23);
+    if (g8 < npad / 8) tc_prep_group(row, n, g8, e, xq + r * 2 * npad);
+    if (blockIdx.y == 0 && threadIdx.x == 0) pf[r] = tc_exp_factor(e);
 }
 
 size_t tc_prep_bytes(int64_t rows, int64_t n)
@@ -246,21 +203,30 @@ void tc_prep(cu_impl *c, const float *x, int64_t ldx, int T, int G, int64_t n, _
  * ((slice 0 + slice 1) + slice 2) + ... .
  * SEQ = 0: the ks warps of a row tile run one slice each (decode);
  * SEQ = 1: each warp runs every slice in turn (prefill).
- * U: chunks whose loads are in flight while one is computed. */
+ * U: chunks whose loads are in flight while one is computed.
+ * stage (G = 1, few rows): the block prepares its token rows of x itself,
+ * into shared memory (tc_prep_block), instead of reading xq/pf. */
 template <int FAM, int MT, int NT, int SEQ, int U>
-__global__ void __launch_bounds__(256) tc_kernel(const __half *xq, const float *pf, int T, int G, dsv4_mat W,
-                                                 float *y, int64_t ldy, int ks, int64_t grp_rows)
+__global__ void __launch_bounds__(256) tc_kernel(const __half *xq, const float *pf, const float *x, int64_t ldx,
+                                                 int stage, int T, int G, dsv4_mat W, float *y, int64_t ldy, int ks,
+                                                 int64_t grp_rows)
 {
     cu_pdl();
-    extern __shared__ float part[]; /* SEQ = 0, ks > 1: [8 warps][MT][NT][4][32] */
+    extern __shared__ float part[]; /* SEQ = 0, ks > 1: [8 warps][MT][NT][4][32]; then the staged rows */
     int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, q = lane & 3;
+    int64_t tb = (int64_t)blockIdx.y * 8 * NT, npad = tc_npad(W.cols);
+    int nr = T - tb < 8 * NT ? (int)(T - tb) : 8 * NT;
+    float *stg = part + (!SEQ && ks > 1 ? 8 * MT * NT * 4 * 32 : 0);
+    __half *sx = (__half *)stg;
+    float *spf = stg + (int64_t)nr * npad, *sh = spf + 8;
+    if (stage) tc_prep_block(x + tb * ldx, ldx, nr, W.cols, sx, spf, sh);
     int wpt = SEQ ? 1 : ks; /* warps per row tile */
     int sp0 = warp % wpt;
     int64_t row0 = ((int64_t)blockIdx.x * (8 / wpt) + warp / wpt) * (16 * MT);
     int active = row0 < W.rows;
     if (wpt == 1 && !active) return;
     if (!active) row0 = 0; /* a dummy tile, so every warp reaches the barrier */
-    int64_t n = W.cols, rb = cu_row_bytes(W), npad = tc_npad(n);
+    int64_t n = W.cols, rb = cu_row_bytes(W);
     int64_t gb = grp_rows ? row0 / grp_rows : 0; /* matmul_grouped: the row block */
     const char *wr[MT][2], *sr[MT][2];
 #pragma unroll
@@ -272,48 +238,22 @@ __global__ void __launch_bounds__(256) tc_kernel(const __half *xq, const float *
             wr[m][h] = (const char *)W.data + r * rb + (FAM == CU_W_FP8 ? 16 * q : 4 * q);
             sr[m][h] = cu_scale_row(W, r);
         }
-    int64_t tb = (int64_t)blockIdx.y * 8 * NT;
     const __half *xr[NT];
     float P[NT][2];
 #pragma unroll
     for (int j = 0; j < NT; j++) {
         int64_t t = tb + 8 * j + g;
-        xr[j] = xq + ((t < T ? t : T - 1) * G + gb) * 2 * npad;
+        t = t < T ? t : T - 1;
+        xr[j] = stage ? sx + (t - tb) * 2 * npad : xq + (t * G + gb) * 2 * npad;
 #pragma unroll
         for (int e = 0; e < 2; e++) {
             int64_t u = tb + 8 * j + 2 * q + e;
-            P[j][e] = tc_row_factor<FAM>(pf, (u < T ? u : T - 1) * G + gb);
+            u = u < T ? u : T - 1;
+            P[j][e] = stage ? tc_row_factor<FAM>(spf, u - tb) : tc_row_factor<FAM>(pf, u * G + gb);
         }
     }
-    float tot[MT][NT][4], acc[MT][NT][4];
-    int sp_end = SEQ ? ks : sp0 + 1;
-    for (int sp = SEQ ? 0 : sp0; sp < sp_end; sp++) {
-        tc_slice_f16<FAM, MT, NT, U>(acc, W, wr, sr, rb, n, sp, ks, xr, P, q);
-#pragma unroll
-        for (int m = 0; m < MT; m++)
-#pragma unroll
-            for (int j = 0; j < NT; j++)
-#pragma unroll
-                for (int i = 0; i < 4; i++) tot[m][j][i] = SEQ && sp > 0 ? tot[m][j][i] + acc[m][j][i] : acc[m][j][i];
-    }
-    if (!SEQ && ks > 1) {
-#pragma unroll
-        for (int m = 0; m < MT; m++)
-#pragma unroll
-            for (int j = 0; j < NT; j++)
-#pragma unroll
-                for (int i = 0; i < 4; i++) part[(((warp * MT + m) * NT + j) * 4 + i) * 32 + lane] = tot[m][j][i];
-        __syncthreads();
-        if (sp0 != 0 || !active) return;
-#pragma unroll
-        for (int m = 0; m < MT; m++)
-#pragma unroll
-            for (int j = 0; j < NT; j++)
-#pragma unroll
-                for (int i = 0; i < 4; i++)
-                    for (int k = 1; k < ks; k++)
-                        tot[m][j][i] += part[((((warp + k) * MT + m) * NT + j) * 4 + i) * 32 + lane];
-    }
+    float tot[MT][NT][4];
+    if (!tc_warp_sums<FAM, MT, NT, SEQ, U>(tot, W, wr, sr, rb, n, ks, sp0, xr, P, q, part) || !active) return;
 #pragma unroll
     for (int m = 0; m < MT; m++)
 #pragma unroll
@@ -331,15 +271,21 @@ static int tc_ok(const dsv4_mat *W, int64_t grp_rows)
     return tc_shape_ok(*W) && grp_rows % 16 == 0;
 }
 
+/* Shared bytes of the slice sums of an instance. */
+static size_t tc_part_bytes(int seq, int mt, int nt, int ks)
+{
+    return !seq && ks > 1 ? (size_t)8 * mt * nt * 4 * 32 * sizeof(float) : 0;
+}
+
 template <int FAM, int MT, int NT, int SEQ, int U>
-static void tc_launch(cu_impl *c, const cu_matmul_args *a, int ks, int G)
+static void tc_launch(cu_impl *c, const cu_matmul_args *a, int ks, int G, int stage)
 {
     const dsv4_mat *W = &a->W;
     int wpt = SEQ ? 1 : ks;
-    size_t shm = !SEQ && ks > 1 ? (size_t)8 * MT * NT * 4 * 32 * sizeof(float) : 0;
+    size_t shm = tc_part_bytes(SEQ, MT, NT, ks) + (stage ? tc_stage_bytes(a->T < 8 * NT ? a->T : 8 * NT, W->cols) : 0);
     dim3 grid(cu_blocks(W->rows, 8 / wpt * 16 * MT), cu_blocks(a->T, 8 * NT));
     cu_launch(c, "tc_kernel", tc_kernel<FAM, MT, NT, SEQ, U>, grid, dim3(256), shm, (const __half *)a->xq,
-              (const float *)a->pf, a->T, G, *W, a->y, a->ldy, ks, a->grp_rows);
+              (const float *)a->pf, a->x, a->ldx, stage, a->T, G, *W, a->y, a->ldy, ks, a->grp_rows);
 }
 
 /* The instance only sets how many rows and tokens a warp holds; every
@@ -350,11 +296,14 @@ static void run_tc(cu_impl *c, const cu_matmul_args *a)
     constexpr int CC = FAM == CU_W_FP8 ? TC_CC8 : TC_CC4;
     int G = a->grp_rows ? (int)(a->W.rows / a->grp_rows) : 1;
     int ks = tc_splits(a->W.rows, (a->W.cols + CC - 1) / CC);
-    tc_prep(c, a->x, a->ldx, a->T, G, a->W.cols, a->xq, a->pf);
-    if (a->T <= 8) tc_launch<FAM, 1, 1, 0, 4>(c, a, ks, G);
-    else if (a->T <= 64) tc_launch<FAM, 1, 4, 0, 2>(c, a, ks, G);
-    else if (a->grp_rows % 32 == 0) tc_launch<FAM, 2, 4, 1, 2>(c, a, ks, G);
-    else tc_launch<FAM, 1, 4, 1, 2>(c, a, ks, G);
+    /* decode steps whose rows fit in shared memory prepare them in each block */
+    int stage = a->T <= 8 && G == 1 && a->W.cols <= TC_STAGE_MAX_N &&
+                tc_part_bytes(0, 1, 1, ks) + tc_stage_bytes(a->T, a->W.cols) <= TC_STAGE_MAX;
+    if (!stage) tc_prep(c, a->x, a->ldx, a->T, G, a->W.cols, a->xq, a->pf);
+    if (a->T <= 8) tc_launch<FAM, 1, 1, 0, 4>(c, a, ks, G, stage);
+    else if (a->T <= 64) tc_launch<FAM, 1, 4, 0, 2>(c, a, ks, G, 0);
+    else if (a->grp_rows % 32 == 0) tc_launch<FAM, 2, 4, 1, 2>(c, a, ks, G, 0);
+    else tc_launch<FAM, 1, 4, 1, 2>(c, a, ks, G, 0);
 }
 
 void cu_exec_matmul(cu_impl *c, const void *args, const int64_t *dpos)

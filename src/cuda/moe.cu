@@ -32,6 +32,7 @@ typedef struct {
     int32_t *grp;   /* see group_kernel */
     int gmax;       /* most groups a step can have: min(E, T·K) + 1 */
     int tc_r, tc_s;  /* the routed / shared experts take the tensor-core path */
+    int stage_up, stage_down; /* one-token step: the expert kernels prepare their row themselves */
     __half *xq, *hq; /* tensor-core experts: prepared rows of x (T) and of H (pairs), */
     float *xpf, *hpf; /* and their factors (tc_f16.cuh); NULL when no expert takes that path */
     int *err;
@@ -369,7 +370,7 @@ __global__ void __launch_bounds__(256) expert_tc_kernel(moe_args a, int part, in
 {
     cu_pdl();
     constexpr int MT = UP ? 2 : 1;
-    extern __shared__ float sm[]; /* SEQ = 0, ks > 1: [8 warps][MT][NT][4][32] */
+    extern __shared__ float sm[]; /* SEQ = 0, ks > 1: [8 warps][MT][NT][4][32]; then the staged row */
     int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, q = lane & 3;
     int single = a.T == 1; /* one-token steps are not grouped: group k is slot k (group_at) */
     int gi = part == PART_SHARED ? (single ? a.K : a.grp[0] - 1) : (int)blockIdx.y;
@@ -377,6 +378,11 @@ __global__ void __launch_bounds__(256) expert_tc_kernel(moe_args a, int part, in
     if (G.i0 == G.i1 || part_skips(part, G.e)) return; /* the whole block */
     int wpt = SEQ ? 1 : ks, sp0 = warp % wpt;
     int64_t R = UP ? a.I : a.D, n = UP ? a.D : a.I, npad = tc_npad(n);
+    /* one-token steps: the block prepares its one row (x, or the pair's H)
+     * in shared memory instead of reading the prepared rows (tc_prep_block) */
+    float *stg = sm + (!SEQ && ks > 1 ? 8 * MT * NT * 4 * 32 : 0);
+    int stage = UP ? a.stage_up : a.stage_down;
+    if (stage) tc_prep_block(UP ? a.x : a.H + (int64_t)G.i0 * a.I, 0, 1, n, (__half *)stg, stg + npad, stg + npad + 8);
     int64_t row0 = ((int64_t)blockIdx.x * (8 / wpt) + warp / wpt) * 16;
     int active = row0 < R;
     if (wpt == 1 && !active) return;
@@ -404,53 +410,18 @@ __global__ void __launch_bounds__(256) expert_tc_kernel(moe_args a, int part, in
         for (int j = 0; j < NT; j++) {
             int64_t i = ib + 8 * j + g;
             int p = single ? (int)(i < G.i1 ? i : G.i1 - 1) : group_pair(a, (int)(i < G.i1 ? i : G.i1 - 1));
-            xr[j] = pq + (int64_t)(UP ? pair_token(a, p) : p) * 2 * npad;
+            xr[j] = stage ? (const __half *)stg : pq + (int64_t)(UP ? pair_token(a, p) : p) * 2 * npad;
 #pragma unroll
             for (int e = 0; e < 2; e++) {
                 int64_t i2 = ib + 8 * j + 2 * q + e;
                 int p2 = single ? (int)(i2 < G.i1 ? i2 : G.i1 - 1)
                                 : group_pair(a, (int)(i2 < G.i1 ? i2 : G.i1 - 1));
-                P[j][e] = tc_row_factor<FAM>(ppf, UP ? pair_token(a, p2) : p2);
+                P[j][e] = stage ? tc_row_factor<FAM>(stg + npad, 0) : tc_row_factor<FAM>(ppf, UP ? pair_token(a, p2) : p2);
             }
         }
-        float tot[MT][NT][4], acc[MT][NT][4];
-        int sp_end = SEQ ? ks : sp0 + 1;
-        for (int sp = SEQ ? 0 : sp0; sp < sp_end; sp++) {
-            if (UP) {
-                /* w1 and w3 rows as the two tiles: one pass over the pairs' x */
-                tc_slice_f16<FAM, MT, NT, U>(acc, W[0], wr, sr, rb, n, sp, ks, xr, P, q);
-            } else {
-                tc_slice_f16<FAM, MT, NT, U>(acc, W[0], wr, sr, rb, n, sp, ks, xr, P, q);
-            }
-#pragma unroll
-            for (int m = 0; m < MT; m++)
-#pragma unroll
-                for (int j = 0; j < NT; j++)
-#pragma unroll
-                    for (int i = 0; i < 4; i++)
-                        tot[m][j][i] = SEQ && sp > 0 ? tot[m][j][i] + acc[m][j][i] : acc[m][j][i];
-        }
-        int store = active;
-        if (!SEQ && ks > 1) {
-#pragma unroll
-            for (int m = 0; m < MT; m++)
-#pragma unroll
-                for (int j = 0; j < NT; j++)
-#pragma unroll
-                    for (int i = 0; i < 4; i++) sm[(((warp * MT + m) * NT + j) * 4 + i) * 32 + lane] = tot[m][j][i];
-            __syncthreads();
-            store = active && sp0 == 0;
-            if (store)
-#pragma unroll
-                for (int m = 0; m < MT; m++)
-#pragma unroll
-                    for (int j = 0; j < NT; j++)
-#pragma unroll
-                        for (int i = 0; i < 4; i++)
-                            for (int k = 1; k < ks; k++)
-                                tot[m][j][i] += sm[((((warp + k) * MT + m) * NT + j) * 4 + i) * 32 + lane];
-            __syncthreads(); /* sm is written again by the next token tile */
-        }
+        /* UP: the w1 and w3 rows as the two tiles, one pass over the pairs' x */
+        float tot[MT][NT][4];
+        int store = tc_warp_sums<FAM, MT, NT, SEQ, U>(tot, W[0], wr, sr, rb, n, ks, sp0, xr, P, q, sm) && active;
         if (!store) continue;
 #pragma unroll
         for (int j = 0; j < NT; j++)
@@ -476,7 +447,7 @@ static void launch_tc(cu_impl *c, const moe_args *a, int part)
     unsigned gy = part == PART_SHARED ? 1u : (unsigned)a->gmax;
     const char *what = UP ? "moe up (tensor cores)" : "moe down (tensor cores)";
     if (a->T <= 64) {
-        size_t shm = ks > 1 ? (size_t)8 * MT * 1 * 4 * 32 * sizeof(float) : 0;
+        size_t shm = (ks > 1 ? (size_t)8 * MT * 1 * 4 * 32 * sizeof(float) : 0) + ((UP ? a->stage_up : a->stage_down) ? tc_stage_bytes(1, n) : 0);
         dim3 grid(cu_blocks(R, 8 / ks * 16), gy, 1);
         /* loads in flight: 4 chunks of one row tile, 2 of the two tiles (up) */
         if (a->T == 1) cu_launch(c, what, expert_tc_kernel<FAM, 1, 0, UP ? 2 : 4, UP>, grid, dim3(256), shm, *a, part, ks);
@@ -566,9 +537,9 @@ void cu_exec_moe(cu_impl *c, const void *args, const int64_t *dpos)
     /* routed experts and shared expert: tensor cores where their format and
      * shapes allow, else the fp32 kernels; one fp32 launch when neither does */
     int tr = a->tc_r, ts = a->tc_s;
-    if (tr || ts) tc_prep(c, a->x, a->D, a->T, 1, a->D, a->xq, a->xpf);
+    if ((tr || ts) && !a->stage_up) tc_prep(c, a->x, a->D, a->T, 1, a->D, a->xq, a->xpf);
     for (int up = 1; up >= 0; up--) {
-        if (!up && (tr || ts)) tc_prep(c, a->H, a->I, a->T * a->K + a->T, 1, a->I, a->hq, a->hpf);
+        if (!up && (tr || ts) && !a->stage_down) tc_prep(c, a->H, a->I, a->T * a->K + a->T, 1, a->I, a->hq, a->hpf);
         if (!tr && !ts) {
             launch_fp32_part(c, a, up, PART_ALL);
             continue;
@@ -707,6 +678,9 @@ void cu_moe(dsv4_backend *b, const float *x, const int32_t *tok, int T, int D, c
     for (int e = 0; e < E && a.tc_r; e++) a.tc_r = tc_expert(&p->w1[e], &p->w2[e]) && tc_shape_ok(p->w3[e]);
     a.tc_s = tc_expert(p->sh_w1, p->sh_w2) && tc_shape_ok(*p->sh_w3);
     int tcx = a.tc_r || a.tc_s || tc_shape_ok(a.gate);
+    /* a one-token step stages its rows when they fit next to the slice sums (4 slices of 2 tiles) */
+    a.stage_up = T == 1 && D <= TC_STAGE_MAX_N && (size_t)8 * 2 * 4 * 32 * 4 + tc_stage_bytes(1, D) <= TC_STAGE_MAX;
+    a.stage_down = T == 1 && I <= TC_STAGE_MAX_N && (size_t)8 * 2 * 4 * 32 * 4 + tc_stage_bytes(1, I) <= TC_STAGE_MAX;
     size_t o_hq = o_xq + (tcx ? al(tc_prep_bytes((int64_t)t, D)) : 0);
     size_t total = o_hq + (tcx ? al(tc_prep_bytes((int64_t)pairs, I)) : 0);
     char *ws = (char *)cu_ws(c, WS_MOE, total);

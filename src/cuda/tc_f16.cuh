@@ -251,6 +251,51 @@ __device__ __forceinline__ void tc_slice_f16(float (*acc)[NT][4], const dsv4_mat
 #undef TC_LOAD
 }
 
+/* A warp's row sums, the same for every instance: SEQ = 1 runs all ks
+ * slices in turn, SEQ = 0 its own slice sp0 (the ks warps of a row tile
+ * side by side), and then adds the others' through part ([8 warps][MT][NT]
+ * [4][32] floats) in slice order. Returns whether this warp holds the
+ * finished sums (SEQ = 0: the tile's first warp). Every warp of the block
+ * must call it (barriers). */
+template <int FAM, int MT, int NT, int SEQ, int U>
+__device__ __forceinline__ int tc_warp_sums(float (*tot)[NT][4], const dsv4_mat &W, const char *const (*wr)[2],
+                                            const char *const (*sr)[2], int64_t rb, int64_t n, int ks, int sp0,
+                                            const __half *const *xr, const float (*P)[2], int q, float *part)
+{
+    int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    float acc[MT][NT][4];
+    int sp_end = SEQ ? ks : sp0 + 1;
+    for (int sp = SEQ ? 0 : sp0; sp < sp_end; sp++) {
+        tc_slice_f16<FAM, MT, NT, U>(acc, W, wr, sr, rb, n, sp, ks, xr, P, q);
+#pragma unroll
+        for (int m = 0; m < MT; m++)
+#pragma unroll
+            for (int j = 0; j < NT; j++)
+#pragma unroll
+                for (int i = 0; i < 4; i++) tot[m][j][i] = SEQ && sp > 0 ? tot[m][j][i] + acc[m][j][i] : acc[m][j][i];
+    }
+    if (SEQ || ks == 1) return 1;
+#pragma unroll
+    for (int m = 0; m < MT; m++)
+#pragma unroll
+        for (int j = 0; j < NT; j++)
+#pragma unroll
+            for (int i = 0; i < 4; i++) part[(((warp * MT + m) * NT + j) * 4 + i) * 32 + lane] = tot[m][j][i];
+    __syncthreads();
+    int mine = sp0 == 0;
+    if (mine)
+#pragma unroll
+        for (int m = 0; m < MT; m++)
+#pragma unroll
+            for (int j = 0; j < NT; j++)
+#pragma unroll
+                for (int i = 0; i < 4; i++)
+                    for (int k = 1; k < ks; k++)
+                        tot[m][j][i] += part[((((warp + k) * MT + m) * NT + j) * 4 + i) * 32 + lane];
+    __syncthreads(); /* part may be written again by the caller's next tile */
+    return mine;
+}
+
 /* The factor of a prepared row's sums for the weight family: the row's
  * 2^-e times the codes' 2^8 (FP8) or 2^14 (FP4). */
 template <int FAM>
@@ -258,6 +303,96 @@ __device__ __forceinline__ float tc_row_factor(const float *pf, int64_t row)
 {
     return pf[row] * (FAM == CU_W_FP8 ? 256.0f : 16384.0f);
 }
+
+/* ---- activation rows (the preparation of the header comment) ---- */
+
+/* Largest |value| over the block (all threads get it); sh: 32 floats. */
+__device__ __forceinline__ float tc_block_absmax(float v, float *sh)
+{
+    for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+    int w = threadIdx.x >> 5, l = threadIdx.x & 31, nw = blockDim.x >> 5;
+    __syncthreads(); /* sh may still be read from a previous call */
+    if (l == 0) sh[w] = v;
+    __syncthreads();
+    v = l < nw ? sh[l] : 0.0f;
+    for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+    return v;
+}
+
+/* A row's power of two e (largest |x·2^e| in [2^14, 2^15); 0 for a zero or
+ * non-finite row, capped so that 2^-e stays a normal float). All threads of
+ * the block call it and get e. */
+__device__ __forceinline__ int tc_row_exp(const float *row, int64_t n, float *sh)
+{
+    float mx = 0.0f;
+    if ((uintptr_t)row % 16 == 0 && n % 4 == 0)
+        for (int64_t i = threadIdx.x; i < n / 4; i += blockDim.x) {
+            float4 v = ((const float4 *)row)[i];
+            mx = fmaxf(mx, fmaxf(fmaxf(fabsf(v.x), fabsf(v.y)), fmaxf(fabsf(v.z), fabsf(v.w))));
+        }
+    else
+        for (int64_t i = threadIdx.x; i < n; i += blockDim.x) mx = fmaxf(mx, fabsf(row[i]));
+    mx = tc_block_absmax(mx, sh);
+    int e = 0;
+    if (mx > 0.0f && mx <= 3.4028235e38f) {
+        int E;
+        frexpf(mx, &E); /* mx = f·2^E, f in [0.5, 1): e in [-113, 126] */
+        e = 15 - E < 126 ? 15 - E : 126;
+    }
+    return e;
+}
+
+/* 2^-e, the factor that undoes a row's scaling (a normal float). */
+__device__ __forceinline__ float tc_exp_factor(int e) { return __int_as_float((127 - e) << 23); }
+
+/* 8-column group g8 of a prepared row at o: f16 hi/lo of x·2^e in the
+ * paired order [x0 x4 x1 x5 x2 x6 x3 x7], zeros past n (x·2^e is exact). */
+__device__ __forceinline__ void tc_prep_group(const float *row, int64_t n, int64_t g8, int e, __half *o)
+{
+    float p2 = __int_as_float((127 + e) << 23);
+    __align__(16) __half hv[8], lv[8];
+#pragma unroll
+    for (int j = 0; j < 8; j++) {
+        int64_t c = g8 * 8 + j;
+        float v = c < n ? row[c] * p2 : 0.0f;
+        __half h = __float2half_rn(v);
+        int p = (j & 3) * 2 + (j >> 2);
+        hv[p] = h;
+        lv[p] = __float2half_rn(v - __half2float(h));
+    }
+    ((uint4 *)(o + g8 * 16))[0] = *(const uint4 *)hv;
+    ((uint4 *)(o + g8 * 16))[1] = *(const uint4 *)lv;
+}
+
+/* The block prepares nr rows (row i at x + i·ldx) itself into shared
+ * memory: sx (nr rows of 2·tc_npad(n) halves), spf (nr factors); the same
+ * values tc_prep writes, for decode steps whose rows fit (tc_stage_bytes),
+ * saving the preparation launch and the activations' trips to L2. */
+__device__ __forceinline__ void tc_prep_block(const float *x, int64_t ldx, int nr, int64_t n, __half *sx, float *spf,
+                                              float *sh)
+{
+    int64_t npad = tc_npad(n);
+    for (int i = 0; i < nr; i++) {
+        const float *row = x + i * ldx;
+        int e = tc_row_exp(row, n, sh);
+        for (int64_t g8 = threadIdx.x; g8 < npad / 8; g8 += blockDim.x) tc_prep_group(row, n, g8, e, sx + i * 2 * npad);
+        if (threadIdx.x == 0) spf[i] = tc_exp_factor(e);
+    }
+    __syncthreads();
+}
+
+/* Shared bytes for nr rows prepared in a block (plus the factors and the
+ * reduction scratch); decode stages its rows when this fits next to the
+ * slice sums in the default 48 KB and the rows are short: every block
+ * prepares the whole row, which at 4096 columns and more costs more than
+ * the launch it saves (H200: FP8 1024 and MXFP4 2048 columns 18-36 %
+ * faster staged, 4096 and 8192 columns 8-30 % slower). */
+#define TC_STAGE_MAX_N 2048
+__host__ __device__ static inline size_t tc_stage_bytes(int nr, int64_t n)
+{
+    return (size_t)nr * (size_t)tc_npad(n) * 4 + 8 * 4 + 32 * 4;
+}
+#define TC_STAGE_MAX (40 * 1024)
 
 /* Whether W takes the tensor-core path: FP8 with scale blocks holding
  * whole chunks, MXFP4 with 32-column blocks; rows 16-byte aligned (shape
@@ -270,15 +405,15 @@ __host__ static inline int tc_shape_ok(const dsv4_mat &W)
     return 0;
 }
 
-/* K slices (a power of two up to 4, one warp each in decode): about 2048
+/* K slices (a power of two up to 8, one warp each in decode): about 2048
  * warps for short matrices, each slice at least 4 chunks. From the shape
- * alone. (Measured on the H200 against 8192 warps / up to 8 slices / 2
- * chunks: 12-layer FP8/FP4 decode 167 vs 150 tok/s; longer-lived warps
- * stream better than many short ones.) */
+ * alone. (Measured on the H200 against 8192 warps / 2 chunks: 12-layer
+ * FP8/FP4 decode 167 vs 150 tok/s, longer-lived warps streaming better;
+ * at most 4 slices cost small matrices such as wq_a 50 %.) */
 __host__ static inline int tc_splits(int64_t rows, int64_t nch)
 {
     int ks = 1;
-    while (ks < 4 && (rows + 15) / 16 * ks < 2048 && nch / (ks * 2) >= 4) ks *= 2;
+    while (ks < 8 && (rows + 15) / 16 * ks < 2048 && nch / (ks * 2) >= 4) ks *= 2;
     return ks;
 }
 

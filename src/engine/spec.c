@@ -147,10 +147,10 @@ static dsv4_status emit(spec_lane *l, const int32_t *t, int n)
     return DSV4_OK;
 }
 
-dsv4_status spec_feed(spec_lane *l, const int32_t *t, int n)
+/* Feeds t[0..n) at the session's position, the MTP's owed rows with the
+ * first chunk; the last row's logits go to dlog. */
+static dsv4_status feed(spec_lane *l, const int32_t *t, int n)
 {
-    if (n < 1 || !t) return dsv4_fail(DSV4_ERR_ARG, "spec: empty prompt");
-    l->n_hist = 0; /* the penalties count what is generated from here on */
     dsv4_model *m = l->s->m;
     /* in chunks: each chunk's streams are what the MTP needs next; the
      * previous chunk's rows go to the MTP with the same step */
@@ -177,11 +177,64 @@ dsv4_status spec_feed(spec_lane *l, const int32_t *t, int n)
         free(h);
         done += T;
     }
+    l->has_next = 0;
+    l->n_out = 0;
+    return DSV4_OK;
+}
+
+/* The token after what was fed, from dlog (among allow[0..n_allow) only,
+ * when n_allow > 0): out[0]. */
+static dsv4_status sample_first(spec_lane *l, const int32_t *allow, int n_allow)
+{
+    if (n_allow) { /* everything else to -inf; l->p keeps the allowed logits meanwhile */
+        for (int i = 0; i < n_allow; i++) l->p[i] = l->dlog[allow[i]];
+        for (int i = 0; i < l->V; i++) l->dlog[i] = -INFINITY;
+        for (int i = 0; i < n_allow; i++) l->dlog[allow[i]] = l->p[i];
+    }
     dsv4_status st = dist(l, l->dlog, NULL, 0, l->p);
     if (st) return st;
     int32_t first = pick(l, l->p);
     l->pend_tok[l->n_pend - 1] = first;
+    l->out_logits = l->dlog;
     return emit(l, &first, 1);
+}
+
+dsv4_status spec_prefill(spec_lane *l, const int32_t *t, int n)
+{
+    if (n < 1 || !t) return dsv4_fail(DSV4_ERR_ARG, "spec: empty prompt");
+    l->n_hist = 0; /* the penalties count what is generated from here on */
+    return feed(l, t, n);
+}
+
+dsv4_status spec_feed(spec_lane *l, const int32_t *t, int n)
+{
+    dsv4_status st = spec_prefill(l, t, n);
+    return st ? st : sample_first(l, NULL, 0);
+}
+
+dsv4_status spec_force(spec_lane *l, const int32_t *t, int n, const int32_t *allow, int n_allow)
+{
+    int first = l->has_next, total = first + n;
+    if (n < 0 || (n && !t) || total < 1 || n_allow < 0 || n_allow > l->V)
+        return dsv4_fail(DSV4_ERR_ARG, "spec: nothing to force");
+    int32_t *all = malloc((size_t)total * sizeof *all);
+    if (!all || !grow((void **)&l->hist, &l->cap_hist, l->n_hist + n + 1, sizeof *l->hist)) {
+        free(all);
+        return dsv4_fail(DSV4_ERR_NOMEM, "out of memory");
+    }
+    if (first) all[0] = l->next;
+    if (n) memcpy(all + first, t, (size_t)n * sizeof *t);
+    dsv4_status st = feed(l, all, total);
+    free(all);
+    if (st) return st;
+    if (n) memcpy(l->hist + l->n_hist, t, (size_t)n * sizeof *t); /* produced, as far as the penalties go */
+    l->n_hist += n;
+    return sample_first(l, allow, n_allow);
+}
+
+const float *spec_out_logits(const spec_lane *l, int i)
+{
+    return i >= 0 && i < l->n_out ? l->out_logits + (size_t)i * (size_t)l->V : NULL;
 }
 
 /* Draft i of every lane that drafts that deep: one MTP step over the rows
@@ -284,6 +337,16 @@ static int accept_drafts(void *user, const dsv4_lane *ln)
     return v->n_out;
 }
 
+/* A step that did not commit: every lane's sampler goes back to where it
+ * was, so the redrawn drafts are the same and the lane's output does not
+ * depend on whether a step beside it was vetoed. */
+static dsv4_status undraw(spec_lane *const *L, int n, const sampler_rng *rng, dsv4_status st)
+{
+    for (int a = 0; a < n; a++)
+        if (L[a]->smp) sampler_rng_restore(L[a]->smp, rng[a]);
+    return st;
+}
+
 dsv4_status spec_step(dsv4_model *m, spec_lane *const *L, int n, const dsv4_gate *gate)
 {
     if (!m || !L || n < 1 || 2 * n > DSV4_MAX_LANES)
@@ -297,9 +360,13 @@ dsv4_status spec_step(dsv4_model *m, spec_lane *const *L, int n, const dsv4_gate
         if (l->budget > 0 && k[a] > l->budget - 1) k[a] = l->budget - 1;
         if (k[a] > deepest) deepest = k[a];
     }
+    /* until the step commits, the samplers' draws (drafts, acceptance) are taken back on failure */
+    sampler_rng rng[DSV4_MAX_LANES / 2];
+    for (int a = 0; a < n; a++)
+        if (L[a]->smp) rng[a] = sampler_rng_state(L[a]->smp);
     dsv4_status st = DSV4_OK;
     for (int i = 1; i <= deepest && !st; i++) st = draft_round(m, L, k, n, i);
-    if (st) return st;
+    if (st) return undraw(L, n, rng, st);
 
     /* verify: per lane the model's k+1 rows and the MTP rows it owes */
     dsv4_lane ln[DSV4_MAX_LANES];
@@ -320,8 +387,8 @@ dsv4_status spec_step(dsv4_model *m, spec_lane *const *L, int n, const dsv4_gate
     }
     st = dsv4_step(m, ln, nl, gate);
     for (int a = 0; a < n; a++)
-        if (v[a].st) return v[a].st; /* an acceptance that could not compute refused the step */
-    if (st) return st;
+        if (v[a].st) return undraw(L, n, rng, v[a].st); /* an acceptance that could not compute refused the step */
+    if (st) return undraw(L, n, rng, st);
     for (int a = 0; a < n; a++) {
         spec_lane *l = L[a];
         int j = v[a].n_out; /* tokens kept = next + kept drafts = tokens out */
@@ -330,6 +397,7 @@ dsv4_status spec_step(dsv4_model *m, spec_lane *const *L, int n, const dsv4_gate
         memcpy(l->pend_h, l->vhid, (size_t)j * l->HS * sizeof *l->pend_h);
         memcpy(l->pend_tok, v[a].out, (size_t)j * sizeof *l->pend_tok);
         l->n_pend = j;
+        l->out_logits = l->vlog;
         l->n_steps++;
         l->n_drafted += k[a];
         if ((st = emit(l, v[a].out, j))) return st;

@@ -22,7 +22,8 @@
  * The MTP trails the model: row i needs the token after position i. The lane
  * keeps the model's streams of the positions the MTP has not consumed (one
  * step's worth) and feeds them in the next verify step; a veto or failure of
- * any step leaves every session as it was (the drafts are simply redrawn). */
+ * any step leaves every session and sampler as it was (the same drafts are
+ * drawn again). */
 #ifndef DSV4_ENGINE_SPEC_H
 #define DSV4_ENGINE_SPEC_H
 #include "dsv4.h"
@@ -69,6 +70,7 @@ struct spec_lane {
     float *dlog, *dhid;     /* draft outputs: [V], [n_pend + k][HS] */
     float *row, *p;         /* [V] scratch */
     float *chain;           /* [k][HS]: the MTP's own streams fed back as the model's */
+    const float *out_logits; /* the rows out[] were chosen from (vlog or dlog) */
     uint64_t force_rng;
 };
 
@@ -83,6 +85,18 @@ void spec_lane_free(spec_lane *l);
  * token is dropped (the prompt says what comes next, e.g. a new chat turn);
  * the penalties then count the tokens generated from here on. */
 dsv4_status spec_feed(spec_lane *l, const int32_t *t, int n);
+/* The same without the sample (n_out = 0): a part of a prompt that goes on
+ * (spec_feed or spec_force then give the first token). */
+dsv4_status spec_prefill(spec_lane *l, const int32_t *t, int n);
+/* Tokens chosen by the caller (e.g. forced markup) as if produced: the
+ * session consumes the lane's unconsumed token (if any) and t[0..n), which
+ * the penalties count, and the token after them is sampled into out[0],
+ * among allow[0..n_allow) only when n_allow > 0 (greedy: the best of them). */
+dsv4_status spec_force(spec_lane *l, const int32_t *t, int n, const int32_t *allow, int n_allow);
+/* The logits row (vocab floats, as the model gave them; after spec_force
+ * with allow, everything else -inf) that out[i] of the last spec_feed,
+ * spec_force or spec_step was chosen from; NULL if there is no out[i]. */
+const float *spec_out_logits(const spec_lane *l, int i);
 
 /* One speculative step for n lanes of one model (each after spec_feed):
  * out[0..n_out) of each lane are its new tokens (n_out >= 1). */

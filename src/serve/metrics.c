@@ -91,7 +91,7 @@ void metrics_render(metrics *m, tbuf *o)
 {
     static const struct { const char *name, *help; } counters[MET_N_COUNTERS] = {
         {"dsv4_prompt_tokens_total", "Prompt tokens of admitted generation requests."},
-        {"dsv4_generation_tokens_total", "Tokens sampled (stop tokens included)."},
+        {"dsv4_generation_tokens_total", "Output tokens (stop tokens and forced tool-call openings included)."},
         {"dsv4_prefix_cache_hits_total", "Requests that continued from resident or stored state."},
         {"dsv4_prefix_cache_misses_total", "Requests that started from an empty session."},
         {"dsv4_prefix_cache_tokens_total", "Prompt tokens not evaluated thanks to the prefix cache."},
@@ -101,6 +101,8 @@ void metrics_render(metrics *m, tbuf *o)
         {"dsv4_steps_total", "Decode steps run (one transaction each)."},
         {"dsv4_requests_cancelled_total", "Generation requests ended by a client disconnect."},
         {"dsv4_step_vetoes_total", "Steps vetoed by the gate because a lane was cancelled."},
+        {"dsv4_spec_decode_draft_tokens_total", "Tokens the MTP head drafted (--spec)."},
+        {"dsv4_spec_decode_accepted_tokens_total", "Drafted tokens the model accepted (--spec)."},
     };
     static const struct { const char *name, *help; } gauges[MET_N_GAUGES] = {
         {"dsv4_queue_depth", "Requests waiting for a lane."},
@@ -119,6 +121,6 @@ void metrics_render(metrics *m, tbuf *o)
              gauges[i].name, (long long)m->gauge[i]);
     hist(o, "dsv4_step_batch_size", "Lanes per decode step.", &m->batch);
     hist(o, "dsv4_time_to_first_token_seconds", "From the request's arrival to its first sampled token.", &m->ttft);
-    hist(o, "dsv4_time_per_output_token_seconds", "Between consecutive sampled tokens of a request.", &m->tpot);
+    hist(o, "dsv4_time_per_output_token_seconds", "A request's time between steps, per output token the step gave it.", &m->tpot);
     pthread_mutex_unlock(&m->mu);
 }

@@ -227,6 +227,25 @@ static int max_tokens(ctx *c, const cJSON *o, const char *k, api_request *r)
     return 0;
 }
 
+/* tool_choice that demands a call (required/any, or a named tool, the only
+ * one left in tools): the reply must begin with the opening of a call of
+ * one of the tools (OpenAI function tools), after its reasoning in
+ * thinking mode. */
+static int demand_call(ctx *c, int demanded, const cJSON *tools, api_request *r)
+{
+    if (!demanded) return 0;
+    int n = cJSON_GetArraySize(tools);
+    if (!n) return fail(c, 400, "tool_choice", "'tool_choice' demands a tool call but 'tools' is empty");
+    if (!(r->force = calloc((size_t)n, sizeof *r->force))) return fail(c, 500, NULL, "out of memory");
+    for (const cJSON *t = tools->child; t; t = t->next) {
+        tbuf b = {0};
+        dsml_render_opening(get(get(t, "function"), "name")->valuestring, &b);
+        if (!(r->force[r->n_force] = tbuf_take(&b))) return fail(c, 500, NULL, "out of memory");
+        r->n_force++;
+    }
+    return 0;
+}
+
 /* ---- OpenAI chat completions ---- */
 
 static int oa_tool_calls(ctx *c, const cJSON *v, chat_msg *m, int idx)
@@ -300,15 +319,18 @@ static int oa_tools(ctx *c, const cJSON *o, const char **tools_json, api_request
     if (!tools || cJSON_IsNull(tools)) return 0;
     if (!cJSON_IsArray(tools)) return fail(c, 400, "tools", "'tools' must be an array");
     const char *named = NULL;
+    int demanded = 0;
     if (cJSON_IsString(choice)) {
         const char *s = choice->valuestring;
         if (!strcmp(s, "none")) return 0;
         if (strcmp(s, "auto") && strcmp(s, "required"))
             return fail(c, 400, "tool_choice", "'tool_choice' must be none, auto, required or a named function");
+        demanded = !strcmp(s, "required");
     } else if (cJSON_IsObject(choice)) {
         const cJSON *n = get(get(choice, "function"), "name");
         if (!cJSON_IsString(n)) return fail(c, 400, "tool_choice", "'tool_choice' object needs function.name");
         named = n->valuestring;
+        demanded = 1;
     } else if (choice && !cJSON_IsNull(choice)) {
         return fail(c, 400, "tool_choice", "'tool_choice' must be a string or an object");
     }
@@ -328,9 +350,10 @@ static int oa_tools(ctx *c, const cJSON *o, const char **tools_json, api_request
         return fail(c, 400, "tool_choice", "'tool_choice' names a function that is not in 'tools'");
     }
     *tools_json = dump(c, keepers);
+    int rc = *tools_json ? demand_call(c, demanded, keepers, r) : -1;
     cJSON_Delete(keepers);
     r->tools_given = 1;
-    return *tools_json ? 0 : -1;
+    return rc;
 }
 
 static int oa_mode(ctx *c, const cJSON *o, chat_mode *mode)
@@ -503,10 +526,12 @@ static int an_tools(ctx *c, const cJSON *o, const char **tools_json, api_request
     if (!tools || cJSON_IsNull(tools)) return 0;
     if (!cJSON_IsArray(tools)) return fail(c, 400, "tools", "'tools' must be an array");
     const char *named = NULL;
+    int demanded = 0;
     if (choice && !cJSON_IsNull(choice)) {
         const cJSON *t = get(choice, "type");
         if (!cJSON_IsString(t)) return fail(c, 400, "tool_choice", "'tool_choice.type' must be a string");
         if (!strcmp(t->valuestring, "none")) return 0;
+        demanded = strcmp(t->valuestring, "auto") != 0;
         if (!strcmp(t->valuestring, "tool")) {
             if (!cJSON_IsString(get(choice, "name")))
                 return fail(c, 400, "tool_choice", "'tool_choice' of type tool needs 'name'");
@@ -539,9 +564,10 @@ static int an_tools(ctx *c, const cJSON *o, const char **tools_json, api_request
         return fail(c, 400, "tool_choice", "'tool_choice' names a tool that is not in 'tools'");
     }
     *tools_json = dump(c, arr);
+    int rc = *tools_json ? demand_call(c, demanded, arr, r) : -1;
     cJSON_Delete(arr);
     r->tools_given = 1;
-    return *tools_json ? 0 : -1;
+    return rc;
 }
 
 static int parse_messages(ctx *c, const cJSON *o, api_request *r)
@@ -620,5 +646,7 @@ void api_request_free(api_request *r)
     for (int i = 0; i < r->n_stops; i++) free(r->stops[i]);
     free(r->stops);
     free(r->prompt);
+    for (int i = 0; i < r->n_force; i++) free(r->force[i]);
+    free(r->force);
     memset(r, 0, sizeof *r);
 }

@@ -40,6 +40,11 @@ typedef struct {
     int include_usage;    /* stream_options.include_usage */
     int ignore_eos;       /* vLLM's extension: do not stop at the end-of-sentence token */
     int tools_given;      /* tools were offered (and tool_choice is not none) */
+    /* tool_choice required/any/named: the reply begins with one of these
+     * texts (the opening of a call of one of the tools, up to its first
+     * parameter), after the reasoning in thinking mode */
+    char **force;
+    int n_force;
     char model[128];      /* as the client named it (echoed back) */
 } api_request;
 

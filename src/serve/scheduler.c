@@ -8,21 +8,10 @@
 #include <time.h>
 
 #include "base/error.h"
+#include "serve/force.h"
+#include "serve/sched_internal.h"
 
-struct sched {
-    sched_config cfg;
-    pthread_t thread;
-    pthread_mutex_t mu;     /* guards queue, n_queued, stop */
-    pthread_cond_t cv;
-    job *queue, *queue_tail;
-    int n_queued, stop;
-    job *active[DSV4_MAX_LANES];
-    int n_active;
-    float *logits;          /* DSV4_MAX_LANES rows of vocab */
-    int vocab, max_pos;
-};
-
-static double now_s(void)
+double sched_now(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -56,7 +45,8 @@ job *job_new(const int32_t *prompt, int n_prompt, const sampling_params *sp, int
     if (n_stop_ids) memcpy(j->stop_ids, stop_ids, (size_t)n_stop_ids * sizeof *stop_ids);
     j->n_stop_ids = n_stop_ids;
     j->out[0] = 0;
-    j->t_submit = now_s();
+    j->force_after = -1;
+    j->t_submit = sched_now();
     return j;
 }
 
@@ -66,6 +56,12 @@ void job_put(job *j)
     for (int i = 0; i < j->n_stops; i++) free(j->stops[i]);
     free(j->stops);
     free(j->stop_ids);
+    free(j->force);
+    free(j->force_off);
+    free(j->allow);
+    free(j->allow_logit);
+    free(j->wait_mask);
+    free(j->wait_stops);
     free(j->prompt);
     free(j->out);
     free(j->lp);
@@ -76,7 +72,7 @@ void job_put(job *j)
 
 void job_cancel(job *j) { __atomic_store_n(&j->cancelled, 1, __ATOMIC_RELEASE); }
 
-static int is_cancelled(const job *j) { return __atomic_load_n(&j->cancelled, __ATOMIC_ACQUIRE); }
+int job_cancelled(const job *j) { return __atomic_load_n(&j->cancelled, __ATOMIC_ACQUIRE); }
 
 int job_wait(job *j, size_t n_out, int n_lp, int ms)
 {
@@ -115,23 +111,22 @@ int sched_submit(sched *s, job *j)
 
 /* ---- publishing to the client side ---- */
 
-/* Copies what the generation made visible since the last call, and the
- * token just drawn (tok: NULL when none was). */
-static void publish(sched *s, job *j, const gen_token *tok, int appended)
+/* Copies what the generation made visible since the last call; n_new
+ * tokens were produced since, and lp (NULL: none) is the logprob entry of
+ * the one that was sampled. */
+void sched_publish(sched *s, job *j, int n_new, const gen_token *lp)
 {
     gen_req *g = &j->g;
     pthread_mutex_lock(&j->mu);
-    if (tok) {
-        j->n_sampled++;
-        metrics_add(s->cfg.met, MET_GENERATED_TOKENS, 1);
-    }
-    if (tok && appended && j->logprobs) {
+    j->n_sampled += n_new;
+    if (n_new) metrics_add(s->cfg.met, MET_GENERATED_TOKENS, (uint64_t)n_new);
+    if (lp && j->logprobs) {
         if (j->n_lp == j->cap_lp) {
             int cap = j->cap_lp ? 2 * j->cap_lp : 32;
             gen_token *n = realloc(j->lp, (size_t)cap * sizeof *n);
             if (n) { j->lp = n; j->cap_lp = cap; }
         }
-        if (j->n_lp < j->cap_lp) j->lp[j->n_lp++] = *tok;
+        if (j->n_lp < j->cap_lp) j->lp[j->n_lp++] = *lp;
     }
     if (g->visible > j->n_out) {
         size_t need = g->visible + 1;
@@ -153,7 +148,7 @@ static void publish(sched *s, job *j, const gen_token *tok, int appended)
     pthread_mutex_unlock(&j->mu);
 }
 
-static void fail_job(job *j, int status, const char *msg)
+void sched_fail(job *j, int status, const char *msg)
 {
     pthread_mutex_lock(&j->mu);
     snprintf(j->error, sizeof j->error, "%s", msg);
@@ -177,6 +172,7 @@ static void retire(sched *s, int i, int state_ok)
     pthread_cond_broadcast(&j->cv);
     pthread_mutex_unlock(&j->mu);
     if (j->end == GEN_END_CANCEL) metrics_add(s->cfg.met, MET_CANCELLED, 1);
+    spec_retire(j);
     gen_free(&j->g);
     s->active[i] = s->active[--s->n_active];
     metrics_set(s->cfg.met, MET_ACTIVE, s->n_active);
@@ -190,17 +186,18 @@ static void admit(sched *s, job *j)
     gen_params p = {j->sp, j->max_tokens, j->stop_ids, j->n_stop_ids, (const char *const *)j->stops, j->n_stops,
                     j->logprobs ? j->top_logprobs : 0, NULL};
     if (gen_init(&j->g, s->cfg.gm, &p)) {
-        fail_job(j, 400, dsv4_last_error());
+        sched_fail(j, 400, dsv4_last_error());
         return;
     }
     int reused;
     if (cache_acquire(s->cfg.cache, j->prompt, j->n_prompt, &j->sl, &reused)) {
-        fail_job(j, 503, dsv4_last_error());
+        sched_fail(j, 503, dsv4_last_error());
         return;
     }
     j->cursor = reused;
-    j->t_last = now_s();
-    if (j->g.end) publish(s, j, NULL, 0); /* max_tokens 0: nothing to run */
+    if (s->cfg.spec_k && spec_admit(s, j)) return;
+    j->t_last = sched_now();
+    if (j->g.end) sched_publish(s, j, 0, NULL); /* max_tokens 0: nothing to run */
     metrics_add(s->cfg.met, MET_PROMPT_TOKENS, (uint64_t)j->n_prompt);
     pthread_mutex_lock(&j->mu);
     j->n_cached = reused;
@@ -226,16 +223,37 @@ static int is_boundary(const sched *s, const job *j, int b)
     return b > 0 && b < j->n_prompt && next_boundary(s, j, b - 1) == b;
 }
 
-static void first_token(sched *s, job *j, float *logits)
+void sched_tpot(sched *s, job *j, int n_tokens, double now)
+{
+    for (int i = 0; i < n_tokens; i++) metrics_tpot(s->cfg.met, (now - j->t_last) / n_tokens);
+    j->t_last = now;
+}
+
+void sched_mask_stops(const job *j, float *logits)
+{
+    for (int i = 0; i < j->n_stop_ids; i++) logits[j->stop_ids[i]] = -INFINITY;
+}
+
+/* The job's next tokens, from logits (the row after everything its session
+ * holds): the tokens the forced opening determines, or else one sampled
+ * (among those it allows, or never a stop token while it is still to come)
+ * and what the opening then determines. They wait in ids[n_fed..n_ids) for
+ * the next step to feed them. Returns 0, or -1 when the job failed. */
+static int advance(sched *s, job *j, float *logits)
 {
     gen_token t;
-    int before = j->g.n_ids;
-    gen_step(&j->g, logits, &t);
-    if (j->g.end == GEN_END_ERROR) { fail_job(j, 500, dsv4_last_error()); return; }
-    double now = now_s();
-    metrics_ttft(s->cfg.met, now - j->t_submit);
-    j->t_last = now;
-    publish(s, j, &t, j->g.n_ids > before);
+    int n_allow, sampled = 0, n = force_take(j, &n_allow);
+    if (!n && !j->g.end) {
+        if (n_allow) force_allow_only(j, logits, s->vocab, n_allow);
+        else if (force_waiting(j)) sched_mask_stops(j, logits);
+        int before = j->g.n_ids;
+        gen_step(&j->g, logits, &t);
+        if (j->g.end == GEN_END_ERROR) { sched_fail(j, 500, dsv4_last_error()); return -1; }
+        sampled = j->g.n_ids > before;
+        n = 1 + force_take(j, &n_allow);
+    }
+    sched_publish(s, j, n, sampled ? &t : NULL);
+    return 0;
 }
 
 /* One prefill chunk of the oldest job that still has prompt to read. */
@@ -247,83 +265,93 @@ static void prefill_round(sched *s)
         int end = next_boundary(s, j, j->cursor);
         if (end - j->cursor > s->cfg.prefill_chunk) end = j->cursor + s->cfg.prefill_chunk;
         int n = end - j->cursor, last = end == j->n_prompt;
-        if (dsv4_session_eval_last(j->sl->s, j->prompt + j->cursor, n, last ? s->logits : NULL) ||
-            cache_held_add(j->sl, j->prompt + j->cursor, n)) {
-            fail_job(j, 500, dsv4_last_error());
+        const int32_t *t = j->prompt + j->cursor;
+        if (s->cfg.spec_k) {
+            if (spec_prefill_chunk(s, j, t, n, last)) return;
+        } else if (dsv4_session_eval_last(j->sl->s, t, n, last ? s->logits : NULL) || cache_held_add(j->sl, t, n)) {
+            sched_fail(j, 500, dsv4_last_error());
+            return;
+        } else if (last && advance(s, j, s->logits)) {
             return;
         }
         j->cursor = end;
         if (is_boundary(s, j, end)) cache_mark(s->cfg.cache, j->sl); /* a missing mark only costs reuse */
-        if (last) first_token(s, j, s->logits);
+        if (last) {
+            double now = sched_now();
+            metrics_ttft(s->cfg.met, now - j->t_submit);
+            j->t_last = now;
+        }
         return;
     }
 }
 
-typedef struct {
-    job **lanes;
-} gate_ctx;
-
-static int gate_fn(void *user, int n_lanes, double elapsed_ms)
+int sched_gate_fn(void *user, int n_lanes, double elapsed_ms)
 {
+    (void)n_lanes;
     (void)elapsed_ms;
-    gate_ctx *g = user;
-    for (int i = 0; i < n_lanes; i++)
-        if (is_cancelled(g->lanes[i])) return 1;
+    const sched_gate *g = user;
+    for (int i = 0; i < g->n; i++)
+        if (job_cancelled(g->jobs[i])) return 1;
     return 0;
 }
 
-/* A cohort step failed and may have poisoned every lane in it. A session
- * is a pure function of the tokens it holds (batching and chunking never
- * change a bit), so each lane's session is rebuilt from them and stepped
- * alone: only a lane that fails by itself fails its request, and the others
- * get exactly the logits the cohort step would have given them (their rows
- * of s->logits). stepped[i] says which lanes advanced; a lane whose client
- * left meanwhile (veto) just does not advance. */
-static void isolate(sched *s, job **lanes, dsv4_session **sess, const int32_t *toks, int n, int *stepped)
+int sched_rebuild(job *j)
 {
-    gate_ctx gc = {NULL};
-    dsv4_gate gate = {gate_fn, &gc, 0};
+    cache_slot *sl = j->sl;
+    dsv4_session_reset(sl->s);
+    if (sl->n_held && dsv4_session_eval(sl->s, sl->held, sl->n_held, NULL)) {
+        sched_fail(j, 500, dsv4_last_error());
+        return -1;
+    }
+    return 0;
+}
+
+/* A cohort step failed: each lane's session is rebuilt and stepped alone,
+ * so only a lane that fails by itself fails its request, and the others get
+ * exactly the logits the cohort step would have given them (their rows of
+ * s->logits). stepped[i] says which lanes advanced; a lane whose client
+ * left meanwhile (veto) just does not advance. */
+static void isolate(sched *s, job **lanes, dsv4_lane *ln, int n, int *stepped)
+{
     for (int i = 0; i < n; i++) {
-        cache_slot *sl = lanes[i]->sl;
-        dsv4_session_reset(sl->s);
-        if (sl->n_held && dsv4_session_eval(sl->s, sl->held, sl->n_held, NULL)) {
-            fail_job(lanes[i], 500, dsv4_last_error());
-            continue;
-        }
-        gc.lanes = &lanes[i];
-        dsv4_status st = dsv4_decode_batch(s->cfg.model, &sess[i], &toks[i], 1,
-                                           s->logits + (size_t)i * (size_t)s->vocab, &gate);
+        if (sched_rebuild(lanes[i])) continue;
+        sched_gate gc = {&lanes[i], 1};
+        dsv4_gate gate = {sched_gate_fn, &gc, 0};
+        dsv4_status st = dsv4_step(s->cfg.model, &ln[i], 1, &gate);
         if (st == DSV4_ERR_VETO) continue;
-        if (st) { fail_job(lanes[i], 500, dsv4_last_error()); continue; }
+        if (st) { sched_fail(lanes[i], 500, dsv4_last_error()); continue; }
         stepped[i] = 1;
         metrics_add(s->cfg.met, MET_STEPS, 1);
         metrics_batch(s->cfg.met, 1);
     }
 }
 
+/* One step over every job that has tokens to feed: its last sampled token,
+ * or a forced opening (several tokens, one lane all the same). */
 static void decode_round(sched *s)
 {
     job *lanes[DSV4_MAX_LANES];
-    dsv4_session *sess[DSV4_MAX_LANES];
-    int32_t toks[DSV4_MAX_LANES];
+    dsv4_lane ln[DSV4_MAX_LANES];
     int n = 0;
+    size_t V = (size_t)s->vocab;
     for (int i = 0; i < s->n_active; i++) {
         job *j = s->active[i];
         if (j->end || !j->sl || j->cursor < j->n_prompt) continue;
-        if (dsv4_session_pos(j->sl->s) >= s->max_pos) {
+        int feed = j->g.n_ids - j->g.n_fed;
+        if (dsv4_session_pos(j->sl->s) + feed > s->max_pos) {
             gen_finish(&j->g, GEN_END_CONTEXT);
-            publish(s, j, NULL, 0);
+            sched_publish(s, j, 0, NULL);
             continue;
         }
         lanes[n] = j;
-        sess[n] = j->sl->s;
-        toks[n] = j->g.ids[j->g.n_ids - 1];
+        ln[n] = (dsv4_lane){.session = j->sl->s, .tokens = j->g.ids + j->g.n_fed, .n_tokens = feed,
+                            .logits_mode = DSV4_LOGITS_LAST, .logits = s->logits + (size_t)n * V};
         n++;
     }
     if (!n) return;
-    gate_ctx gc = {lanes};
-    dsv4_gate gate = {gate_fn, &gc, 0}; /* logits are always checked for finiteness */
-    dsv4_status st = dsv4_decode_batch(s->cfg.model, sess, toks, n, s->logits, &gate);
+    sched_gate gc = {lanes, n};
+    dsv4_gate gate = {sched_gate_fn, &gc, 0}; /* logits are always checked for finiteness */
+    dsv4_status st = dsv4_step(s->cfg.model, ln, n, &gate);
     if (st == DSV4_ERR_VETO) {
         metrics_add(s->cfg.met, MET_VETOES, 1); /* the cancelled lanes leave; the rest go again */
         return;
@@ -331,28 +359,23 @@ static void decode_round(sched *s)
     int stepped[DSV4_MAX_LANES];
     for (int i = 0; i < n; i++) stepped[i] = !st;
     if (st) {
-        if (n == 1) { fail_job(lanes[0], 500, dsv4_last_error()); return; }
-        isolate(s, lanes, sess, toks, n, stepped);
+        if (n == 1) { sched_fail(lanes[0], 500, dsv4_last_error()); return; }
+        isolate(s, lanes, ln, n, stepped);
     } else {
         metrics_add(s->cfg.met, MET_STEPS, 1);
         metrics_batch(s->cfg.met, n);
     }
-    double now = now_s();
+    double now = sched_now();
     for (int i = 0; i < n; i++) {
         job *j = lanes[i];
         if (!stepped[i]) continue;
-        j->g.n_fed++;
-        if (cache_held_add(j->sl, &toks[i], 1)) {
-            fail_job(j, 500, "out of memory");
+        if (cache_held_add(j->sl, ln[i].tokens, ln[i].n_tokens)) {
+            sched_fail(j, 500, "out of memory");
             continue;
         }
-        gen_token t;
-        int before = j->g.n_ids;
-        gen_step(&j->g, s->logits + (size_t)i * (size_t)s->vocab, &t);
-        if (j->g.end == GEN_END_ERROR) { fail_job(j, 500, dsv4_last_error()); continue; }
-        metrics_tpot(s->cfg.met, now - j->t_last);
-        j->t_last = now;
-        publish(s, j, &t, j->g.n_ids > before);
+        j->g.n_fed += ln[i].n_tokens;
+        int before = j->n_sampled;
+        if (!advance(s, j, s->logits + (size_t)i * V)) sched_tpot(s, j, j->n_sampled - before, now);
     }
 }
 
@@ -381,13 +404,14 @@ static void *run(void *arg)
          * during it, the gate vetoes it and they end here next round). */
         for (int i = 0; i < s->n_active; i++) {
             job *j = s->active[i];
-            if (!j->end && is_cancelled(j)) {
+            if (!j->end && job_cancelled(j)) {
                 gen_finish(&j->g, GEN_END_CANCEL);
-                publish(s, j, NULL, 0);
+                sched_publish(s, j, 0, NULL);
             }
         }
         prefill_round(s);
-        decode_round(s);
+        if (s->cfg.spec_k) spec_round(s);
+        else decode_round(s);
         for (int i = s->n_active - 1; i >= 0; i--) {
             job *j = s->active[i];
             if (j->end) retire(s, i, j->end != GEN_END_ERROR);
@@ -398,7 +422,7 @@ static void *run(void *arg)
         job *j = s->active[i];
         if (!j->end) {
             gen_finish(&j->g, GEN_END_CANCEL);
-            publish(s, j, NULL, 0);
+            sched_publish(s, j, 0, NULL);
         }
         retire(s, i, 1);
     }
@@ -411,7 +435,8 @@ dsv4_status sched_start(const sched_config *cfg, sched **out)
     sched *s = calloc(1, sizeof *s);
     if (!s) return dsv4_fail(DSV4_ERR_NOMEM, "out of memory");
     s->cfg = *cfg;
-    if (s->cfg.max_lanes < 1 || s->cfg.max_lanes > DSV4_MAX_LANES) s->cfg.max_lanes = DSV4_MAX_LANES;
+    int most = s->cfg.spec_k ? DSV4_MAX_LANES / 2 : DSV4_MAX_LANES; /* a spec lane is two lanes of a step */
+    if (s->cfg.max_lanes < 1 || s->cfg.max_lanes > most) s->cfg.max_lanes = most;
     if (s->cfg.prefill_chunk < 1) s->cfg.prefill_chunk = 256;
     s->vocab = dsv4_model_vocab(cfg->model);
     s->max_pos = dsv4_model_max_positions(cfg->model);

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "model/config.h"
+#include "serve/force.h"
 #include "text/chat.h"
 
 void *http_start(server *S, int *port);
@@ -26,6 +27,35 @@ char *serve_token_text(server *S, int32_t id, size_t *len)
     char *t = NULL;
     if (tok_decode(S->tok, &id, 1, 0, &t, len)) return NULL;
     return t;
+}
+
+/* tool_choice demands a call: the job's reply continues with the opening
+ * of a call of one of the tools (r->force), at its start or in thinking
+ * mode right after </think>. */
+static int force_call(server *S, const api_request *r, job *j, char *msg, size_t msg_len)
+{
+    int32_t after = r->thinking ? tok_token_id(S->tok, CHAT_TOK_THINK_END) : -1;
+    if (r->thinking && after < 0) {
+        snprintf(msg, msg_len, "tool_choice: the tokenizer has no %s token to end the reasoning at", CHAT_TOK_THINK_END);
+        return 400;
+    }
+    int32_t **alts = calloc((size_t)r->n_force, sizeof *alts);
+    int *lens = calloc((size_t)r->n_force, sizeof *lens), status = 0;
+    if (!alts || !lens) status = 503;
+    for (int a = 0; !status && a < r->n_force; a++) {
+        size_t n = 0;
+        if (tok_encode(S->tok, r->force[a], strlen(r->force[a]), TOK_PARSE_SPECIAL, &alts[a], &n)) {
+            snprintf(msg, msg_len, "tool_choice: %s", dsv4_last_error());
+            status = 400;
+        }
+        lens[a] = (int)n;
+    }
+    if (!status && job_force(j, alts, lens, r->n_force, after)) status = 503;
+    if (status == 503) snprintf(msg, msg_len, "out of memory");
+    for (int a = 0; alts && a < r->n_force; a++) free(alts[a]);
+    free(alts);
+    free(lens);
+    return status;
 }
 
 int serve_submit(server *S, const api_request *r, gen_handle *h, char *msg, size_t msg_len)
@@ -79,6 +109,10 @@ int serve_submit(server *S, const api_request *r, gen_handle *h, char *msg, size
                      n_texts);
     free(ids);
     if (!j) { snprintf(msg, msg_len, "out of memory"); return 503; }
+    if (r->force && (status = force_call(S, r, j, msg, msg_len))) {
+        job_put(j);
+        return status;
+    }
     if (sched_submit(S->sched, j)) {
         job_put(j);
         snprintf(msg, msg_len, "the server is overloaded (%d requests queued)", S->o.max_queue);
@@ -170,6 +204,11 @@ static int load(server *S)
         fprintf(stderr, "dsv4 serve: %s\n", dsv4_last_error());
         return -1;
     }
+    if (o->spec_k && !dsv4_model_has_mtp(S->model)) {
+        fprintf(stderr, "dsv4 serve: --spec: %s has no MTP head (mtp.0.*) to draft with\n",
+                o->model_dir ? o->model_dir : "this model");
+        return -1;
+    }
     if (dsv4_model_vocab(S->model) != f.vocab) {
         fprintf(stderr, "dsv4 serve: %s: vocabulary changed while loading\n", o->model_dir);
         return -1;
@@ -207,15 +246,18 @@ int serve_main(const serve_options *opt)
         goto done;
     }
     sched_config sc = {S->model, &S->gm, opt->max_sessions, opt->max_queue, opt->prefill_chunk,
-                       S->n_eos ? S->eos_ids[0] : -1, tok_token_id(S->tok, CHAT_TOK_ASSISTANT), S->cache, &S->met};
+                       S->n_eos ? S->eos_ids[0] : -1, tok_token_id(S->tok, CHAT_TOK_ASSISTANT), S->cache, &S->met,
+                       opt->spec_k};
     if (sched_start(&sc, &S->sched)) {
         fprintf(stderr, "dsv4 serve: %s\n", dsv4_last_error());
         goto done;
     }
     int port = opt->port;
     if (!(daemon = http_start(S, &port))) goto done;
-    fprintf(stderr, "dsv4 serve: %s on http://%s:%d (%d lanes, context %d)\n", S->model_name, opt->host, port,
-            opt->max_sessions, S->ctx);
+    char spec[32] = "";
+    if (opt->spec_k) snprintf(spec, sizeof spec, ", speculative mtp:%d", opt->spec_k);
+    fprintf(stderr, "dsv4 serve: %s on http://%s:%d (%d lanes, context %d%s)\n", S->model_name, opt->host, port,
+            opt->max_sessions, S->ctx, spec);
     int sig;
     sigwait(&set, &sig);
     fprintf(stderr, "dsv4 serve: %s, shutting down\n", sig == SIGINT ? "SIGINT" : "SIGTERM");

@@ -39,6 +39,7 @@ typedef struct {
     const char *kv_dir;
     uint64_t cache_bytes;
     int prefill_chunk;
+    int spec_k;              /* --spec mtp:K: MTP drafts per step; 0: plain decoding */
     size_t max_body;         /* bytes */
     int max_prompt_tokens;
     int timeout_s;           /* idle connection timeout (slow clients) */

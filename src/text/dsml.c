@@ -72,6 +72,14 @@ static dsv4_status render_arguments(const dsml_call *c, tbuf *out)
     return DSV4_OK;
 }
 
+/* The head of an invoke, up to its first parameter. */
+static void render_invoke_head(const char *name, tbuf *out)
+{
+    tbuf_puts(out, INVOKE_OPEN " name=\"");
+    tbuf_puts(out, name);
+    tbuf_puts(out, "\">\n");
+}
+
 dsv4_status dsml_render_calls(const dsml_call *calls, int n, tbuf *out)
 {
     tbuf_puts(out, CALLS_OPEN ">\n");
@@ -79,15 +87,19 @@ dsv4_status dsml_render_calls(const dsml_call *calls, int n, tbuf *out)
         if (!calls[i].name)
             return dsv4_fail(DSV4_ERR_ARG, "tool call %d has no name", i);
         if (i) tbuf_puts(out, "\n");
-        tbuf_puts(out, INVOKE_OPEN " name=\"");
-        tbuf_puts(out, calls[i].name);
-        tbuf_puts(out, "\">\n");
+        render_invoke_head(calls[i].name, out);
         dsv4_status st = render_arguments(&calls[i], out);
         if (st) return st;
         tbuf_puts(out, "\n" INVOKE_CLOSE ">");
     }
     tbuf_puts(out, "\n" CALLS_CLOSE);
     return out->oom ? dsv4_fail(DSV4_ERR_NOMEM, "dsml: out of memory") : DSV4_OK;
+}
+
+void dsml_render_opening(const char *name, tbuf *out)
+{
+    tbuf_puts(out, DSML_CALLS_START ">\n");
+    render_invoke_head(name, out);
 }
 
 /* ---- parsing ------------------------------------------------------------ */

@@ -38,6 +38,12 @@ typedef struct {
  * an object, or a name is NULL. */
 dsv4_status dsml_render_calls(const dsml_call *calls, int n, tbuf *out);
 
+/* How a reply's first tool call, of the tool name, begins after the reply
+ * text, as the chat encoder writes it: DSML_CALLS_START
+ * ">\n<｜DSML｜invoke name=\"NAME\">\n" (its parameters follow). What a
+ * reply is made to begin with when the request demands a tool call. */
+void dsml_render_opening(const char *name, tbuf *out);
+
 typedef enum {
     DSML_COMPLETE = 0, /* everything seen is well formed and closed */
     DSML_INCOMPLETE,   /* the text stops inside a construct (streaming) */

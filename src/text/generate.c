@@ -142,6 +142,15 @@ int gen_step(gen_req *g, float *logits, gen_token *tok)
     return gen_take(g, t.id);
 }
 
+void gen_score(gen_req *g, float *logits, int32_t id, gen_token *tok)
+{
+    const gen_model *gm = g->gm;
+    for (int k = 0; k < gm->n_masked; k++) logits[gm->masked[k]] = -INFINITY;
+    tok->id = id;
+    tok->n_top = g->top_logprobs;
+    sampler_logprobs(g->smp, logits, id, &tok->logprob, tok->n_top ? tok->top : NULL, tok->n_top);
+}
+
 void gen_finish(gen_req *g, gen_end why)
 {
     if (g->end) return;

@@ -100,6 +100,9 @@ int gen_step(gen_req *g, float *logits, gen_token *tok);
  * ids, its text is decoded and checked against the stop strings and the
  * length limit. Returns 1 when the request goes on, 0 when it is done. */
 int gen_take(gen_req *g, int32_t id);
+/* The logprob entry gen_step would report had it drawn id from logits
+ * (scratch: masked ids are overwritten), for a token chosen elsewhere. */
+void gen_score(gen_req *g, float *logits, int32_t id, gen_token *tok);
 /* Ends a running request from outside (GEN_END_CONTEXT, GEN_END_CANCEL):
  * the held-back text becomes visible unless it completes a stop string. */
 void gen_finish(gen_req *g, gen_end why);

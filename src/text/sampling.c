@@ -59,6 +59,15 @@ void sampler_reseed(sampler *s, uint64_t seed)
     for (int i = 0; i < 4; i++) s->rng[i] = splitmix64(&seed);
 }
 
+sampler_rng sampler_rng_state(const sampler *s)
+{
+    sampler_rng st;
+    memcpy(st.s, s->rng, sizeof st.s);
+    return st;
+}
+
+void sampler_rng_restore(sampler *s, sampler_rng st) { memcpy(s->rng, st.s, sizeof st.s); }
+
 dsv4_status sampler_new(const sampling_params *p, int n_vocab, sampler **out)
 {
     *out = NULL;
@@ -314,6 +323,12 @@ static void raw_logprobs(sampler *s, const float *logits, int32_t tok, float *lo
         for (int i = 0; i < n_top; i++)
             top[i] = (sampling_logprob){s->cands[i].id, (float)(s->cands[i].w - lse)};
     }
+}
+
+void sampler_logprobs(sampler *s, const float *logits, int32_t token, float *logprob, sampling_logprob *top,
+                      int n_top)
+{
+    raw_logprobs(s, logits, token, logprob, top, n_top);
 }
 
 dsv4_status sampler_sample(sampler *s, const float *logits, const int32_t *prev, int n_prev,

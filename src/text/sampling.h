@@ -55,6 +55,13 @@ dsv4_status sampler_new(const sampling_params *p, int n_vocab, sampler **out);
 void sampler_free(sampler *s);
 /* Restarts the random sequence as sampler_new with this seed would. */
 void sampler_reseed(sampler *s, uint64_t seed);
+/* The random sequence's state, to take draws back (a speculative step that
+ * did not commit). */
+typedef struct {
+    uint64_t s[4];
+} sampler_rng;
+sampler_rng sampler_rng_state(const sampler *s);
+void sampler_rng_restore(sampler *s, sampler_rng st);
 
 typedef struct {
     int32_t token;
@@ -69,6 +76,11 @@ typedef struct {
  * logits, or a prev token outside the vocabulary. */
 dsv4_status sampler_sample(sampler *s, const float *logits, const int32_t *prev, int n_prev,
                            int32_t *token, float *logprob, sampling_logprob *top, int n_top);
+
+/* The log-probabilities sampler_sample reports, for a token chosen
+ * elsewhere (e.g. by speculative decoding) from the same logits. */
+void sampler_logprobs(sampler *s, const float *logits, int32_t token, float *logprob, sampling_logprob *top,
+                      int n_top);
 
 /* The distribution sampler_sample draws from (steps 1-5), as probabilities
  * over the whole vocabulary in probs[n_vocab] (zero outside the kept set;

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The demo model (models/demo) answers through the engine: greedy chat replies
 # to questions whose answers the shell computes, one-shot and in the chat REPL,
-# and a tool call for a prompt that offers tools.
+# and a tool call for a prompt that offers tools; its FP8/FP4 copy answers too.
 set -u
 BIN=${DSV4_BIN:-build/dsv4}
 M=models/demo
@@ -50,3 +50,23 @@ open(sys.argv[3], "w").write(full[len(p):].removesuffix("<｜end▁of▁sentence
 "$BIN" generate --device cpu --model $M --temperature 0 --no-bos --prompt-file $tmp/prompt -n 120 > $tmp/got 2>>$tmp/err
 if [ -s $tmp/want ] && cmp -s $tmp/want $tmp/got; then pass demo_tool_call
 else fail demo_tool_call "$(head -c 300 $tmp/got) / $(head -c 300 $tmp/err)"; fi
+
+# The FP8/FP4 copy (models/demo-fp8, made by `make demo-fp8`): its committed
+# reference (test_oracle) was computed on exactly these weights, and it answers
+# a held-out question (tools/demo/tasks.py keeps the key 263+880 out of the
+# training data) through the FP8/FP4 weights and, by default, the official
+# cache numerics.
+M8=models/demo-fp8
+stale=$(${DSV4_PYTHON:-python3} -c '
+import hashlib, json, os, sys
+d = sys.argv[1]
+want = json.load(open(os.path.join(d, "meta.json")))["weights_sha256"]
+for fn, h in sorted(want.items()):
+    p = os.path.join(d, fn)
+    if not os.path.exists(p) or hashlib.sha256(open(p, "rb").read()).hexdigest() != h:
+        print(fn)' $M8 2>&1)
+if [ -z "$stale" ]; then pass demo_fp8_reference_current
+else fail demo_fp8_reference_current "$M8 differs from the weights its reference was made on ($stale): make demo-fp8 demo-reference"; fi
+got=$("$BIN" generate --device cpu --model $M8 --chat --temperature 0 -p "What is 263 + 880?" 2>>$tmp/err)
+if [ "$got" = "263 + 880 = $((263 + 880))." ]; then pass demo_fp8_held_out_question
+else fail demo_fp8_held_out_question "got '$got' $(head -c 300 $tmp/err)"; fi

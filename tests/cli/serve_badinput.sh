@@ -22,6 +22,9 @@ case_ key_file_empty "empty" -- s --model $FX --api-key-file $tmp/empty
 touch $tmp/file
 case_ kv_dir "--kv-dir $tmp/file/kv" -- s --model $FX --kv-dir $tmp/file/kv
 case_ host "--host 999.1.1.1" -- s --model $FX --host 999.1.1.1
+case_ spec_arg "--spec: 'mtp:9'" -- s --model $FX --spec mtp:9
+case_ spec_no_mtp "--spec: $FX has no MTP head" -- s --model $FX --spec mtp
+case_ spec_sessions "at most 32 with --spec" -- s --model $FX --spec mtp:2 --max-sessions 33
 # A port in use: the second server says so and exits.
 "$BIN" serve --device cpu --threads 1 --model $FX --port 0 2>$tmp/first.log &
 pid=$!

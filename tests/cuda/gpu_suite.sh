@@ -6,14 +6,15 @@
 # benchmarks (43-layer FP8/FP4 synthetic Flash, the 4-layer BF16 one for
 # comparison with earlier runs, MTP speculation) and the server under load.
 # usage (on the device, repo root): bash tests/cuda/gpu_suite.sh; logs to $OUT
-# (at most 8 files come back). A .whl folder with the openai SDK's wheels
-# enables the server load figures (the device has no openai package).
+# (at most 8 files come back).
 set -u
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 t0=$(date +%s); el() { echo "[$(( $(date +%s) - t0 )) s]"; }
 { nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader; cat COMMIT 2>/dev/null; } | tee "$OUT/gpu.txt"
+# demo-fp8: the FP8/FP4 demo weights test_oracle's demo-fp8 fixture needs (numpy: the device's python3)
 make -j16 all build/tests/test_oracle build/tests/test_txn build/tests/test_step build/tests/test_mtp \
-    build/tests/test_spec build/tests/test_cuda_ops > "$OUT/build.log" 2>&1 || { tail -30 "$OUT/build.log"; exit 1; }
+    build/tests/test_spec build/tests/test_cuda_ops demo-fp8 PYTHON=python3 > "$OUT/build.log" 2>&1 ||
+    { tail -30 "$OUT/build.log"; exit 1; }
 el
 {
     echo "== cuda op tests"; timeout 150 build/tests/test_cuda_ops 2>&1 | grep -v '^PASS'
@@ -36,16 +37,5 @@ cat "$OUT/tests.log"; el
         --contexts 0,32768 --prefill 512 --decode 32 --lanes 1,4 2>&1
 } > "$OUT/bench.txt" 2>&1
 cat "$OUT/bench.txt"; el
-if [ -d .whl ] && python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
-        --target /tmp/site .whl/*.whl; then
-    export PYTHONPATH=/tmp/site
-    build/dsv4 serve --device cuda --synthetic flash --layers 43 --experts 16 --weights fp8-fp4 \
-        --tokenizer tests/fixtures/tiny-chat/tokenizer.json --port 18000 --max-sessions 64 > "$OUT/serve.log" 2>&1 &
-    sp=$!
-    for i in $(seq 90); do curl -sf 127.0.0.1:18000/health >/dev/null && break; sleep 1; done
-    timeout 150 python3 tools/bench/serve_load.py --url http://127.0.0.1:18000 --clients 1,4,16,64 --requests 2 \
-        --max-tokens 64 --prompt-tokens 256 --ignore-eos > "$OUT/serve_load.txt" 2>&1
-    cat "$OUT/serve_load.txt"
-    kill "$sp"; wait "$sp" 2>/dev/null
-fi
+OUT="$OUT" bash tests/cuda/serve_load.sh
 el

@@ -221,6 +221,36 @@ static void test_random_damage(void)
     }
 }
 
+/* dsml_render_opening is how the chat encoder's rendering of a reply that
+ * calls that tool continues after the reply's text: the reply of an
+ * assistant turn (its rendering after the generation prompt) is
+ * [reasoning</think>]content + opening + the parameters. */
+static void test_opening_is_the_encoders(void)
+{
+    static const chat_tool_call call = {"c1", "get_time", "{\"city\": \"Oslo\", \"n\": 2}"};
+    for (int think = 0; think < 2; think++) {
+        chat_msg m[2] = {{.role = CHAT_ROLE_USER, .content = "what time is it?"},
+                         {.role = CHAT_ROLE_ASSISTANT, .content = "Let me look.", .reasoning_content = "Oslo.",
+                          .tool_calls = &call, .n_tool_calls = 1}};
+        chat_opts o = {.mode = think ? CHAT_THINK : CHAT_NOTHINK, .keep_reasoning = true};
+        char *prompt = NULL, *full = NULL;
+        CHECK(chat_render(m, 1, &o, &prompt) == DSV4_OK && chat_render(m, 2, &o, &full) == DSV4_OK);
+        tbuf want = {0}, open = {0};
+        if (think) tbuf_puts(&want, "Oslo." CHAT_TOK_THINK_END);
+        tbuf_puts(&want, "Let me look.");
+        dsml_render_opening("get_time", &open);
+        tbuf_puts(&want, open.p);
+        size_t n = strlen(prompt);
+        CHECKF(!strncmp(full, prompt, n) && !strncmp(full + n, want.p, want.len), "think %d: reply '%s'", think,
+               full + n);
+        CHECK(strstr(open.p, "get_time\">\n") && !strncmp(open.p, DSML_CALLS_START, strlen(DSML_CALLS_START)));
+        tbuf_free(&want);
+        tbuf_free(&open);
+        free(prompt);
+        free(full);
+    }
+}
+
 int main(void)
 {
     char *text = test_read_file(DATA "dsml_cases.json", NULL);
@@ -231,6 +261,7 @@ int main(void)
     RUN(test_round_trip);
     RUN(test_partial_and_malformed);
     RUN(test_random_damage);
+    RUN(test_opening_is_the_encoders);
     cJSON_Delete(g_cases);
     free(text);
     if (!g_cases) return 1;

@@ -3,7 +3,9 @@
  * plain greedy decoding for k = 1, 2, 3 over >= 200 tokens, alone and in a
  * cohort of lanes with different k; sampled output follows the model's
  * distribution (chi-square against the exact distribution); a veto or a
- * fault during a verify step leaves every lane as before or poisoned. */
+ * fault during a verify step leaves every lane as before or poisoned, and a
+ * veto takes the samplers' draws back; prompts fed in parts and tokens
+ * forced by the caller (spec_prefill, spec_force) change nothing either. */
 #include <stdint.h>
 
 #include "dsv4.h"
@@ -362,6 +364,105 @@ static void test_sampling_distribution(void)
     sampler_free(smp);
 }
 
+/* spec_prefill of a prompt in parts, spec_feed of its end, then spec_force
+ * of tokens the caller chose: the lane is as if all of it (the prompt, the
+ * first token drawn, the chosen tokens) had been one prompt: the same
+ * greedy continuation and final state (model and MTP). With allow, the
+ * token after them is the best allowed one; spec_out_logits gives the rows
+ * every output token was chosen from. */
+static void test_prefill_and_force(void)
+{
+    static const int32_t F[3] = {7, 19, 3};
+    for (int k = 1; k <= 2; k++) {
+        run r;
+        memset(&r, 0, sizeof r);
+        int32_t p[32], t0;
+        int np;
+        prompt_of(3, p, &np);
+        dsv4_session *s0 = NULL;
+        float *h0 = NULL;
+        greedy_ref(p, np, 1, &t0, &s0, &h0);
+        dsv4_session_free(s0);
+        free(h0);
+        memcpy(r.p, p, (size_t)np * sizeof *p);
+        r.p[np] = t0;
+        memcpy(r.p + np + 1, F, sizeof F);
+        r.np = np + 4;
+        greedy_ref(r.p, r.np, NGEN + SPEC_MAX_K + 1, r.want, &r.ref, &r.h);
+        r.s = fresh();
+        CHECK(spec_lane_init(&r.sl, r.s, k, NULL) == DSV4_OK);
+        CHECK(spec_prefill(&r.sl, p, 5) == DSV4_OK && r.sl.n_out == 0);
+        CHECK(spec_feed(&r.sl, p + 5, np - 5) == DSV4_OK && r.sl.n_out == 1 && r.sl.out[0] == t0);
+        CHECK(spec_force(&r.sl, F, 3, NULL, 0) == DSV4_OK && r.sl.n_out == 1);
+        CHECK(argmax(spec_out_logits(&r.sl, 0)) == r.sl.out[0] && !spec_out_logits(&r.sl, 1));
+        r.gen[r.n++] = r.sl.out[0];
+        while (r.n < NGEN) {
+            spec_lane *l = &r.sl;
+            CHECK(spec_step(g_m, &l, 1, NULL) == DSV4_OK);
+            for (int i = 0; i < r.sl.n_out; i++) CHECK(argmax(spec_out_logits(&r.sl, i)) == r.sl.out[i]);
+            run_take(&r);
+        }
+        run_check(&r, "prefill, feed and force");
+        run_free(&r);
+    }
+    /* allow: after the prompt and F, the better of two tokens that are not the best */
+    int32_t p[32], all[36];
+    int np;
+    prompt_of(3, p, &np);
+    float *lg = malloc((size_t)V * sizeof *lg);
+    dsv4_session *ref = fresh(), *s = fresh();
+    spec_lane l;
+    CHECK(spec_lane_init(&l, s, 1, NULL) == DSV4_OK && spec_feed(&l, p, np) == DSV4_OK);
+    memcpy(all, p, (size_t)np * sizeof *p);
+    all[np] = l.out[0];
+    memcpy(all + np + 1, F, sizeof F);
+    CHECK(dsv4_session_eval_last(ref, all, np + 4, lg) == DSV4_OK);
+    int32_t best = argmax(lg), b = (best + 1) % V, c = (best + 2) % V;
+    int32_t want = lg[c] > lg[b] || (lg[c] == lg[b] && c < b) ? c : b;
+    const int32_t allow[2] = {b, c};
+    CHECK(spec_force(&l, F, 3, allow, 2) == DSV4_OK && l.n_out == 1);
+    CHECKF(l.out[0] == want, "allowed pick %d, want %d (best %d)", l.out[0], want, best);
+    CHECK(spec_force(&l, NULL, 0, NULL, 0) == DSV4_OK && l.n_out == 1); /* just the pick: the lane goes on */
+    spec_lane_free(&l);
+    CHECK(spec_force(&l, NULL, 0, NULL, 0) != DSV4_OK); /* nothing to feed */
+    dsv4_session_free(s);
+    dsv4_session_free(ref);
+    free(lg);
+}
+
+/* A step that did not commit takes the samplers' draws back: a sampled lane
+ * whose every step is first vetoed produces the tokens of one never vetoed. */
+static void test_veto_keeps_sampling(void)
+{
+    int32_t p[32], got[2][64];
+    int np, n[2] = {0, 0};
+    prompt_of(2, p, &np);
+    for (int pass = 0; pass < 2; pass++) {
+        sampling_params sp = sampling_default_params();
+        sp.temperature = 0.9f;
+        sp.top_k = 50;
+        sp.seed = 7;
+        sampler *smp = NULL;
+        dsv4_session *s = fresh();
+        spec_lane l;
+        CHECK(sampler_new(&sp, V, &smp) == DSV4_OK && spec_lane_init(&l, s, 2, smp) == DSV4_OK);
+        CHECK(spec_feed(&l, p, np) == DSV4_OK);
+        got[pass][n[pass]++] = l.out[0];
+        while (n[pass] < 48) {
+            spec_lane *lp = &l;
+            int calls = 0;
+            dsv4_gate g = {veto, &calls, 0};
+            if (pass) CHECK(spec_step(g_m, &lp, 1, &g) == DSV4_ERR_VETO);
+            CHECK(spec_step(g_m, &lp, 1, NULL) == DSV4_OK);
+            for (int i = 0; i < l.n_out; i++) got[pass][n[pass]++] = l.out[i];
+        }
+        spec_lane_free(&l);
+        dsv4_session_free(s);
+        sampler_free(smp);
+    }
+    CHECK(!memcmp(got[0], got[1], 48 * sizeof got[0][0]));
+}
+
 int main(void)
 {
     dsv4_load_options o = {0};
@@ -374,6 +475,8 @@ int main(void)
     RUN(test_greedy_identity_cohort);
     RUN(test_veto_and_fault_in_verify);
     RUN(test_sampling_distribution);
+    RUN(test_prefill_and_force);
+    RUN(test_veto_keeps_sampling);
     dsv4_model_free(g_m);
     TEST_MAIN_END();
 }

@@ -9,8 +9,11 @@ with the engine, keeps the first N ids (N > 256, so both HCA entries of the 128-
 layers are in play), and writes the oracle fixture files next to the checkpoint, in the
 form tests/unit/test_oracle.c reads (tokens.txt, logits.f32, meta.json): the reference
 is transformers' DeepseekV4ForCausalLM in fp32 on the saved BF16 checkpoint
-(`from_pretrained(dir, dtype=torch.float32)`, `use_cache=False`). Then it scores the same
-ids with `dsv4 score` and prints the largest logit difference (exit 1 above 2e-3).
+(`from_pretrained(dir, dtype=torch.float32)`, `use_cache=False`). A checkpoint in the released
+FP8/FP4 layout (config.json has a quantization_config; models/demo-fp8) is first dequantized
+exactly to BF16 by tools/quant/dequantize.py, so the reference runs on exactly the weights the
+engine decodes. Then it scores the same ids with `dsv4 score --cache exact` (transformers'
+numerics) and prints the largest logit difference (exit 1 above --tol).
 """
 import argparse
 import hashlib
@@ -26,7 +29,10 @@ import torch
 import transformers
 from transformers import DeepseekV4ForCausalLM
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path[:0] = [HERE, os.path.join(HERE, "..", "quant")]
+import dequantize  # noqa: E402
+import fp8_fp4  # noqa: E402
 import tasks  # noqa: E402
 
 
@@ -35,6 +41,14 @@ def held_out_tool_item(rng):
         it = tasks.tool_item(rng)
         if tasks.held_out(it[0]):
             return it
+
+
+def sha256_file(path):
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
 
 
 def main():
@@ -62,15 +76,21 @@ def main():
         if len(ids) < a.n:
             sys.exit(f"the conversation has only {len(ids)} tokens")
 
-        model = DeepseekV4ForCausalLM.from_pretrained(a.model, dtype=torch.float32).eval()
+        with open(os.path.join(a.model, "config.json")) as f:
+            quantized = "quantization_config" in json.load(f)
+        oracle_dir = a.model
+        if quantized:
+            oracle_dir = os.path.join(tmp, "bf16")
+            dequantize.dequantize_dir(a.model, oracle_dir)
+        model = DeepseekV4ForCausalLM.from_pretrained(oracle_dir, dtype=torch.float32).eval()
         with torch.no_grad():
             ref = model(torch.tensor([ids]), use_cache=False).logits[0].float().numpy()
         tok_file = os.path.join(tmp, "tokens.txt")
         with open(tok_file, "w") as f:
             f.write(",".join(map(str, ids)) + "\n")
         got_file = os.path.join(tmp, "engine.f32")
-        subprocess.run([a.dsv4, "score", "--model", a.model, "--device", a.device, "--tokens-file", tok_file,
-                        "--logits-out", got_file],
+        subprocess.run([a.dsv4, "score", "--model", a.model, "--device", a.device, "--cache", "exact",
+                        "--tokens-file", tok_file, "--logits-out", got_file],
                        check=True, capture_output=True)
         got = np.fromfile(got_file, dtype="<f4").reshape(ref.shape)
 
@@ -79,8 +99,11 @@ def main():
     ref.astype("<f4").tofile(os.path.join(a.model, "logits.f32"))
     with open(os.path.join(a.model, "tokens.txt"), "w") as f:
         f.write(",".join(map(str, ids)) + "\n")
-    meta = {"generator": "tools/demo/parity.py", "weights_dtype": "bf16",
-            "reference": "fp32 full forward model(ids, use_cache=False).logits of the saved BF16 checkpoint",
+    meta = {"generator": "tools/demo/parity.py", "weights_dtype": "fp8-fp4" if quantized else "bf16",
+            "reference": "fp32 full forward model(ids, use_cache=False).logits of " +
+                         ("the checkpoint dequantized exactly to BF16 by tools/quant/dequantize.py" if quantized
+                          else "the saved BF16 checkpoint"),
+            "weights_sha256": {fn: sha256_file(os.path.join(a.model, fn)) for fn in fp8_fp4.shard_files(a.model)},
             "versions": {"transformers": transformers.__version__, "torch": torch.__version__},
             "seq_len": len(ids), "vocab_size": int(ref.shape[1]),
             "logits_sha256": hashlib.sha256(ref.astype("<f4").tobytes()).hexdigest(),

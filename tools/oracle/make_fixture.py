@@ -36,7 +36,9 @@ from safetensors.torch import save_file
 from transformers import DeepseekV4Config, DeepseekV4ForCausalLM
 from transformers.models.deepseek_v4 import modeling_deepseek_v4 as mdl
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path[:0] = [HERE, os.path.join(HERE, "..", "quant")]
+from fp8_fp4 import F32_PATTERNS  # noqa: E402
 from mtp import MtpHead  # noqa: E402
 
 KIND = {"S": "sliding_attention", "C": "compressed_sparse_attention", "H": "heavily_compressed_attention"}
@@ -350,11 +352,8 @@ def cached_logits(model, ids, schedule):
 
 # ----------------------------------------------------------------------------- writing
 
-# Tensors the real checkpoint stores in F32 (spec §7.2); every other float tensor is BF16
-# there (or FP8/FP4, which this tiny unquantized fixture stores as BF16). tid2eid stays int64.
-F32_PATTERNS = re.compile(
-    r"(hc_head|attn_hc|ffn_hc|hc_attn_|hc_ffn_|hc_head_|sinks$|attn_sink$|position_bias$|\.ape$|"
-    r"e_score_correction_bias$|gate\.bias$)")
+# Tensors the real checkpoint stores in F32 (F32_PATTERNS, spec §7.2); every other float tensor is
+# BF16 there (or FP8/FP4, which this tiny unquantized fixture stores as BF16). tid2eid stays int64.
 
 
 def storage_dtype(name, t, bf16):

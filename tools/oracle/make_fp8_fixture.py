@@ -9,9 +9,10 @@ projections, F32 hc_*/sinks/ape/gate.bias, I64 tid2eid; official tensor names, o
 config.json keys plus quantization_config and expert_dtype "fp4". Hidden sizes default to
 non-multiples of 128 (320, 192) so partial scale blocks exist.
 
-Quantization: per 128x128 block scale = 2^ceil(log2(amax/448)), codes = round-to-nearest e4m3;
-per 1x32 block scale = 2^ceil(log2(amax/6)), codes = nearest E2M1. The model the reference runs
-is the fp32 model whose weights are exactly code * scale (bf16-rounded where stored as BF16).
+Quantization and storage rules: tools/quant/fp8_fp4.py (shared with tools/quant/quantize_fp8.py):
+per 128x128 block scale = 2^ceil(log2(amax/448)), codes = round-to-nearest-even e4m3; per 1x32 block
+scale = 2^ceil(log2(amax/6)), codes = nearest-even E2M1. The model the reference runs is the fp32
+model whose weights are exactly code * scale (bf16-rounded where stored as BF16).
 
 The reference is `model(ids, use_cache=False).logits` in fp32 of DeepseekV4ForCausalLM with those
 weights. The script also loads the written directory with transformers' own FP8 loader
@@ -25,21 +26,20 @@ differ between the oracle's full and cached paths (an FP8/FP4 rounding decision 
 
 import argparse
 import json
-import math
 import os
 import shutil
-import struct
 import sys
 
+import numpy as np
 import torch
 import transformers
 from transformers import DeepseekV4ForCausalLM
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path[:0] = [HERE, os.path.join(HERE, "..", "quant")]
+import fp8_fp4 as q  # noqa: E402
 import make_fixture as mf  # noqa: E402
 import official_cache  # noqa: E402
-
-E2M1 = torch.tensor([0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0, -0.0, -0.5, -1.0, -1.5, -2.0, -3.0, -4.0, -6.0])
 
 
 def parse_args(argv=None):
@@ -94,67 +94,36 @@ def base_args(a):
 
 # ----------------------------------------------------------------------------- formats
 
-def fp8_quantize(w, blk=128):
-    """w [R, C] fp32 -> (e4m3 codes [R, C], scale exponents [ceil(R/blk), ceil(C/blk)] int, dequantized)."""
-    R, C = w.shape
-    sr, sc = -(-R // blk), -(-C // blk)
-    pad = torch.zeros(sr * blk, sc * blk)
-    pad[:R, :C] = w
-    blocks = pad.view(sr, blk, sc, blk)
-    amax = blocks.abs().amax(dim=(1, 3)).clamp(min=1e-4)
-    e = torch.ceil(torch.log2(amax / 448.0)).to(torch.int32)
-    scale = torch.pow(2.0, e.double()).float()
-    codes = (blocks / scale[:, None, :, None]).to(torch.float8_e4m3fn)
-    deq = (codes.float() * scale[:, None, :, None]).view(sr * blk, sc * blk)[:R, :C].contiguous()
-    return codes.view(sr * blk, sc * blk)[:R, :C].contiguous(), e, deq
+# storage format -> safetensors dtype of the stored bits
+ST_DTYPE = {"fp8": "F8_E4M3", "fp4": "I8", "bf16": "BF16", "f32": "F32", "i64": "I64"}
 
 
-def mxfp4_quantize(w):
-    """w [..., C] fp32 (C % 32 == 0) -> (packed int8 [..., C/2], E8M0 exponents [..., C/32], dequantized)."""
-    shp = w.shape
-    blocks = w.reshape(*shp[:-1], shp[-1] // 32, 32)
-    amax = blocks.abs().amax(dim=-1).clamp(min=6 * 2.0 ** -126)
-    e = torch.ceil(torch.log2(amax / 6.0)).to(torch.int32)
-    scale = torch.pow(2.0, e.double()).float()
-    v = blocks / scale[..., None]
-    codes = (v[..., None] - E2M1).abs().argmin(dim=-1)          # nearest code (first on ties)
-    deq = (E2M1[codes] * scale[..., None]).reshape(shp)
-    codes = codes.reshape(*shp[:-1], shp[-1] // 2, 2)
-    packed = (codes[..., 0] | (codes[..., 1] << 4)).to(torch.uint8).view(torch.int8)
-    return packed.contiguous(), e, deq.contiguous()
-
-
-def kind_of(hf_name, a):
-    """Storage format of an HF parameter in the official checkpoint (spec §7.2)."""
-    if mf.F32_PATTERNS.search(hf_name):
-        return "f32"
-    if hf_name.endswith("tid2eid"):
-        return "i64"
-    if ".mlp.experts." in hf_name:
-        return "mxfp4"
-    fp8 = (".self_attn.q_a_proj.", ".self_attn.q_b_proj.", ".self_attn.kv_proj.", ".self_attn.o_b_proj.",
-           ".indexer.q_b_proj.", ".shared_experts.")
-    if any(s in hf_name for s in fp8) or (a.wo_a == "fp8" and ".self_attn.o_a_proj." in hf_name):
-        return "fp8"
-    return "bf16"
+def kind_of(name, t, cfg, a):
+    """Storage format of an HF parameter: that of its official name(s) (spec §7.2)."""
+    official = next(iter(mf.to_official({name: t}, cfg)))
+    k = q.storage_kind(official, wo_a_fp8=a.wo_a == "fp8")
+    if k is None:
+        sys.exit(f"no storage format for {name} ({official})")
+    return k
 
 
 @torch.no_grad()
-def quantize_model(model, a):
-    """Replace every weight by its stored value; returns HF-named storage dicts (values, scales)."""
+def quantize_model(model, cfg, a):
+    """Replace every weight by its stored value; returns HF-named storage dicts: the stored bits
+    (torch tensors: e4m3 bytes, packed E2M1 bytes, bf16, f32, int64) and the scale exponents."""
     values, scales = {}, {}
     for name, t in list(model.state_dict().items()):
         if name.endswith("inv_freq"):
             continue
-        k = kind_of(name, a)
+        k = kind_of(name, t, cfg, a)
         if k == "fp8":
-            codes, e, deq = fp8_quantize(t.float())
-            values[name], scales[name] = codes, e
-            t.copy_(deq)
-        elif k == "mxfp4":
-            packed, e, deq = mxfp4_quantize(t.float())
-            values[name], scales[name] = packed, e
-            t.copy_(deq)
+            codes, e = q.fp8_quantize(t.float().numpy())
+            values[name], scales[name] = torch.from_numpy(codes), torch.from_numpy(e)
+            t.copy_(torch.from_numpy(q.fp8_dequantize(codes, e)))
+        elif k == "fp4":
+            packed, e = q.mxfp4_quantize(t.float().numpy())
+            values[name], scales[name] = torch.from_numpy(packed), torch.from_numpy(e)
+            t.copy_(torch.from_numpy(q.mxfp4_dequantize(packed, e)))
         elif k == "bf16":
             t.copy_(t.to(torch.bfloat16).float())
             values[name] = t.to(torch.bfloat16).clone()
@@ -165,44 +134,15 @@ def quantize_model(model, a):
 
 # ----------------------------------------------------------------------------- writing
 
-ST_DTYPE = {torch.float32: "F32", torch.bfloat16: "BF16", torch.int64: "I64", torch.float8_e4m3fn: "F8_E4M3",
-            torch.int8: "I8"}
-
-
-def scale_tensor(e, scale_dtype):
-    """Scale exponents -> (safetensors dtype, bytes)."""
-    if scale_dtype == "f32":
-        return "F32", torch.pow(2.0, e.double()).float().contiguous().numpy().tobytes()
-    if int(e.min()) < -127 or int(e.max()) > 127:
-        sys.exit("scale exponent outside E8M0")
-    return "F8_E8M0", (e + 127).to(torch.uint8).contiguous().numpy().tobytes()
-
-
 def tensor_bytes(t):
-    if t.dtype in (torch.bfloat16, torch.float8_e4m3fn):
-        return t.contiguous().view(torch.uint8).numpy().tobytes()
-    return t.contiguous().numpy().tobytes()
+    return t.contiguous().view(torch.uint8).numpy().tobytes()
 
 
-ELEM = {"F32": 4, "I64": 8, "BF16": 2, "F8_E4M3": 1, "F8_E8M0": 1, "I8": 1}
-
-
-def write_safetensors(path, entries):
-    """entries: list of (name, dtype string, shape, bytes). Like safetensors itself, data is laid out
-    by element size, largest first, so every tensor is aligned to its elements."""
-    entries = sorted(entries, key=lambda e: -ELEM[e[1]])
-    hdr, off = {}, 0
-    for name, dt, shape, data in entries:
-        hdr[name] = {"dtype": dt, "shape": list(shape), "data_offsets": [off, off + len(data)]}
-        off += len(data)
-    hdr["__metadata__"] = {"format": "pt"}
-    h = json.dumps(hdr, separators=(",", ":")).encode()
-    h += b" " * (-len(h) % 8)
-    with open(path, "wb") as f:
-        f.write(struct.pack("<Q", len(h)))
-        f.write(h)
-        for _, _, _, data in entries:
-            f.write(data)
+def scale_bytes(e, kind, scale_dtype, name):
+    """Scale exponents -> (safetensors dtype, bytes): native F8_E8M0, or F32 powers of two."""
+    if scale_dtype == "f32":
+        return "F32", np.exp2(e).astype(np.float32).tobytes()
+    return "F8_E8M0", q.e8m0_bytes(e, kind, name).tobytes()
 
 
 def save(out_dir, cfg, a, values, scales):
@@ -210,13 +150,12 @@ def save(out_dir, cfg, a, values, scales):
     off_scales = mf.to_official(scales, cfg)
     entries = []
     for name, t in sorted(official.items(), key=lambda kv: mf._layer_order_key(kv[0])):
-        dt = "I8" if t.dtype == torch.int8 else ST_DTYPE[t.dtype]
-        entries.append((name, dt, t.shape, tensor_bytes(t)))
+        kind = q.storage_kind(name, wo_a_fp8=a.wo_a == "fp8")
+        entries.append((name, ST_DTYPE[kind], t.shape, tensor_bytes(t)))
         if name in off_scales:
-            e = off_scales[name]
-            mx = ".ffn.experts." in name
-            sdt, sb = scale_tensor(e, "e8m0" if mx else a.scale_dtype)
-            entries.append((name[: -len(".weight")] + ".scale", sdt, e.shape, sb))
+            e = off_scales[name].numpy()
+            sdt, sb = scale_bytes(e, kind, "e8m0" if kind == "fp4" else a.scale_dtype, name)
+            entries.append((q.scale_name(name), sdt, e.shape, sb))
     if os.path.exists(out_dir):
         shutil.rmtree(out_dir)
     os.makedirs(out_dir)
@@ -231,19 +170,16 @@ def save(out_dir, cfg, a, values, scales):
         acc += len(e[3])
     groups.append(cur)
     if len(groups) == 1:
-        write_safetensors(os.path.join(out_dir, "model.safetensors"), groups[0])
+        q.write_safetensors(os.path.join(out_dir, "model.safetensors"), groups[0])
     else:
-        wmap = {}
+        shards = {}
         for i, g in enumerate(groups):
             fn = f"model-{i + 1:05d}-of-{len(groups):05d}.safetensors"
-            write_safetensors(os.path.join(out_dir, fn), g)
-            wmap.update({e[0]: fn for e in g})
-        with open(os.path.join(out_dir, "model.safetensors.index.json"), "w") as f:
-            json.dump({"metadata": {"total_size": total}, "weight_map": dict(sorted(wmap.items()))}, f, indent=2)
-            f.write("\n")
+            q.write_safetensors(os.path.join(out_dir, fn), g)
+            shards[fn] = [e[0] for e in g]
+        q.write_index(out_dir, shards)
     conf = mf.official_config(cfg, True)
-    conf["quantization_config"] = {"activation_scheme": "dynamic", "fmt": "e4m3", "quant_method": "fp8",
-                                   "scale_fmt": "ue8m0", "weight_block_size": [128, 128]}
+    conf["quantization_config"] = dict(q.QUANTIZATION_CONFIG)
     conf["expert_dtype"] = "fp4"
     with open(os.path.join(out_dir, "config.json"), "w") as f:
         json.dump(conf, f, indent=2)
@@ -295,7 +231,7 @@ def main(argv=None):
         torch.manual_seed(seed)
         model = DeepseekV4ForCausalLM(cfg).to(torch.float32).eval()
         mf.randomize(model, cfg, gen, False)
-        values, scales = quantize_model(model, a)
+        values, scales = quantize_model(model, cfg, a)
         ids = torch.randint(0, cfg.vocab_size, (1, a.seq_len), generator=gen)
         rec = mf.GapRecorder(model, cfg, a.min_gap)
         rec.active = True
