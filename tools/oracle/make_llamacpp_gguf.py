@@ -170,7 +170,7 @@ def main(argv=None):
             torch.manual_seed(seed)
             model = DeepseekV4ForCausalLM(cfg).to(torch.float32).eval()
             mf.randomize(model, cfg, gen, False)
-            values, scales = f8.quantize_model(model, a)   # the model now holds the checkpoint's values
+            values, scales = f8.quantize_model(model, cfg, a)   # the model now holds the checkpoint's values
             ids = torch.randint(0, cfg.vocab_size, (1, a.seq_len), generator=gen)
             write_checkpoint(ckpt, cfg, a, values, scales, ours.tokenizer)
             files, notes = {}, {}
