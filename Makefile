@@ -34,6 +34,11 @@ LIB_OBJ := $(LIB_SRC:%.c=$(BUILD)/%.o) $(CU_OBJ)
 CLI_OBJ := $(CLI_SRC:%.c=$(BUILD)/%.o) $(SERVE_SRC:%.c=$(BUILD)/%.o)
 TEST_SRC := $(wildcard tests/unit/test_*.c)
 TEST_BIN := $(TEST_SRC:tests/unit/%.c=$(BUILD)/tests/%)
+# The CUDA backend's GGUF block decoders run on the CPU too (host code: any
+# machine with nvcc runs this test, no GPU needed).
+ifneq ($(CU_OBJ),)
+TEST_BIN += $(BUILD)/tests/test_gg_decode
+endif
 # Tests of loaders, parsers and weight-format decoders, and the allocation-failure
 # loops: CI runs these under ASan+UBSan too.
 PARSER_TESTS := $(filter %/test_safetensors %/test_gguf %/test_ggml_quant %/test_config %/test_tokenizer %/test_chat \
@@ -174,6 +179,11 @@ fuzz-smoke: $(FUZZ_BIN)
 	done
 
 -include $(shell find $(BUILD) -name '*.d' 2>/dev/null)
+
+$(BUILD)/tests/test_gg_decode: tests/cuda/test_gg_decode.cu $(BUILD)/libdsv4.a tests/test.h
+	@mkdir -p $(@D)
+	$(NVCC) $(NVFLAGS) -Itests -c -o $@.o $<
+	$(CC) $(LDFLAGS) -o $@ $@.o $(BUILD)/libdsv4.a $(LDLIBS)
 
 # CUDA op tests against the CPU ops (need a GPU; not part of `make test`).
 CUDA_TEST := $(BUILD)/tests/test_cuda_ops

@@ -58,7 +58,7 @@ static inline char *test_read_file(const char *path, size_t *len)
     fseek(f, 0, SEEK_END);
     long n = ftell(f);
     fseek(f, 0, SEEK_SET);
-    char *p = n >= 0 ? malloc((size_t)n + 1) : NULL;
+    char *p = n >= 0 ? (char *)malloc((size_t)n + 1) : NULL; /* (char *): tests in C++ too */
     if (p && fread(p, 1, (size_t)n, f) != (size_t)n) { free(p); p = NULL; }
     fclose(f);
     if (p) { p[n] = 0; if (len) *len = (size_t)n; }

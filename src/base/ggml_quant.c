@@ -3,6 +3,7 @@
  * are formed first) mirrors ggml's dequantize_row_* exactly, and ISO C mode
  * keeps the compiler from fusing a·b − c into an FMA, so results are
  * bit-identical to ggml. Block layouts are described at each decoder. */
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -159,8 +160,6 @@ static void dq_q6_k(const uint8_t *b, float *y)
             }
 }
 
-static const int8_t k_iq4nl[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
-
 /* IQ4_XS: f16 d, u16 scales_h, scales_l[4], qs[128]; sub-block ib of 32 has a
  * 6-bit scale (offset 32) and 4-bit indices into the IQ4_NL table: element
  * j < 16 low nibble of qs[16ib + j], j >= 16 high nibble of qs[16ib + j−16]. */
@@ -174,7 +173,7 @@ static void dq_iq4_xs(const uint8_t *b, float *y)
         float dl = d * (float)(ls - 32);
         for (int j = 0; j < 32; j++) {
             int q = j < 16 ? qs[16 * ib + j] & 0xF : qs[16 * ib + j - 16] >> 4;
-            *y++ = dl * (float)k_iq4nl[q];
+            *y++ = dl * (float)kvalues_iq4nl[q];
         }
     }
 }
@@ -258,8 +257,6 @@ static float e8m0_half(uint8_t e)
     return f;
 }
 
-static const int8_t k_e2m1x2[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
-
 /* MXFP4 (ggml): e8m0 e, qs[16]: element j < 16 low nibble of qs[j], j >= 16
  * high nibble of qs[j−16]; y = E2M1·2 · half-scale. */
 static void dq_mxfp4(const uint8_t *b, float *y)
@@ -267,7 +264,7 @@ static void dq_mxfp4(const uint8_t *b, float *y)
     float d = e8m0_half(b[0]);
     for (int j = 0; j < 32; j++) {
         int q = j < 16 ? b[1 + j] & 0xF : b[1 + j - 16] >> 4;
-        y[j] = (float)k_e2m1x2[q] * d;
+        y[j] = (float)kvalues_mxfp4[q] * d;
     }
 }
 
@@ -301,4 +298,73 @@ void ggml_dequant_blocks(uint32_t t, const void *src, int64_t n_blocks, float *o
         return;
     }
     for (int64_t i = 0; i < n_blocks; i++) fn(b + i * ti->block_bytes, out + i * ti->block_elems);
+}
+
+/* Byte offsets of the f16 scale fields of a block type (MXFP4: none, its
+ * scale is the E8M0 byte 0); the count. */
+static int f16_fields(uint32_t t, int off[2])
+{
+    switch (t) {
+    case GGML_Q2_K: off[0] = 80; off[1] = 82; return 2;   /* d, dmin */
+    case GGML_Q4_K: case GGML_Q5_K: off[0] = 0; off[1] = 2; return 2;
+    case GGML_Q3_K: off[0] = 108; return 1;
+    case GGML_Q6_K: off[0] = 208; return 1;
+    case GGML_MXFP4: return 0;
+    default: off[0] = 0; return 1;                        /* Q8_0 and the i-quants: d first */
+    }
+}
+
+static uint64_t splitmix(uint64_t x)
+{
+    x += 0x9e3779b97f4a7c15ull;
+    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+    x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+    return x ^ (x >> 31);
+}
+
+/* The f16 bits of ±2^k, k in [-24, 15] (exact: normal or subnormal). */
+static void put_f16_pow2(uint8_t *p, int k, int neg)
+{
+    uint16_t bits = (uint16_t)(neg ? 0x8000 : 0) | (uint16_t)(k >= -14 ? (k + 15) << 10 : 1 << (k + 24));
+    p[0] = (uint8_t)bits;
+    p[1] = (uint8_t)(bits >> 8);
+}
+
+void ggml_random_blocks(uint32_t t, uint64_t seed, float rms, int64_t n_blocks, void *out)
+{
+    const ggml_type_info *ti = ggml_type_get(t);
+    int bb = ti->block_bytes, be = ti->block_elems, off[2], nf = f16_fields(t, off);
+    uint8_t *b = out;
+    float vals[256];
+    for (int64_t i = 0; i < n_blocks; i++, b += bb) {
+        uint64_t s = splitmix(seed ^ splitmix((uint64_t)i)), r = 0;
+        for (int k = 0; k < bb; k++) {
+            if (k % 8 == 0) r = splitmix(s + (uint64_t)k);
+            b[k] = (uint8_t)(r >> (8 * (k % 8)));
+        }
+        r = splitmix(s ^ 0x5ca1e5ull); /* the scales' own draws */
+        if (rms <= 0) { /* full finite range */
+            if (!nf) b[0] = (uint8_t)(r % 251);
+            for (int f = 0; f < nf; f++) {
+                uint16_t bits = (uint16_t)(r >> (16 * f));
+                if ((bits & 0x7C00) == 0x7C00) bits &= 0x83FF; /* no inf/NaN */
+                b[off[f]] = (uint8_t)bits;
+                b[off[f] + 1] = (uint8_t)(bits >> 8);
+            }
+            continue;
+        }
+        /* unit scales, then the power of two that brings the rms near the target */
+        if (!nf) b[0] = 128; /* MXFP4 half-scale 2^0 */
+        for (int f = 0; f < nf; f++) put_f16_pow2(b + off[f], 0, (int)(r >> f) & 1);
+        ggml_dequant_blocks(t, b, 1, vals);
+        double ss = 0;
+        for (int k = 0; k < be; k++) ss += (double)vals[k] * vals[k];
+        if (!(ss > 0)) continue;
+        int k2 = (int)lrint(log2((double)rms / sqrt(ss / be)));
+        if (!nf) {
+            int e = 128 + k2;
+            b[0] = (uint8_t)(e < 1 ? 1 : e > 250 ? 250 : e);
+        }
+        for (int f = 0; f < nf; f++) put_f16_pow2(b + off[f], k2 < -24 ? -24 : k2 > 15 ? 15 : k2, (int)(r >> f) & 1);
+    }
 }

@@ -36,4 +36,14 @@ const char *ggml_type_name(uint32_t t, char buf[24]);
  * n_blocks·block_elems floats. */
 void ggml_dequant_blocks(uint32_t t, const void *src, int64_t n_blocks, float *out);
 
+/* n_blocks random valid blocks of a decodable block type t (not F32, F16,
+ * BF16) into out: uniform random bytes (every grid index, sign group and
+ * nibble is a legal encoding) with finite scales. rms > 0: the scales (f16,
+ * or MXFP4's E8M0) are powers of two chosen per block so the values' root
+ * mean square is within a factor sqrt(2) of rms (synthetic weights, test
+ * matrices); rms = 0: f16 scales drawn over the whole finite range and E8M0
+ * exponents over 0..250 (the decoders' stress test). Block i depends only on
+ * (seed, i). */
+void ggml_random_blocks(uint32_t t, uint64_t seed, float rms, int64_t n_blocks, void *out);
+
 #endif

@@ -6,26 +6,14 @@
 #include "base/ggml_quant.h"
 #include <string.h>
 
-/* GGUF block sizes are ggml's (block_q8_0, block_q4_K, ...); they decode
- * through base/ggml_quant.c. */
+#define WF_GGUF_FACT(f, name, ggml, elems, bytes) [f] = {name, elems, bytes, 0, 1},
 static const wformat_facts k_facts[WF_COUNT] = {
     [WF_F32] = {"F32", 1, 4, 0, 1},
     [WF_BF16] = {"BF16", 1, 2, 0, 1},
     [WF_F16] = {"F16", 1, 2, 0, 1},
     [WF_FP8_E4M3] = {"FP8-E4M3", 1, 1, 1, 1},
     [WF_MXFP4] = {"MXFP4", 2, 1, 1, 1},
-    [WF_Q8_0] = {"Q8_0", 32, 34, 0, 1},
-    [WF_Q4_K] = {"Q4_K", 256, 144, 0, 1},
-    [WF_Q5_K] = {"Q5_K", 256, 176, 0, 1},
-    [WF_Q6_K] = {"Q6_K", 256, 210, 0, 1},
-    [WF_Q3_K] = {"Q3_K", 256, 110, 0, 1},
-    [WF_Q2_K] = {"Q2_K", 256, 84, 0, 1},
-    [WF_IQ4_XS] = {"IQ4_XS", 256, 136, 0, 1},
-    [WF_IQ3_XXS] = {"IQ3_XXS", 256, 98, 0, 1},
-    [WF_IQ3_S] = {"IQ3_S", 256, 110, 0, 1},
-    [WF_IQ2_XXS] = {"IQ2_XXS", 256, 66, 0, 1},
-    [WF_IQ2_S] = {"IQ2_S", 256, 82, 0, 1},
-    [WF_MXFP4_GGUF] = {"MXFP4_GGUF", 32, 17, 0, 1},
+    WF_GGUF_BLOCKS(WF_GGUF_FACT) /* decoded through base/ggml_quant.c */
 };
 static const wformat_facts k_invalid = {"?", 0, 0, 0, 0};
 
@@ -41,13 +29,17 @@ int64_t wformat_row_bytes(dsv4_wformat fmt, int64_t cols)
 }
 
 /* The ggml type id of each GGUF block format (and of the plain ones). */
+#define WF_GGUF_TYPE(f, name, ggml, elems, bytes) [f] = ggml,
 static const uint32_t k_ggml_type[WF_COUNT] = {
     [WF_F32] = GGML_F32, [WF_BF16] = GGML_BF16, [WF_F16] = GGML_F16,
     [WF_FP8_E4M3] = UINT32_MAX, [WF_MXFP4] = UINT32_MAX,
-    [WF_Q8_0] = GGML_Q8_0, [WF_Q4_K] = GGML_Q4_K, [WF_Q5_K] = GGML_Q5_K, [WF_Q6_K] = GGML_Q6_K,
-    [WF_Q3_K] = GGML_Q3_K, [WF_Q2_K] = GGML_Q2_K, [WF_IQ4_XS] = GGML_IQ4_XS, [WF_IQ3_XXS] = GGML_IQ3_XXS,
-    [WF_IQ3_S] = GGML_IQ3_S, [WF_IQ2_XXS] = GGML_IQ2_XXS, [WF_IQ2_S] = GGML_IQ2_S, [WF_MXFP4_GGUF] = GGML_MXFP4,
+    WF_GGUF_BLOCKS(WF_GGUF_TYPE)
 };
+
+uint32_t wformat_ggml_type(dsv4_wformat fmt)
+{
+    return (unsigned)fmt < WF_COUNT ? k_ggml_type[fmt] : UINT32_MAX;
+}
 
 int wformat_of_ggml(uint32_t ggml_type)
 {

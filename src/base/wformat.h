@@ -23,6 +23,7 @@
 #include <stdint.h>
 
 #include "base/dtype.h"
+#include "base/ggml_quant.h" /* the ggml type ids of WF_GGUF_BLOCKS */
 
 typedef enum {
     WF_F32, WF_BF16, WF_F16,
@@ -31,6 +32,17 @@ typedef enum {
     WF_IQ4_XS, WF_IQ3_XXS, WF_IQ3_S, WF_IQ2_XXS, WF_IQ2_S, WF_MXFP4_GGUF,
     WF_COUNT
 } dsv4_wformat;
+
+/* The GGUF block formats: format, name, ggml type id, values and bytes per
+ * block (ggml's block_* structs). The facts table, the ggml type mapping and
+ * the CUDA decoders (src/cuda/ggml_blocks.cuh) are all built from this list. */
+#define WF_GGUF_BLOCKS(X)                                                                                  \
+    X(WF_Q8_0, "Q8_0", GGML_Q8_0, 32, 34) X(WF_Q4_K, "Q4_K", GGML_Q4_K, 256, 144)                       \
+    X(WF_Q5_K, "Q5_K", GGML_Q5_K, 256, 176) X(WF_Q6_K, "Q6_K", GGML_Q6_K, 256, 210)                     \
+    X(WF_Q3_K, "Q3_K", GGML_Q3_K, 256, 110) X(WF_Q2_K, "Q2_K", GGML_Q2_K, 256, 84)                      \
+    X(WF_IQ4_XS, "IQ4_XS", GGML_IQ4_XS, 256, 136) X(WF_IQ3_XXS, "IQ3_XXS", GGML_IQ3_XXS, 256, 98)       \
+    X(WF_IQ3_S, "IQ3_S", GGML_IQ3_S, 256, 110) X(WF_IQ2_XXS, "IQ2_XXS", GGML_IQ2_XXS, 256, 66)          \
+    X(WF_IQ2_S, "IQ2_S", GGML_IQ2_S, 256, 82) X(WF_MXFP4_GGUF, "MXFP4_GGUF", GGML_MXFP4, 32, 17)
 
 typedef struct {
     const char *name;  /* "BF16", "FP8-E4M3", "MXFP4", "Q4_K", ... */
@@ -47,6 +59,9 @@ int64_t wformat_row_bytes(dsv4_wformat fmt, int64_t cols);
 /* The format of a ggml tensor type id (GGUF tensor infos); -1 for types
  * that are not weight formats here. */
 int wformat_of_ggml(uint32_t ggml_type);
+/* The ggml type id of a GGUF block format or plain format (GGUF tensor
+ * infos); UINT32_MAX for the formats GGUF has no type for. */
+uint32_t wformat_ggml_type(dsv4_wformat fmt);
 /* The plain format of a float dtype; -1 for any other dtype. */
 int wformat_of_dtype(dsv4_dtype dt);
 

@@ -20,7 +20,7 @@ static void usage(FILE *f)
 {
     fprintf(f,
             "usage: dsv4 bench (--model DIR | --synthetic flash|pro [--layers N] [--experts N]\n"
-            "                                              [--weights fp8-fp4|bf16])\n"
+            "                                              [--weights fp8-fp4|bf16|gguf-iq3_xxs])\n"
             "                  [--device cpu|cuda|auto] [--threads N] [--contexts 0,4096,32768,131072]\n"
             "                  [--cache exact|official|auto]\n"
             "                  [--decode N] [--prefill N] [--hf-compare] [--lanes 1,2,4,8]\n"
@@ -29,7 +29,9 @@ static void usage(FILE *f)
             "prefill tokens/s for an N-token prompt, bytes read per decode token, achieved\n"
             "GB/s against the bandwidth limit, and the split of decode time by op family.\n"
             "--weights: the synthetic weights' formats; fp8-fp4 (default) is the released\n"
-            "checkpoints' mix (FP8 dense, MXFP4 routed experts), so bytes per token are real.\n"
+            "checkpoints' mix (FP8 dense, MXFP4 routed experts), so bytes per token are real;\n"
+            "gguf-iq3_xxs a GGUF file like the community UD-IQ3_XXS ones (IQ3_XXS routed\n"
+            "experts, Q8_0 dense and shared expert, Q6_K head).\n"
             "--hf-compare (with --synthetic): also times transformers' eager bf16 model at\n"
             "the same shapes (tools/bench/hf_decode.py, python from $DSV4_PYTHON or python3)\n"
             "and prints our decode speed at the first context as a ratio to it.\n"
@@ -288,10 +290,11 @@ int cmd_bench(int argc, char **argv)
         return 2;
     }
     int is_cpu = !strcmp(m->be->name, "cpu");
-    static const char *const wf[] = {"bf16", "fp8", "fp4"};
-    printf("# dsv4 bench: %s on %s, %d layers, %d routed experts, vocab %d, weights %s dense / %s experts, "
+    /* the formats as bound (GGUF files choose them per tensor): layer 0's wq_a and first expert */
+    printf("# dsv4 bench: %s on %s, %d layers, %d routed experts, vocab %d, weights %s dense / %s experts / %s head, "
            "%s cache (load %.1f s)\n", synth ? synth : model, m->be->name, cf->n_layers, cf->n_experts, cf->vocab,
-           wf[cf->weight_format], wf[cf->expert_format],
+           wformat_info(m->layers[0].wq_a.fmt)->name, wformat_info(m->layers[0].w1[0].fmt)->name,
+           wformat_info(m->head.fmt)->name,
            dsv4_model_cache_mode(m) == DSV4_CACHE_OFFICIAL ? "official" : "exact", now() - t0);
     if (!is_cpu) {
         dsv4_memory_info mi;

@@ -4,7 +4,7 @@
  * pooling, normalising and roping its entry exactly like the CPU. */
 #include <string.h>
 
-#include "cuda/cuda_internal.cuh"
+#include "cuda/ggml_blocks.cuh"
 
 typedef struct {
     int64_t pos0;
@@ -29,7 +29,7 @@ __global__ void __launch_bounds__(256) compress_kernel(comp_args a, const int64_
         float *ou = st.open_u + (int64_t)slot * cw, *og = st.open_g + (int64_t)slot * cw;
         for (int c = threadIdx.x; c < cw; c += blockDim.x) {
             ou[c] = a.u[(int64_t)t * cw + c];
-            og[c] = a.g[(int64_t)t * cw + c] + cu_ld(a.ape.dtype, a.ape.data, (int64_t)slot * cw + c);
+            og[c] = a.g[(int64_t)t * cw + c] + cu_wval(a.ape, slot, c);
         }
         __syncthreads();
         if (slot != m - 1) continue;

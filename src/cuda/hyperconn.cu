@@ -7,7 +7,7 @@
  * CPU) and collapses the streams. hc_post: elementwise. */
 #include <string.h>
 
-#include "cuda/cuda_internal.cuh"
+#include "cuda/ggml_blocks.cuh"
 
 #define HC_MAX 16
 
@@ -22,7 +22,7 @@ typedef struct {
 } hc_args;
 
 /* mix[t][k] = rsqrt(mean(X[t]²)+eps) · (fn[k] · X[t]); 16-byte loads of fn
- * and X when aligned. */
+ * and X when aligned; GGUF blocks of fn 32 values (one chunk) at a time. */
 __global__ void __launch_bounds__(1024) hc_mix_kernel(const float *X, int64_t n, dsv4_mat fn, float eps, float *mix,
                                                       int n_mix, int vec)
 {
@@ -31,7 +31,18 @@ __global__ void __launch_bounds__(1024) hc_mix_kernel(const float *X, int64_t n,
     int k = blockIdx.x, t = blockIdx.y;
     const float *v = X + (int64_t)t * n;
     float ss = 0.0f, dot = 0.0f;
-    if (vec) {
+    if (gg_is_fmt(fn.fmt)) {
+        const uint8_t *w = (const uint8_t *)fn.data + k * gg_row_bytes(fn.fmt, n);
+        for (int64_t c = threadIdx.x; c < n / 32; c += blockDim.x) {
+            float f[32];
+            gg_chunk_rt(fn.fmt, w, c, f);
+            for (int j = 0; j < 32; j++) {
+                float xv = v[32 * c + j];
+                ss = fmaf(xv, xv, ss);
+                dot = fmaf(f[j], xv, dot);
+            }
+        }
+    } else if (vec) {
         int per = fn.dtype == DT_F32 ? 4 : 8, esz = fn.dtype == DT_F32 ? 4 : 2;
         const char *w = (const char *)fn.data + (int64_t)k * n * esz;
         for (int64_t c = threadIdx.x; c < n / per; c += blockDim.x) {

@@ -311,6 +311,10 @@ void cu_exec_matmul(cu_impl *c, const void *args, const int64_t *dpos)
     const cu_matmul_args *a = (const cu_matmul_args *)args;
     (void)dpos;
     if (a->T <= 0 || a->W.rows <= 0) return;
+    if (cu_wfam(a->W) == CU_W_GGUF) {
+        cu_gg_matmul(c, a);
+        return;
+    }
     if (!tc_ok(&a->W, a->grp_rows)) {
         run_gemv(c, a);
         return;

@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cuda/cuda_internal.cuh"
+#include "cuda/ggml_blocks.cuh"
 
 #define ARENA_CHUNK ((size_t)256 << 20)
 #define ARENA_BIG ((size_t)64 << 20)
@@ -195,12 +195,14 @@ static dsv4_status adopt_region(cu_impl *c, const void **p, size_t bytes)
 
 /* A weight stays in its checkpoint bytes on the GPU: the element bytes and,
  * for block-scaled formats, the scale grid, each uploaded as they are; the
- * kernels decode them in registers (wload.cuh). */
+ * kernels decode them in registers (wload.cuh, ggml_blocks.cuh for GGUF
+ * blocks, whose loads rely on the 16-byte start every upload has). */
 dsv4_status cu_adopt_weight(dsv4_backend *b, dsv4_mat *m)
 {
     cu_impl *c = cu_of(b);
     if (!m->data) return DSV4_OK;
-    if (m->fmt != WF_F32 && m->fmt != WF_BF16 && m->fmt != WF_F16 && m->fmt != WF_FP8_E4M3 && m->fmt != WF_MXFP4)
+    if (m->fmt != WF_F32 && m->fmt != WF_BF16 && m->fmt != WF_F16 && m->fmt != WF_FP8_E4M3 && m->fmt != WF_MXFP4 &&
+        !gg_is_fmt(m->fmt))
         return dsv4_fail(DSV4_ERR_UNSUPPORTED, "CUDA backend: %s weights are not supported yet (use --device cpu)",
                          wformat_info(m->fmt)->name);
     if ((m->fmt == WF_FP8_E4M3 || m->fmt == WF_MXFP4) && (!m->scale || m->blk_r < 1 || m->blk_c < 1))
@@ -208,6 +210,9 @@ dsv4_status cu_adopt_weight(dsv4_backend *b, dsv4_mat *m)
                          wformat_info(m->fmt)->name);
     dsv4_status st = adopt_region(c, &m->data, (size_t)m->rows * (size_t)wformat_row_bytes(m->fmt, m->cols));
     if (st == DSV4_OK && m->scale) st = adopt_region(c, &m->scale, (size_t)wmat_scale_bytes(m));
+    if (st == DSV4_OK && gg_is_fmt(m->fmt) && (uintptr_t)m->data % 16) /* only a view made on the device can be */
+        return dsv4_fail(DSV4_ERR_UNSUPPORTED, "CUDA backend: a %s weight must start on 16 bytes of device memory",
+                         wformat_info(m->fmt)->name);
     return st;
 }
 

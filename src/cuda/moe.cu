@@ -33,6 +33,7 @@ typedef struct {
     int gmax;       /* most groups a step can have: min(E, T·K) + 1 */
     int tc_r, tc_s;  /* the routed / shared experts take the tensor-core path */
     int stage_up, stage_down; /* one-token step: the expert kernels prepare their row themselves */
+    int e3_fmt;      /* w3's format: e13's, except in GGUF files (gate and up block types may differ) */
     __half *xq, *hq; /* tensor-core experts: prepared rows of x (T) and of H (pairs), */
     float *xpf, *hpf; /* and their factors (tc_f16.cuh); NULL when no expert takes that path */
     int *err;
@@ -188,6 +189,7 @@ __device__ __forceinline__ dsv4_mat group_weight(const moe_args &a, int e, int w
 {
     if (e < 0) return which == 0 ? a.sh1 : which == 1 ? a.sh3 : a.sh2;
     dsv4_mat m = which == 2 ? a.e2 : a.e13;
+    if (which == 1) m.fmt = (dsv4_wformat)a.e3_fmt;
     m.data = a.tab[(int64_t)which * a.E + e];
     m.scale = a.tab[(int64_t)(3 + which) * a.E + e];
     return m;
@@ -268,6 +270,7 @@ __device__ __forceinline__ void group_dots(int e, const dsv4_mat *W, const int64
     if (f == CU_W_BF16) cu_dots_fam<CU_W_BF16, NW, NB>(W, r, n, xs, nb, vec, acc);
     else if (f == CU_W_FP8) cu_dots_fam<CU_W_FP8, NW, NB>(W, r, n, xs, nb, vec, acc);
     else if (f == CU_W_FP4) cu_dots_fam<CU_W_FP4, NW, NB>(W, r, n, xs, nb, vec, acc);
+    else if (f == CU_W_GGUF) gg_dots<NW, NB>(W, r, n, xs, nb, acc);
     else cu_dots<NW, NB>(W, r, n, xs, nb, vec, acc);
 }
 
@@ -284,10 +287,10 @@ __global__ void __launch_bounds__(256) expert_up_kernel(moe_args a, int part)
     moe_group G = group_at<NB>(a, blockIdx.y);
     int g0 = G.i0, g1 = G.i1;
     if (r >= a.I || g0 == g1 || part_skips(part, G.e)) return;
-    /* w1 and w3 share a format and shape (checked when the op is submitted) */
+    /* w1 and w3 share a shape, and a format but in GGUF files (checked when the op is submitted) */
     dsv4_mat w1 = group_weight(a, G.e, 0), w3 = group_weight(a, G.e, 1);
-    int64_t rb = cu_row_bytes(w1), rr[2] = {r, r};
-    const char *r1 = (const char *)w1.data + r * rb, *r3 = (const char *)w3.data + r * rb;
+    int64_t rr[2] = {r, r};
+    const char *r1 = (const char *)w1.data + r * cu_row_bytes(w1), *r3 = (const char *)w3.data + r * cu_row_bytes(w3);
     int vec = cu_dots_vec(w1, r1, a.x, a.D) && cu_dots_vec(w3, r3, a.x, a.D);
     if (NB == 1) { /* one-token step: the group is pair g0 of token 0 */
         float acc[1][1];
@@ -313,7 +316,12 @@ __global__ void __launch_bounds__(256) expert_up_kernel(moe_args a, int part)
                 xs[j] = a.x + (int64_t)pair_token(a, group_pair(a, i0 + (j < nb ? j : 0))) * a.D;
             const dsv4_mat w13[2] = {w1, w3};
             float acc[2][NB];
-            group_dots<FR, FS, 2, NB>(G.e, w13, rr, a.D, xs, nb, vec, acc);
+            if (w1.fmt == w3.fmt) {
+                group_dots<FR, FS, 2, NB>(G.e, w13, rr, a.D, xs, nb, vec, acc);
+            } else { /* one row at a time: the same sums (a row's order does not depend on NW) */
+                group_dots<FR, FS, 1, NB>(G.e, &w1, rr, a.D, xs, nb, vec, acc);
+                group_dots<FR, FS, 1, NB>(G.e, &w3, rr, a.D, xs, nb, vec, acc + 1);
+            }
             for (int j = 0; j < NB; j++) {
                 if (j >= nb) break;
                 swiglu_store(a, group_pair(a, i0 + j), r, cu_warp_sum(acc[0][j]), cu_warp_sum(acc[1][j]));
@@ -507,6 +515,7 @@ static void launch_fp32_part(cu_impl *c, const moe_args *a, int up, int part)
     if (fr == CU_W_BF16 && fs == CU_W_BF16) launch_fp32<CU_W_BF16, CU_W_BF16>(c, a, up, part);
     else if (fr == CU_W_FP4 && fs == CU_W_FP8) launch_fp32<CU_W_FP4, CU_W_FP8>(c, a, up, part);
     else if (fr == CU_W_FP8 && fs == CU_W_FP8) launch_fp32<CU_W_FP8, CU_W_FP8>(c, a, up, part);
+    else if (fr == CU_W_GGUF && fs == CU_W_GGUF) launch_fp32<CU_W_GGUF, CU_W_GGUF>(c, a, up, part);
     else launch_fp32<-1, -1>(c, a, up, part);
 }
 
@@ -564,6 +573,14 @@ static int same_layout(const dsv4_mat *a, const dsv4_mat *b)
            a->blk_c == b->blk_c && a->scale_rows == b->scale_rows && a->scale_cols == b->scale_cols;
 }
 
+/* Whether an expert's w1 and w3 fit the kernels: one layout, or (GGUF
+ * files) block formats of one shape, which the fp32 kernels read apart. */
+static int gate_up_ok(const dsv4_mat *w1, const dsv4_mat *w3)
+{
+    return same_layout(w1, w3) || (gg_is_fmt(w1->fmt) && gg_is_fmt(w3->fmt) && w1->rows == w3->rows &&
+                                   w1->cols == w3->cols);
+}
+
 /* Device table of the experts' w1, w3, w2 data and scale pointers for one
  * layer, built once and reused while the layer's expert views still point
  * at the same data. */
@@ -579,7 +596,8 @@ static const cu_expert_tab *expert_table(cu_impl *c, const dsv4_moe_params *p)
     for (int e = 0; e < E; e++) {
         const dsv4_mat *m[3] = {&p->w1[e], &p->w3[e], &p->w2[e]};
         for (int j = 0; j < 3; j++) {
-            if (!same_layout(m[j], j == 2 ? &p->w2[0] : &p->w1[0]) || !m[j]->data) {
+            const dsv4_mat *first = j == 0 ? &p->w1[0] : j == 1 ? &p->w3[0] : &p->w2[0];
+            if (!same_layout(m[j], first) || (j == 1 && !gate_up_ok(&p->w1[0], first)) || !m[j]->data) {
                 free(h);
                 backend_fail(c->b, DSV4_ERR_UNSUPPORTED,
                              "CUDA MoE: the experts of one layer must share one format and shape");
@@ -637,7 +655,7 @@ void cu_moe(dsv4_backend *b, const float *x, const int32_t *tok, int T, int D, c
         backend_fail(b, DSV4_ERR_UNSUPPORTED, "CUDA MoE: n_active must be 1..32");
         return;
     }
-    if (!same_layout(p->sh_w1, p->sh_w3)) {
+    if (!gate_up_ok(p->sh_w1, p->sh_w3)) {
         backend_fail(b, DSV4_ERR_UNSUPPORTED, "CUDA MoE: the shared expert's w1 and w3 must share one format and shape");
         return;
     }
@@ -656,6 +674,7 @@ void cu_moe(dsv4_backend *b, const float *x, const int32_t *tok, int T, int D, c
     a.e13 = p->w1[0];
     a.e2 = p->w2[0];
     a.e13.data = a.e13.scale = a.e2.data = a.e2.scale = NULL; /* per expert from the table */
+    a.e3_fmt = p->w3[0].fmt;
     a.route_scale = p->route_scale;
     a.swiglu_limit = p->swiglu_limit;
     a.gate = *p->gate;

@@ -1,7 +1,7 @@
 /* RMSNorm, RoPE, embedding lookup and the window ring on the GPU. */
 #include <string.h>
 
-#include "cuda/cuda_internal.cuh"
+#include "cuda/ggml_blocks.cuh"
 
 /* ---- rmsnorm: one block per row ---- */
 
@@ -149,6 +149,16 @@ __global__ void embed_kernel(embed_args a)
     if (id < 0 || id >= a.E.rows) {
         if (threadIdx.x == 0 && blockIdx.x == 0) cu_fault(a.err, CU_FAULT_TOKEN, t, a.layer);
         id = 0;
+    }
+    if (gg_is_fmt(a.E.fmt)) { /* GGUF blocks: a thread decodes 32 values at a time */
+        const uint8_t *row = (const uint8_t *)a.E.data + id * gg_row_bytes(a.E.fmt, D);
+        for (int64_t ch = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; ch < D / 32; ch += (int64_t)gridDim.x * blockDim.x) {
+            float v[32];
+            gg_chunk_rt(a.E.fmt, row, ch, v);
+            for (int k = 0; k < 32; k++)
+                for (int i = 0; i < a.hc; i++) a.X[((int64_t)t * a.hc + i) * D + 32 * ch + k] = v[k];
+        }
+        return;
     }
     for (int64_t d = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; d < D; d += (int64_t)gridDim.x * blockDim.x) {
         float v = cu_ld(a.E.dtype, a.E.data, (int64_t)id * D + d);

@@ -18,9 +18,11 @@
 #include <cuda_fp8.h>
 
 #include "cuda/cuda_internal.cuh"
+#include "cuda/ggml_blocks.cuh"
 
-/* Format families the kernels are templated on. */
-enum { CU_W_BF16, CU_W_F16, CU_W_FP8, CU_W_FP4, CU_W_F32 };
+/* Format families the kernels are templated on (GGUF: every block format,
+ * decoded by ggml_blocks.cuh). */
+enum { CU_W_BF16, CU_W_F16, CU_W_FP8, CU_W_FP4, CU_W_F32, CU_W_GGUF };
 
 __host__ __device__ static inline int cu_wfam(const dsv4_mat &W)
 {
@@ -29,7 +31,7 @@ __host__ __device__ static inline int cu_wfam(const dsv4_mat &W)
     case WF_F16: return CU_W_F16;
     case WF_FP8_E4M3: return CU_W_FP8;
     case WF_MXFP4: return CU_W_FP4;
-    default: return CU_W_F32;
+    default: return gg_is_fmt(W.fmt) ? CU_W_GGUF : CU_W_F32;
     }
 }
 
@@ -43,6 +45,7 @@ __host__ __device__ static inline int cu_epl(int fam)
 __host__ __device__ static inline int64_t cu_row_bytes(const dsv4_mat &W)
 {
     int fam = cu_wfam(W);
+    if (fam == CU_W_GGUF) return gg_row_bytes(W.fmt, W.cols);
     return fam == CU_W_FP8 ? W.cols : fam == CU_W_FP4 ? W.cols / 2 : fam == CU_W_F32 ? W.cols * 4 : W.cols * 2;
 }
 
@@ -223,6 +226,7 @@ __device__ __forceinline__ void cu_dots(const dsv4_mat *W, const int64_t *r, int
     case CU_W_F16: cu_dots_fam<CU_W_F16, NW, NB>(W, r, n, xs, nb, vec, acc); break;
     case CU_W_FP8: cu_dots_fam<CU_W_FP8, NW, NB>(W, r, n, xs, nb, vec, acc); break;
     case CU_W_FP4: cu_dots_fam<CU_W_FP4, NW, NB>(W, r, n, xs, nb, vec, acc); break;
+    case CU_W_GGUF: gg_dots<NW, NB>(W, r, n, xs, nb, acc); break;
     default: cu_dots_fam<CU_W_F32, NW, NB>(W, r, n, xs, nb, vec, acc); break;
     }
 }

@@ -15,6 +15,7 @@
  * (blk.L.indexer.proj.weight) is CSA, one without is HCA. */
 #include <limits.h>
 #include <math.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -197,8 +198,10 @@ dsv4_status config_from_gguf(const gguf_file *g, dsv4_config *out)
         return st;
     if (c.n_mtp >= blocks) return bad(&s, ARCH ".nextn_predict_layers", "not smaller than block_count");
     c.n_layers = blocks - c.n_mtp;
-    /* as llama.cpp: MTP blocks count only when their tensors are present */
-    if (c.n_mtp && !has_tensor(&s, "blk.%d.nextn.eh_proj.weight", c.n_layers)) {
+    /* as llama.cpp: MTP blocks count only when their tensors are present
+     * (nextn.e_proj and h_proj; a concatenated eh_proj is a block too, not bound) */
+    if (c.n_mtp && !has_tensor(&s, "blk.%d.nextn.e_proj.weight", c.n_layers) &&
+        !has_tensor(&s, "blk.%d.nextn.eh_proj.weight", c.n_layers)) {
         c.n_layers = blocks;
         c.n_mtp = 0;
     }
@@ -278,6 +281,60 @@ dsv4_status config_from_gguf(const gguf_file *g, dsv4_config *out)
     if (c.n_active > c.n_experts) return bad(&s, ARCH ".expert_used_count", "exceeds expert_count");
     if ((st = config_check_common(&c, s.path))) return st;
     *out = c;
+    return DSV4_OK;
+}
+
+dsv4_status config_to_gguf(const dsv4_config *c, int n_mtp, gguf_writer *w)
+{
+    int blocks = c->n_layers + n_mtp, n_hash = 0;
+    while (n_hash < c->n_layers && c->hash_layer[n_hash]) n_hash++;
+    for (int l = n_hash; l < c->n_layers; l++)
+        if (c->hash_layer[l]) return dsv4_fail(DSV4_ERR_UNSUPPORTED, "GGUF: hash-routed layers must be the first ones");
+    if (c->rope_main.yarn) return dsv4_fail(DSV4_ERR_UNSUPPORTED, "GGUF: YaRN on the main rope cannot be written");
+    int32_t ratios[DSV4_MAX_LAYERS + 16];
+    for (int l = 0; l < blocks; l++) ratios[l] = config_ratio(c, l);
+    static const struct { const char *key; size_t off; } ints[] = {
+#define INT(k, f) {k, offsetof(dsv4_config, f)}
+        INT("vocab_size", vocab), INT("embedding_length", dim), INT("attention.head_count", n_heads),
+        INT("attention.key_length", head_dim), INT("attention.value_length", head_dim),
+        INT("rope.dimension_count", rope_dim), INT("attention.q_lora_rank", q_lora),
+        INT("attention.output_group_count", o_groups), INT("attention.output_lora_rank", o_lora),
+        INT("attention.sliding_window", window), INT("attention.indexer.head_count", idx_heads),
+        INT("attention.indexer.key_length", idx_head_dim), INT("attention.indexer.top_k", idx_topk),
+        INT("expert_count", n_experts), INT("expert_used_count", n_active), INT("expert_shared_count", n_shared),
+        INT("expert_feed_forward_length", moe_inter), INT("hyper_connection.count", hc_mult),
+        INT("hyper_connection.sinkhorn_iterations", hc_iters), INT("context_length", max_pos),
+#undef INT
+    };
+    char k[128];
+    gw_kv_str(w, "general.architecture", ARCH);
+#define AK(key) (snprintf(k, sizeof k, ARCH ".%s", key), k)
+    gw_kv_u32(w, AK("block_count"), (uint32_t)blocks);
+    gw_kv_u32(w, AK("nextn_predict_layers"), (uint32_t)n_mtp);
+    for (size_t i = 0; i < sizeof ints / sizeof ints[0]; i++)
+        gw_kv_u32(w, AK(ints[i].key), (uint32_t)*(const int *)((const char *)c + ints[i].off));
+    gw_kv_u32(w, AK("attention.head_count_kv"), 1);
+    gw_kv_u32(w, AK("expert_gating_func"), c->score_func == SCORE_SIGMOID ? 2 : c->score_func == SCORE_SOFTMAX ? 1 : 4);
+    gw_kv_bool(w, AK("expert_weights_norm"), 1);
+    gw_kv_u32(w, AK("hash_layer_count"), (uint32_t)n_hash);
+    gw_kv_f32(w, AK("hyper_connection.epsilon"), (float)c->hc_eps);
+    gw_kv_f32(w, AK("attention.layer_norm_rms_epsilon"), (float)c->norm_eps);
+    gw_kv_f32(w, AK("expert_weights_scale"), (float)c->route_scale);
+    gw_kv_f32(w, AK("swiglu_clamp_exp"), (float)c->swiglu_limit);
+    gw_kv_i32s(w, AK("attention.compress_ratios"), ratios, (uint64_t)blocks);
+    gw_kv_f32(w, AK("rope.freq_base"), (float)c->rope_main.theta);
+    gw_kv_f32(w, AK("attention.compress_rope_freq_base"), (float)c->rope_compress.theta);
+    const dsv4_rope_params *y = &c->rope_compress;
+    gw_kv_str(w, AK("rope.scaling.type"), y->yarn ? "yarn" : "none");
+    if (y->yarn) {
+        gw_kv_f32(w, AK("rope.scaling.factor"), (float)y->factor);
+        gw_kv_u32(w, AK("rope.scaling.original_context_length"), (uint32_t)y->orig_max_pos);
+        gw_kv_f32(w, AK("rope.scaling.yarn_beta_fast"), (float)y->beta_fast);
+        gw_kv_f32(w, AK("rope.scaling.yarn_beta_slow"), (float)y->beta_slow);
+    }
+#undef AK
+    if (c->bos_id >= 0) gw_kv_u32(w, "tokenizer.ggml.bos_token_id", (uint32_t)c->bos_id);
+    if (c->eos_id >= 0) gw_kv_u32(w, "tokenizer.ggml.eos_token_id", (uint32_t)c->eos_id);
     return DSV4_OK;
 }
 

@@ -105,8 +105,14 @@ dsv4_status dsv4_model_synthetic(const char *preset, int layers, int experts, co
     dsv4_model *m = calloc(1, sizeof *m);
     if (!m) return dsv4_fail(DSV4_ERR_NOMEM, "out of memory");
     size_t len = 0;
-    dsv4_status st = model_synthetic_image(preset, layers, experts, weights, &m->cfg, &m->owned_image, &len);
-    if (!st) st = st_open_memory(m->owned_image, len, "synthetic checkpoint", &m->st);
+    int gg = 0;
+    dsv4_status st = model_synthetic_image(preset, layers, experts, weights, &m->cfg, &m->owned_image, &len, &gg);
+    if (!st && gg) { /* read back like a file: the config from the metadata */
+        st = gguf_open_memory(m->owned_image, len, "synthetic checkpoint", &m->gg);
+        if (!st) st = config_from_gguf(m->gg, &m->cfg);
+    } else if (!st) {
+        st = st_open_memory(m->owned_image, len, "synthetic checkpoint", &m->st);
+    }
     if (!st) st = model_finish(m, opt, "synthetic checkpoint");
     if (st) { dsv4_model_free(m); return st; }
     *out = m;

@@ -52,16 +52,17 @@ struct dsv4_model {
     char **unknown;       /* tensors neither bound nor recognized (mtp.* is recognized) */
     int n_unknown;
     int n_mtp_tensors;    /* MTP tensors recognized but not bound (deeper drafters, GGUF nextn blocks) */
-    void *owned_image;    /* synthetic checkpoints: the in-memory safetensors image */
+    void *owned_image;    /* synthetic checkpoints: the in-memory safetensors or GGUF image */
     int cache_official;   /* 1: DSV4_CACHE_OFFICIAL numerics in the forward pass */
 };
 
 /* Random checkpoint image with the preset's real dimensions ("flash",
  * "pro"), `layers` layers and `experts` routed experts (<= 0: the real
- * count), weights "fp8-fp4" (the released mix; NULL: the same) or "bf16";
- * fills cfg and returns a malloc'd safetensors image. */
+ * count), weights "fp8-fp4" (the released mix; NULL: the same), "bf16" or
+ * "gguf-iq3_xxs" (synthetic.c); fills cfg and returns a malloc'd safetensors
+ * image, or a GGUF one (*is_gguf = 1; its metadata says cfg). */
 dsv4_status model_synthetic_image(const char *preset, int layers, int experts, const char *weights, dsv4_config *cfg,
-                                  void **image, size_t *image_len);
+                                  void **image, size_t *image_len, int *is_gguf);
 
 /* Bind every expected tensor of the config: presence, dtype and exact shape.
  * Fills m->embed ... m->layers; records unknown tensor names. */

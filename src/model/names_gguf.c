@@ -1,5 +1,7 @@
 /* Official DeepSeek-V4 tensor names -> llama.cpp's GGUF names. Per-layer
- * tensors move from "layers.L.<official>" to "blk.L.<gguf>". */
+ * tensors move from "layers.L.<official>" to "blk.L.<gguf>"; the MTP head
+ * ("mtp.0.<official>") is block n_layers: its own tensors as nextn.*
+ * (llama.cpp's deepseek4 loader and converter), its block like any layer. */
 #include "model/names_gguf.h"
 
 #include <stdio.h>
@@ -53,11 +55,28 @@ static const char *const k_layer[][2] = {
     {GGUF_EXPERTS_DOWN, "ffn_down_exps.weight"},
 };
 
-int gguf_spelling(const char *pre, const char *name, char *out, size_t n)
+static const char *const k_mtp[][2] = {
+    {"e_proj.weight", "nextn.e_proj.weight"},
+    {"h_proj.weight", "nextn.h_proj.weight"},
+    {"enorm.weight", "nextn.enorm.weight"},
+    {"hnorm.weight", "nextn.hnorm.weight"},
+    {"norm.weight", "nextn.shared_head_norm.weight"},
+    {"hc_head_fn", "nextn.hc_head_fn.weight"},
+    {"hc_head_base", "nextn.hc_head_base.weight"},
+    {"hc_head_scale", "nextn.hc_head_scale.weight"},
+};
+
+int gguf_spelling(const char *pre, const char *name, int n_layers, char *out, size_t n)
 {
     int layer = -1;
+    if (!strcmp(pre, "mtp.0.")) {
+        layer = n_layers;
+        for (size_t i = 0; i < sizeof k_mtp / sizeof k_mtp[0]; i++)
+            if (!strcmp(name, k_mtp[i][0])) return snprintf(out, n, "blk.%d.%s", layer, k_mtp[i][1]) < (int)n;
+    } else if (*pre && (sscanf(pre, "layers.%d.", &layer) != 1 || layer < 0)) {
+        return 0;
+    }
     if (*pre) {
-        if (sscanf(pre, "layers.%d.", &layer) != 1 || layer < 0) return 0;
         for (size_t i = 0; i < sizeof k_layer / sizeof k_layer[0]; i++)
             if (!strcmp(name, k_layer[i][0])) return snprintf(out, n, "blk.%d.%s", layer, k_layer[i][1]) < (int)n;
         return 0;

@@ -10,9 +10,10 @@
 #define GGUF_EXPERTS_UP "ffn.experts.w3"
 #define GGUF_EXPERTS_DOWN "ffn.experts.w2"
 
-/* The GGUF name of official tensor `name` under prefix pre ("" or
- * "layers.L."), written to out; 0 when GGUF has no such tensor. */
-int gguf_spelling(const char *pre, const char *name, char *out, size_t n);
+/* The GGUF name of official tensor `name` under prefix pre ("", "layers.L."
+ * or "mtp.0.", the MTP head: block n_layers), written to out; 0 when GGUF has
+ * no such tensor. */
+int gguf_spelling(const char *pre, const char *name, int n_layers, char *out, size_t n);
 /* 1 for the tensors of the MTP blocks (blk.L.* with L >= n_layers). */
 int gguf_is_mtp_name(const char *name, int n_layers);
 

@@ -1,31 +1,62 @@
 /* Synthetic checkpoints with the real V4-Flash / V4-Pro dimensions and random
- * weights, built in memory as a safetensors image and loaded through the
- * normal path (config parser, binder, backend). For benchmarks at real shapes
- * with a reduced number of layers and experts, and an MTP head (mtp.0.*) for
- * speculative decoding's speed. Weight formats: "bf16" (every matrix BF16) or
- * "fp8-fp4", the released checkpoints' mix (spec §7): FP8 e4m3 dense
- * projections (the MTP's e_proj/h_proj too, spec §5.2) and shared experts
- * with 128x128 E8M0 scales, MXFP4 routed experts, BF16
- * embedding/head/router/compressor/indexer projections, so a decode step
- * reads the real model's bytes. */
+ * weights, built in memory and loaded through the normal path (config or
+ * GGUF metadata parser, binder, backend). For benchmarks at real shapes with
+ * a reduced number of layers and experts, and an MTP head (mtp.0.*) for
+ * speculative decoding's speed. Weight mixes, so a decode step reads a real
+ * checkpoint's bytes:
+ *   "fp8-fp4"       the released checkpoints (spec §7), a safetensors image:
+ *                   FP8 e4m3 dense projections (the MTP's e_proj/h_proj too,
+ *                   spec §5.2) and shared experts with 128x128 E8M0 scales,
+ *                   MXFP4 routed experts, BF16 embedding/head/router/
+ *                   compressor/indexer projections;
+ *   "bf16"          every matrix BF16 (safetensors);
+ *   "gguf-iq3_xxs"  a GGUF image like the community UD-IQ3_XXS files
+ *                   (llama.cpp's deepseek4 names and metadata, experts merged
+ *                   per layer): IQ3_XXS routed experts, Q8_0 dense, shared
+ *                   expert, embedding and compressor/indexer projections, a
+ *                   Q6_K head, F32 router; the MTP head as block n_layers
+ *                   (nextn.*). Blocks are random valid ones
+ *                   (ggml_random_blocks) with the weights' rms. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "base/error.h"
+#include "base/ggml_quant.h"
 #include "base/threadpool.h"
+#include "io/gguf_write.h"
+#include "model/config_gguf.h"
 #include "model/model.h"
+#include "model/names_gguf.h"
 
 typedef struct {
-    char name[96];
-    dsv4_dtype dt;     /* F32/BF16 values; F8_E4M3 codes; I8 packed E2M1 codes; F8_E8M0 scales */
+    char name[96];     /* official spelling */
+    dsv4_dtype dt;     /* F32/BF16 values; F8_E4M3 codes; I8 packed E2M1 codes; F8_E8M0 scales; U8 GGUF blocks */
+    int gg;            /* GGUF block format (dt U8), else -1 */
     int64_t d0, d1;    /* stored shape; d1 = 0: 1-D */
-    float scale;       /* values uniform(-scale, scale) around `center` */
+    int64_t n_exp;     /* GGUF merged experts: n_exp matrices [d0, d1]; else 1 */
+    float scale;       /* values uniform(-scale, scale) around `center` (GGUF: their rms) */
     float center;
     int exp;           /* quantized formats and their scales: every block's scale is 2^exp */
     uint64_t off;      /* in the data area */
 } syn_tensor;
+
+/* The weight classes of the list; a mix gives each a format. */
+enum { C_DENSE, C_EXPERT, C_EMBED, C_HEAD, C_PROJ, C_ROUTER, C_COUNT };
+
+typedef struct {
+    const char *name;
+    int gguf;                   /* a GGUF image (else safetensors) */
+    int quant_config;           /* config.json's FP8/FP4 quantization_config */
+    int fmt[C_COUNT];           /* dsv4_wformat per class */
+} syn_mix;
+
+static const syn_mix k_mixes[] = {
+    {"fp8-fp4", 0, 1, {WF_FP8_E4M3, WF_MXFP4, WF_BF16, WF_BF16, WF_BF16, WF_BF16}},
+    {"bf16", 0, 0, {WF_BF16, WF_BF16, WF_BF16, WF_BF16, WF_BF16, WF_BF16}},
+    {"gguf-iq3_xxs", 1, 0, {WF_Q8_0, WF_IQ3_XXS, WF_Q8_0, WF_Q6_K, WF_Q8_0, WF_F32}},
+};
 
 typedef struct {
     syn_tensor *t;
@@ -42,16 +73,17 @@ static int add(syn_list *l, const char *name, dsv4_dtype dt, int64_t d0, int64_t
         l->cap = cap;
     }
     syn_tensor *t = &l->t[l->n++];
+    memset(t, 0, sizeof *t);
     snprintf(t->name, sizeof t->name, "%s", name);
     t->dt = dt;
+    t->gg = -1;
     t->d0 = d0;
     t->d1 = d1;
+    t->n_exp = 1;
     t->scale = scale;
     t->center = center;
     return 0;
 }
-
-enum { SYN_BF16, SYN_FP8, SYN_FP4 };
 
 /* The exponent of the power of two s with v/s within (lim/2, lim]. */
 static int exp_for(float v, float lim)
@@ -61,18 +93,25 @@ static int exp_for(float v, float lim)
     return m == 0.5f ? e - 1 : e;
 }
 
-/* A weight matrix [out, in] with variance ~1/in, stored as `fmt`: FP8 codes
- * plus a [ceil(out/128), ceil(in/128)] scale grid, or MXFP4 (codes drawn
- * uniformly) plus [out, in/32] scales; one scale value throughout. */
-static int qmat(syn_list *l, const char *name, int64_t out, int64_t in, int fmt)
+/* A weight matrix [out, in] with variance ~1/in (n_exp of them: GGUF's
+ * merged experts), stored as `fmt`: BF16/F32 values; FP8 codes plus a
+ * [ceil(out/128), ceil(in/128)] scale grid, or MXFP4 (codes drawn uniformly)
+ * plus [out, in/32] scales, one scale value throughout; GGUF blocks. */
+static int qmat_n(syn_list *l, const char *name, int64_t out, int64_t in, int fmt, int64_t n_exp)
 {
     float sc = sqrtf(3.0f / (float)in);
-    if (fmt == SYN_BF16) return add(l, name, DT_BF16, out, in, sc, 0);
+    if (fmt == WF_BF16 || fmt == WF_F32) return add(l, name, fmt == WF_BF16 ? DT_BF16 : DT_F32, out, in, sc, 0);
+    if (fmt != WF_FP8_E4M3 && fmt != WF_MXFP4) {
+        if (add(l, name, DT_U8, out, in, sc / sqrtf(3.0f), 0)) return -1;
+        l->t[l->n - 1].gg = fmt;
+        l->t[l->n - 1].n_exp = n_exp;
+        return 0;
+    }
     char sn[96];
     size_t n = strlen(name);
     snprintf(sn, sizeof sn, "%.*s.scale", (int)(n - 7), name); /* X.weight -> X.scale */
     int r;
-    if (fmt == SYN_FP8) {
+    if (fmt == WF_FP8_E4M3) {
         int e = exp_for(sc, 448.0f);
         r = add(l, name, DT_F8_E4M3, out, in, sc, 0) || add(l, sn, DT_F8_E8M0, (out + 127) / 128, (in + 127) / 128, 0, 0);
         l->t[l->n - 2].exp = l->t[l->n - 1].exp = e;
@@ -84,14 +123,18 @@ static int qmat(syn_list *l, const char *name, int64_t out, int64_t in, int fmt)
     return r ? -1 : 0;
 }
 
-static int build_list(const dsv4_config *c, syn_list *l)
+/* The checkpoint's tensors under their official names, in the mix's formats
+ * (GGUF: the experts merged per layer). */
+static int build_list(const dsv4_config *c, const syn_mix *x, syn_list *l)
 {
-    int q8 = c->weight_format == WFMT_FP8 ? SYN_FP8 : SYN_BF16, q4 = c->expert_format == WFMT_FP4 ? SYN_FP4 : q8;
-#define mat(l, name, out, in) qmat(l, name, out, in, SYN_BF16)
+    const int *f = x->fmt;
+    int q8 = f[C_DENSE];
+#define qmat(l, name, out, in, fmt) qmat_n(l, name, out, in, fmt, 1)
+#define mat(l, name, out, in) qmat(l, name, out, in, f[C_PROJ])
     char n[96];
     int r = 0, D = c->dim, hc = c->hc_mult, mix = (2 + hc) * hc;
-    r |= mat(l, "embed.weight", c->vocab, D);
-    r |= mat(l, "head.weight", c->vocab, D);
+    r |= qmat(l, "embed.weight", c->vocab, D, f[C_EMBED]);
+    r |= qmat(l, "head.weight", c->vocab, D, f[C_HEAD]);
     r |= add(l, "norm.weight", DT_BF16, D, 0, 0.1f, 1.0f);
     r |= add(l, "hc_head_fn", DT_F32, hc, (int64_t)hc * D, 1.0f / sqrtf((float)hc * D), 0);
     r |= add(l, "hc_head_base", DT_F32, hc, 0, 0.5f, 0);
@@ -145,10 +188,16 @@ static int build_list(const dsv4_config *c, syn_list *l)
             r |= qmat(l, NM("attn.indexer.wq_b.weight"), (int64_t)c->idx_heads * c->idx_head_dim, c->q_lora, q8);
             r |= mat(l, NM("attn.indexer.weights_proj.weight"), c->idx_heads, D);
         }
-        r |= mat(l, NM("ffn.gate.weight"), c->n_experts, D);
+        r |= qmat(l, NM("ffn.gate.weight"), c->n_experts, D, f[C_ROUTER]);
         if (i < c->n_layers && c->hash_layer[i]) r |= add(l, NM("ffn.gate.tid2eid"), DT_I32, c->vocab, c->n_active, 0, 0);
         else r |= add(l, NM("ffn.gate.bias"), DT_F32, c->n_experts, 0, 0.01f, 0);
-        for (int e = 0; e < c->n_experts; e++) {
+        int q4 = f[C_EXPERT], E = c->n_experts;
+        if (x->gguf) {
+            r |= qmat_n(l, NM(GGUF_EXPERTS_GATE), c->moe_inter, D, q4, E);
+            r |= qmat_n(l, NM(GGUF_EXPERTS_DOWN), D, c->moe_inter, q4, E);
+            r |= qmat_n(l, NM(GGUF_EXPERTS_UP), c->moe_inter, D, q4, E);
+        }
+        for (int e = 0; e < E && !x->gguf; e++) {
             snprintf(n, sizeof n, "%sffn.experts.%d.w1.weight", pre, e);
             r |= qmat(l, n, c->moe_inter, D, q4);
             snprintf(n, sizeof n, "%sffn.experts.%d.w2.weight", pre, e);
@@ -162,7 +211,15 @@ static int build_list(const dsv4_config *c, syn_list *l)
 #undef NM
     }
 #undef mat
+#undef qmat
     return r;
+}
+
+/* Bytes of tensor t's data. */
+static uint64_t syn_bytes(const syn_tensor *t)
+{
+    if (t->gg >= 0) return (uint64_t)(t->n_exp * t->d0 * wformat_row_bytes((dsv4_wformat)t->gg, t->d1));
+    return (uint64_t)t->d0 * (uint64_t)(t->d1 ? t->d1 : 1) * (uint64_t)dtype_size(t->dt);
 }
 
 /* Counter-based random numbers: value i of tensor k depends on (k, i) only,
@@ -202,6 +259,12 @@ static void fill_tensors(void *ctx, int64_t k0, int64_t k1, int tid)
             memset(p, t->exp + 127, (size_t)n);
             continue;
         }
+        if (t->gg >= 0) { /* GGUF blocks */
+            int bb = wformat_info((dsv4_wformat)t->gg)->block_bytes;
+            ggml_random_blocks(wformat_ggml_type((dsv4_wformat)t->gg), mix64((uint64_t)k), t->scale,
+                               (int64_t)(syn_bytes(t) / (uint64_t)bb), p);
+            continue;
+        }
         float inv = ldexpf(1.0f, -t->exp);
         for (int64_t i = 0; i < n; i++) {
             uint64_t h = mix64(((uint64_t)k << 40) ^ (uint64_t)i);
@@ -215,13 +278,10 @@ static void fill_tensors(void *ctx, int64_t k0, int64_t k1, int tid)
     }
 }
 
-static dsv4_status synthetic_config(const char *preset, int layers, int experts, const char *weights, dsv4_config *c)
+static dsv4_status synthetic_config(const char *preset, int layers, int experts, int quant, dsv4_config *c)
 {
     int flash = !strcmp(preset, "flash"), pro = !strcmp(preset, "pro");
     if (!flash && !pro) return dsv4_fail(DSV4_ERR_ARG, "unknown synthetic preset '%s' (flash or pro)", preset);
-    int quant = !weights || !strcmp(weights, "fp8-fp4");
-    if (!quant && strcmp(weights, "bf16"))
-        return dsv4_fail(DSV4_ERR_ARG, "unknown synthetic weight format '%s' (fp8-fp4 or bf16)", weights);
     int L = layers > 0 ? layers : (flash ? 43 : 61), E = experts > 0 ? experts : (flash ? 256 : 384);
     if (L > DSV4_MAX_LAYERS) return dsv4_fail(DSV4_ERR_ARG, "--layers %d is above %d", L, DSV4_MAX_LAYERS);
     if (E < 6) return dsv4_fail(DSV4_ERR_ARG, "--experts must be at least 6 (top-6 routing)");
@@ -250,23 +310,19 @@ static dsv4_status synthetic_config(const char *preset, int layers, int experts,
     return config_parse(json, strlen(json), "synthetic config", c);
 }
 
-dsv4_status model_synthetic_image(const char *preset, int layers, int experts, const char *weights, dsv4_config *cfg,
-                                  void **image, size_t *image_len)
+/* The safetensors image: header {"name":{"dtype","shape","data_offsets"}},
+ * data 8-byte aligned per tensor (the loader allows gaps); sets each
+ * tensor's offset and *data to the data area. */
+static dsv4_status st_image(syn_list *l, void **image, size_t *image_len, uint8_t **data)
 {
-    dsv4_status st = synthetic_config(preset, layers, experts, weights, cfg);
-    if (st) return st;
-    syn_list l = {0};
-    if (build_list(cfg, &l)) { free(l.t); return dsv4_fail(DSV4_ERR_NOMEM, "out of memory"); }
-    /* header: {"name":{"dtype":"BF16","shape":[a,b],"data_offsets":[x,y]},...};
-     * data 8-byte aligned per tensor (the loader allows gaps) */
-    size_t hcap = (size_t)l.n * 160 + 64, hlen = 0;
+    size_t hcap = (size_t)l->n * 160 + 64, hlen = 0;
     char *hdr = malloc(hcap);
     uint64_t off = 0;
-    if (!hdr) { free(l.t); return dsv4_fail(DSV4_ERR_NOMEM, "out of memory"); }
+    if (!hdr) return dsv4_fail(DSV4_ERR_NOMEM, "out of memory");
     hdr[hlen++] = '{';
-    for (int i = 0; i < l.n; i++) {
-        syn_tensor *t = &l.t[i];
-        uint64_t nb = (uint64_t)t->d0 * (uint64_t)(t->d1 ? t->d1 : 1) * (uint64_t)dtype_size(t->dt);
+    for (int i = 0; i < l->n; i++) {
+        syn_tensor *t = &l->t[i];
+        uint64_t nb = syn_bytes(t);
         off = (off + 7) & ~(uint64_t)7;
         t->off = off;
         char shape[64];
@@ -283,19 +339,71 @@ dsv4_status model_synthetic_image(const char *preset, int layers, int experts, c
     uint8_t *img = malloc(total);
     if (!img) {
         free(hdr);
-        free(l.t);
         return dsv4_fail(DSV4_ERR_NOMEM, "out of memory for a %.1f GiB synthetic checkpoint", total / 1073741824.0);
     }
     uint64_t hl = hlen;
     memcpy(img, &hl, 8); /* little-endian hosts only, like the rest of the loader */
     memcpy(img + 8, hdr, hlen);
     free(hdr);
-    fill_job j = {&l, cfg, img + 8 + hlen};
+    *image = img;
+    *image_len = total;
+    *data = img + 8 + hlen;
+    return DSV4_OK;
+}
+
+/* The GGUF image: the config as llama.cpp's metadata, the tensors under
+ * their GGUF names (dims innermost first; merged experts [E, rows, cols];
+ * the MTP head as block n_layers). */
+static dsv4_status gguf_image(const dsv4_config *c, syn_list *l, void **image, size_t *image_len, uint8_t **data)
+{
+    gguf_writer w = {0};
+    dsv4_status st = config_to_gguf(c, c->n_mtp, &w);
+    for (int i = 0; i < l->n && !st; i++) {
+        syn_tensor *t = &l->t[i];
+        char pre[32] = "", name[128];
+        const char *rest = t->name;
+        int layer, len = 0; /* the prefix: "layers.L." or "mtp.0." */
+        if (!strncmp(t->name, "mtp.0.", 6)) len = 6;
+        else if (sscanf(t->name, "layers.%d.%n", &layer, &len) != 1) len = 0;
+        if (len > 0) {
+            snprintf(pre, sizeof pre, "%.*s", len, t->name);
+            rest = t->name + len;
+        }
+        if (!gguf_spelling(pre, rest, c->n_layers, name, sizeof name)) {
+            st = dsv4_fail(DSV4_ERR_UNSUPPORTED, "synthetic GGUF: no GGUF name for '%s'", t->name);
+            break;
+        }
+        uint32_t type = t->gg >= 0 ? wformat_ggml_type((dsv4_wformat)t->gg)
+                        : t->dt == DT_F32 ? GGML_F32 : t->dt == DT_BF16 ? GGML_BF16 : GGML_I32;
+        int64_t ne[3] = {t->d1 ? t->d1 : t->d0, t->d0, t->n_exp};
+        t->off = gw_tensor(&w, name, t->n_exp > 1 ? 3 : t->d1 ? 2 : 1, ne, type, syn_bytes(t));
+    }
+    if (st) {
+        gw_discard(&w);
+        return st;
+    }
+    return gw_finish(&w, image, image_len, data);
+}
+
+dsv4_status model_synthetic_image(const char *preset, int layers, int experts, const char *weights, dsv4_config *cfg,
+                                  void **image, size_t *image_len, int *is_gguf)
+{
+    const syn_mix *x = NULL;
+    for (size_t i = 0; i < sizeof k_mixes / sizeof k_mixes[0] && !x; i++)
+        if (!strcmp(weights ? weights : "fp8-fp4", k_mixes[i].name)) x = &k_mixes[i];
+    if (!x) return dsv4_fail(DSV4_ERR_ARG, "unknown synthetic weight format '%s' (fp8-fp4, bf16 or gguf-iq3_xxs)", weights);
+    dsv4_status st = synthetic_config(preset, layers, experts, x->quant_config, cfg);
+    if (st) return st;
+    syn_list l = {0};
+    if (build_list(cfg, x, &l)) { free(l.t); return dsv4_fail(DSV4_ERR_NOMEM, "out of memory"); }
+    uint8_t *data = NULL;
+    st = x->gguf ? gguf_image(cfg, &l, image, image_len, &data) : st_image(&l, image, image_len, &data);
+    if (st) { free(l.t); return st; }
+    fill_job j = {&l, cfg, data};
     dsv4_pool *pool = pool_new(0);
     pool_for(pool, l.n, 1, fill_tensors, &j);
     pool_free(pool);
     free(l.t);
-    *image = img;
-    *image_len = total;
+    *is_gguf = x->gguf;
     return DSV4_OK;
 }

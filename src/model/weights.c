@@ -40,7 +40,7 @@ static int lookup(binder *b, const char *pre, const char *const *names, src_tens
 {
     char full[512];
     if (b->src.gg) {
-        if (!gguf_spelling(pre, names[0], full, sizeof full)) {
+        if (!gguf_spelling(pre, names[0], b->m->cfg.n_layers, full, sizeof full)) {
             snprintf(tried, tried_len, "%s%s (no GGUF spelling)", pre, names[0]);
             return -1;
         }
@@ -333,7 +333,7 @@ static dsv4_status bind_experts_gguf(binder *b, dsv4_layer_w *lw, const char *pr
         if (!find_merged(b, pre, which[k], E, k == 2 ? D : I, k == 2 ? I : D, dst[k], &st)) {
             if (st) return st;
             char full[256];
-            gguf_spelling(pre, which[k], full, sizeof full);
+            gguf_spelling(pre, which[k], cf->n_layers, full, sizeof full);
             return dsv4_fail(DSV4_ERR_FORMAT, "checkpoint: missing tensor '%s'", full);
         }
     }
@@ -393,16 +393,15 @@ static dsv4_status bind_layer(binder *b, int l, const char *pre)
     return bind_experts(b, &b->m->layers[l], pre);
 }
 
-/* The MTP head (spec §5.2), when the checkpoint has mtp.0.e_proj: all of
- * it must then be there. */
+/* The MTP head (spec §5.2), when the checkpoint has mtp.0.e_proj (GGUF:
+ * blk.n_layers.nextn.e_proj): all of it must then be there. */
 static dsv4_status bind_mtp(binder *b)
 {
     dsv4_model *m = b->m;
     const dsv4_config *cf = &m->cfg;
     char tried[512];
     src_tensor t;
-    /* GGUF holds the head as blocks blk.n_layers.* (nextn): known, not bound */
-    if (b->src.gg || lookup(b, "mtp.0.", NAMES("e_proj.weight"), &t, tried, sizeof tried) < 0) return DSV4_OK;
+    if (lookup(b, "mtp.0.", NAMES("e_proj.weight"), &t, tried, sizeof tried) < 0) return DSV4_OK;
     if (cf->mtp_attn_kind != ATTN_SWA)
         return dsv4_fail(DSV4_ERR_UNSUPPORTED, "checkpoint: an MTP layer with compressed attention is not supported "
                          "(compress_ratios gives it ratio %d)", config_ratio(cf, cf->n_layers));
@@ -414,9 +413,9 @@ static dsv4_status bind_mtp(binder *b)
     return DSV4_OK;
 }
 
-/* Names we know but do not bind: deeper draft heads (mtp.1.* ...), an
- * incomplete mtp.0 (no e_proj), and GGUF's MTP blocks (the blocks after
- * the main layers). */
+/* Names we know but do not bind: deeper draft heads (mtp.1.* ...; GGUF:
+ * blocks after n_layers), an incomplete mtp.0 (no e_proj; GGUF: a head
+ * without nextn.e_proj, such as a concatenated eh_proj). */
 static int is_known_unbound(const binder *b, const char *name)
 {
     if (b->src.gg) return gguf_is_mtp_name(name, b->m->cfg.n_layers);

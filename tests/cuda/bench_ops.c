@@ -1,5 +1,5 @@
 /* Per-op timings of the CUDA backend at DeepSeek-V4-Flash decode shapes
- * (bf16 weights). Each measurement records a step of N identical calls,
+ * (bf16, FP8/MXFP4 and GGUF block weights). Each measurement records a step of N identical calls,
  * which the backend captures once as a CUDA graph and then replays; time
  * per call = step time / N (the step's launch and sync are amortised).
  * usage: bench_ops [filter] */
@@ -12,6 +12,7 @@
 
 #include "base/dtype.h"
 #include "base/error.h"
+#include "base/ggml_quant.h"
 #include "model/config.h"
 #include "ops/ops.h"
 
@@ -67,6 +68,20 @@ static dsv4_mat weight_q(dsv4_wformat fmt, int64_t rows, int64_t cols)
     for (size_t i = 0; i < ns; i++) sc[i] = (uint8_t)(118 + i % 5);
     m.data = h;
     m.scale = sc;
+    if (gpu->ops->adopt_weight(gpu, &m)) { fprintf(stderr, "adopt: %s\n", dsv4_last_error()); exit(1); }
+    return m;
+}
+
+/* Device GGUF block weight: random valid blocks (values' rms 0.02; a
+ * repeated random run of blocks). */
+static dsv4_mat weight_g(dsv4_wformat fmt, int64_t rows, int64_t cols)
+{
+    size_t n = (size_t)(rows * wformat_row_bytes(fmt, cols)), bb = (size_t)wformat_info(fmt)->block_bytes;
+    size_t blk = (1 << 20) / bb * bb;
+    uint8_t *h = malloc(n);
+    ggml_random_blocks(wformat_ggml_type(fmt), n, 0.02f, (int64_t)((n < blk ? n : blk) / bb), h);
+    for (size_t i = blk; i < n; i += blk) memcpy(h + i, h, n - i < blk ? n - i : blk);
+    dsv4_mat m = {.dtype = DT_U8, .rows = rows, .cols = cols, .data = h, .fmt = fmt};
     if (gpu->ops->adopt_weight(gpu, &m)) { fprintf(stderr, "adopt: %s\n", dsv4_last_error()); exit(1); }
     return m;
 }
@@ -128,11 +143,20 @@ static void bench_matmul(void)
         {32768, 1024, WF_FP8_E4M3, "wq_b 32768x1024 fp8"}, {4096, 8192, WF_FP8_E4M3, "wo_b 4096x8192 fp8"},
         {1024, 4096, WF_FP8_E4M3, "wq_a 1024x4096 fp8"},   {2048, 4096, WF_FP8_E4M3, "shared w1 2048x4096 fp8"},
         {2048, 4096, WF_MXFP4, "expert w1 2048x4096 fp4"}, {4096, 2048, WF_MXFP4, "expert w2 4096x2048 fp4"},
+        /* GGUF (the UD-IQ3_XXS mix: Q8_0 dense, IQ3_XXS experts, Q6_K head; more block types) */
+        {129280, 4096, WF_Q6_K, "lm head 129280x4096 q6_k"}, {32768, 1024, WF_Q8_0, "wq_b 32768x1024 q8_0"},
+        {4096, 8192, WF_Q8_0, "wo_b 4096x8192 q8_0"},       {1024, 4096, WF_Q8_0, "wq_a 1024x4096 q8_0"},
+        {2048, 4096, WF_IQ3_XXS, "expert w1 2048x4096 iq3_xxs"}, {4096, 2048, WF_IQ3_XXS, "expert w2 4096x2048 iq3_xxs"},
+        {2048, 4096, WF_Q4_K, "expert w1 2048x4096 q4_k"},  {2048, 4096, WF_IQ2_XXS, "expert w1 2048x4096 iq2_xxs"},
+        {2048, 4096, WF_MXFP4_GGUF, "expert w1 2048x4096 mxfp4 (gguf)"},
     };
     for (size_t s = 0; s < sizeof sh / sizeof sh[0]; s++) {
         int64_t R = sh[s].R, C = sh[s].C;
+        int gg = sh[s].fmt >= 0 && wformat_info((dsv4_wformat)sh[s].fmt)->block_elems > 2;
         dsv4_mat probe = sh[s].fmt < 0 ? wmat_plain(DT_BF16, R, C, NULL) : (dsv4_mat){0};
-        if (sh[s].fmt >= 0) {
+        if (gg) {
+            probe.fmt = (dsv4_wformat)sh[s].fmt; probe.rows = R; probe.cols = C; probe.data = "";
+        } else if (sh[s].fmt >= 0) {
             probe.fmt = (dsv4_wformat)sh[s].fmt; probe.rows = R; probe.cols = C;
             probe.blk_r = sh[s].fmt == WF_FP8_E4M3 ? 128 : 1; probe.blk_c = sh[s].fmt == WF_FP8_E4M3 ? 128 : 32;
             probe.scale_rows = (R + probe.blk_r - 1) / probe.blk_r; probe.scale_cols = (C + probe.blk_c - 1) / probe.blk_c;
@@ -143,7 +167,9 @@ static void bench_matmul(void)
         if (nW > 64) nW = 64;
         mm_ctx c = {malloc(sizeof(dsv4_mat) * nW), nW, 1, dev_rand((size_t)8 * C, 1.0f), NULL};
         c.y = gpu->ops->alloc(gpu, (size_t)8 * R * 4);
-        for (int i = 0; i < nW; i++) c.W[i] = sh[s].fmt < 0 ? weight(R, C, 0.05f) : weight_q((dsv4_wformat)sh[s].fmt, R, C);
+        for (int i = 0; i < nW; i++)
+            c.W[i] = sh[s].fmt < 0 ? weight(R, C, 0.05f)
+                     : gg ? weight_g((dsv4_wformat)sh[s].fmt, R, C) : weight_q((dsv4_wformat)sh[s].fmt, R, C);
         int Ts[] = {1, 4, 8};
         for (int ti = 0; ti < 3; ti++) {
             c.T = Ts[ti];
@@ -183,17 +209,21 @@ static void moe_body(void *p, int i)
     gpu->ops->moe(gpu, c->x, c->tok, c->T, 4096, &c->p, c->out);
 }
 
+/* quant 0: bf16; 1: the official mix (MXFP4 experts, FP8 shared); 2: the
+ * GGUF UD-IQ3_XXS mix (IQ3_XXS experts, Q8_0 shared). */
 static void bench_moe_fmt(int quant)
 {
     int E = 16, D = 4096, I = 2048, K = 6;
     dsv4_mat *w1 = malloc(sizeof(dsv4_mat) * E), *w2 = malloc(sizeof(dsv4_mat) * E), *w3 = malloc(sizeof(dsv4_mat) * E);
     for (int e = 0; e < E; e++) {
-        if (quant) { w1[e] = weight_q(WF_MXFP4, I, D); w2[e] = weight_q(WF_MXFP4, D, I); w3[e] = weight_q(WF_MXFP4, I, D); }
+        if (quant == 1) { w1[e] = weight_q(WF_MXFP4, I, D); w2[e] = weight_q(WF_MXFP4, D, I); w3[e] = weight_q(WF_MXFP4, I, D); }
+        else if (quant == 2) { w1[e] = weight_g(WF_IQ3_XXS, I, D); w2[e] = weight_g(WF_IQ3_XXS, D, I); w3[e] = weight_g(WF_IQ3_XXS, I, D); }
         else { w1[e] = weight(I, D, 0.02f); w2[e] = weight(D, I, 0.02f); w3[e] = weight(I, D, 0.02f); }
     }
     static dsv4_mat gate, bias, s1, s2, s3;
     gate = weight(E, D, 0.05f); bias = weight(1, E, 0.01f);
-    if (quant) { s1 = weight_q(WF_FP8_E4M3, I, D); s2 = weight_q(WF_FP8_E4M3, D, I); s3 = weight_q(WF_FP8_E4M3, I, D); }
+    if (quant == 1) { s1 = weight_q(WF_FP8_E4M3, I, D); s2 = weight_q(WF_FP8_E4M3, D, I); s3 = weight_q(WF_FP8_E4M3, I, D); }
+    else if (quant == 2) { s1 = weight_g(WF_Q8_0, I, D); s2 = weight_g(WF_Q8_0, D, I); s3 = weight_g(WF_Q8_0, I, D); }
     else { s1 = weight(I, D, 0.02f); s2 = weight(D, I, 0.02f); s3 = weight(I, D, 0.02f); }
     moe_ctx c;
     c.p = (dsv4_moe_params){&gate, &bias, NULL, w1, w2, w3, &s1, &s2, &s3, E, K, I, SCORE_SQRTSOFTPLUS, 1.5f, 10.0f};
@@ -208,7 +238,8 @@ static void bench_moe_fmt(int quant)
         int distinct = c.T * K < E ? c.T * K : E;
         double bytes = distinct * ebytes + sbytes;
         char nm[96];
-        snprintf(nm, sizeof nm, "moe 16 experts %s top-6 + shared T=%d", quant ? "fp4 (+fp8 shared)" : "bf16", c.T);
+        snprintf(nm, sizeof nm, "moe 16 experts %s top-6 + shared T=%d",
+                 quant == 1 ? "fp4 (+fp8 shared)" : quant == 2 ? "iq3_xxs (+q8_0 shared)" : "bf16", c.T);
         row(nm, time_calls(moe_body, &c, 8), bytes);
     }
 }
@@ -217,6 +248,7 @@ static void bench_moe(void)
 {
     bench_moe_fmt(0);
     bench_moe_fmt(1);
+    bench_moe_fmt(2);
 }
 
 /* ---- attention ---- */

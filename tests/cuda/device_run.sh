@@ -8,7 +8,10 @@ echo "== op tests"; "$B/tests/test_cuda_ops" 2>&1 | tee "$OUT/unit.log" | grep -
 echo "== fixtures"; tests/cuda/check_fixtures.sh "$B/dsv4" /tmp/fx > "$OUT/fixtures.log" 2>&1
 grep -v '^PASS' "$OUT/fixtures.log"
 echo "== decode time"
-for fx in tests/fixtures/*/; do "$B/tests/decode_time" "${fx%/}" cuda 300; DSV4_CUDA_GRAPHS=0 "$B/tests/decode_time" "${fx%/}" cuda 300; done 2>&1 | tee "$OUT/decode.log"
+for fx in tests/fixtures/*/; do
+    m=$(ls "${fx%/}"/model*.gguf 2>/dev/null | head -1); m=${m:-${fx%/}} # GGUF fixtures: the (first) file
+    "$B/tests/decode_time" "$m" cuda 300; DSV4_CUDA_GRAPHS=0 "$B/tests/decode_time" "$m" cuda 300
+done 2>&1 | tee "$OUT/decode.log"
 echo "== memcheck"
 timeout 240 compute-sanitizer --tool memcheck --leak-check full "$B/dsv4" score --model tests/fixtures/tiny-mixed-bf16 \
     --tokens-file tests/fixtures/tiny-mixed-bf16/tokens.txt --chunk 7 --logits-out /tmp/mc.f32 --device cuda \

@@ -9,7 +9,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "base/ggml_quant.h"
 #include "model/config.h"
+#include "model/config_gguf.h"
 #include "model/model.h"
 #include "test.h"
 
@@ -43,7 +45,7 @@ static int same_rope(const dsv4_rope_params *a, const dsv4_rope_params *b)
 /* Field-by-field equality (padding bytes make memcmp unreliable). */
 static void check_same(const dsv4_config *a, const dsv4_config *b)
 {
-#define EQ(f) CHECKF(a->f == b->f, "%s differs: %g vs %g", #f, (double)a->f, (double)b->f)
+#define EQ(f) CHECKF(a->f == b->f, "%s differs: %.17g vs %.17g", #f, (double)a->f, (double)b->f)
     EQ(vocab); EQ(dim); EQ(n_layers); EQ(n_heads); EQ(head_dim); EQ(rope_dim); EQ(q_lora);
     EQ(o_groups); EQ(o_lora); EQ(window); EQ(mtp_attn_kind); EQ(ratio_csa); EQ(ratio_hca);
     EQ(idx_heads); EQ(idx_head_dim); EQ(idx_topk); EQ(n_experts); EQ(n_active); EQ(n_shared);
@@ -437,6 +439,49 @@ static void test_load(void)
  * 3850.25 B/token FlashMLA-style (584-byte FP8 entries + 132-byte FP8
  * indexer keys); the official FP4 indexer keys are 64 + 4 bytes; fp32 is
  * twice bf16. Window rings: 43·128·512·2 bytes in bf16. */
+/* config_to_gguf writes what config_from_gguf reads back (the synthetic
+ * GGUF checkpoints rely on it): V4-Flash with its MTP block, as llama.cpp's
+ * deepseek4 metadata; the CSA layers marked by an indexer tensor, the MTP
+ * block by its e_proj (what a file's tensors say). GGUF stores f32. */
+static void test_gguf_round_trip(void)
+{
+    static dsv4_config a, b;
+    dsv4_status st = parse_file("tests/data/config_flash_official.json", &a);
+    CHECKF(st == DSV4_OK, "%s", dsv4_last_error());
+    if (st) return;
+    gguf_writer w = {0};
+    CHECKF(config_to_gguf(&a, a.n_mtp, &w) == DSV4_OK, "%s", dsv4_last_error());
+    char name[64];
+    int64_t ne[1] = {8};
+    for (int l = 0; l <= a.n_layers; l++) {
+        if (config_kind(&a, l) != ATTN_CSA) continue;
+        snprintf(name, sizeof name, "blk.%d.indexer.proj.weight", l);
+        gw_tensor(&w, name, 1, ne, GGML_F32, 32);
+    }
+    snprintf(name, sizeof name, "blk.%d.nextn.e_proj.weight", a.n_layers);
+    gw_tensor(&w, name, 1, ne, GGML_F32, 32);
+    void *img = NULL;
+    size_t len = 0;
+    uint8_t *data;
+    CHECK(gw_finish(&w, &img, &len, &data) == DSV4_OK);
+    gguf_file *g = NULL;
+    st = img ? gguf_open_memory(img, len, "round trip", &g) : DSV4_ERR_NOMEM;
+    CHECKF(st == DSV4_OK, "%s", dsv4_last_error());
+    if (!st) st = config_from_gguf(g, &b);
+    CHECKF(st == DSV4_OK, "%s", dsv4_last_error());
+    if (!st) {
+        /* (GCC 12's vectorizer drops the rounding of a.eps = (float)a.eps pairs, so compare, then copy) */
+        CHECK(b.hc_eps == (double)(float)a.hc_eps && b.norm_eps == (double)(float)a.norm_eps);
+        a.hc_eps = b.hc_eps;
+        a.norm_eps = b.norm_eps;
+        a.weight_format = a.expert_format = WFMT_PLAIN; /* GGUF formats are per tensor */
+        a.quant_blk_r = a.quant_blk_c = 0;
+        check_same(&a, &b);
+    }
+    gguf_close(g);
+    free(img);
+}
+
 static void test_flash_state_sizes(void)
 {
     static dsv4_config c;
@@ -462,5 +507,6 @@ int main(void)
     RUN(test_bad_json);
     RUN(test_load);
     RUN(test_flash_state_sizes);
+    RUN(test_gguf_round_trip);
     TEST_MAIN_END();
 }
