@@ -314,6 +314,7 @@ dsv4_status config_to_gguf(const dsv4_config *c, int n_mtp, gguf_writer *w)
     for (size_t i = 0; i < sizeof ints / sizeof ints[0]; i++)
         gw_kv_u32(w, AK(ints[i].key), (uint32_t)*(const int *)((const char *)c + ints[i].off));
     gw_kv_u32(w, AK("attention.head_count_kv"), 1);
+    gw_kv_u32(w, AK("embedding_length_out"), (uint32_t)(c->dim * c->hc_mult)); /* as the converter */
     gw_kv_u32(w, AK("expert_gating_func"), c->score_func == SCORE_SIGMOID ? 2 : c->score_func == SCORE_SOFTMAX ? 1 : 4);
     gw_kv_bool(w, AK("expert_weights_norm"), 1);
     gw_kv_u32(w, AK("hash_layer_count"), (uint32_t)n_hash);
