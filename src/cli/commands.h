@@ -68,8 +68,9 @@ dsv4_model *cli_load_model(const char *cmd, const char *dir, int threads, const 
 /* --cache NAME -> mode; -1 after printing the error. */
 int cli_cache_arg(const char *cmd, const char *name, dsv4_cache_mode *out);
 /* The usage line every model-running command shares. */
-#define CLI_CACHE_USAGE "       [--cache exact|official|auto]  session-state numerics (default auto: official for FP8/FP4\n" \
-                        "                                      checkpoints, else exact fp32 as transformers)\n"
+#define CLI_CACHE_USAGE "       [--cache exact|official|auto]  numerics: exact fp32 as transformers, or DeepSeek's official\n" \
+                        "                                      FP8/FP4 roundings of the KV, the indexer and the FP8 matmul\n" \
+                        "                                      inputs (default auto: official for FP8/FP4 checkpoints)\n"
 /* max_position_embeddings from DIR/config.json (before loading the
  * weights, to bound the inputs); -1 after the message. */
 int cli_model_context(const char *cmd, const char *dir);

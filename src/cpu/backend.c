@@ -32,6 +32,7 @@ void cpu_moe(dsv4_backend *b, const float *x, const int32_t *tok, int T, int D, 
 
 void cpu_kv_fp8_round(dsv4_backend *b, float *x, int T, int width, int n_fp8);
 void cpu_idx_fp4_round(dsv4_backend *b, float *x, int rows, int width);
+void cpu_act_fp8_round(dsv4_backend *b, const float *x, int T, int n, float *y);
 
 void *cpu_alloc(dsv4_backend *b, size_t bytes);
 void cpu_free(dsv4_backend *b, void *p);
@@ -67,6 +68,7 @@ static const dsv4_ops k_cpu_ops = {
     .matmul_grouped = cpu_matmul_grouped,
     .kv_fp8_round = cpu_kv_fp8_round,
     .idx_fp4_round = cpu_idx_fp4_round,
+    .act_fp8_round = cpu_act_fp8_round,
 };
 
 static void cpu_backend_free(dsv4_backend *b)

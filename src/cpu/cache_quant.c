@@ -1,15 +1,17 @@
-/* The official cache numerics on the CPU (spec §8.3): the quantize ->
- * dequantize steps DeepSeek's reference applies to the window KV, the main
- * compressor's entries and the indexer's queries and keys. Each row is
- * processed on its own with a fixed order, so results do not depend on the
- * number of rows or threads. */
+/* The official numerics on the CPU (spec §8.3): the quantize -> dequantize
+ * steps DeepSeek's reference applies to the window KV, the main
+ * compressor's entries, the indexer's queries and keys, and the activations
+ * entering its FP8/FP4 matmuls. Each row is processed on its own with a
+ * fixed order, so results do not depend on the number of rows or threads. */
 #include <math.h>
 #include <string.h>
 
 #include "cpu/cpu.h"
 
 /* One block of n values through FP8 e4m3 with a UE8M0 scale:
- * s = 2^ceil(log2(max(amax, 1e-4) / 448)); x = e4m3(x / s) · s. */
+ * s = 2^ceil(log2(max(amax, 1e-4) / 448)); x = e4m3(x / s) · s. (The
+ * reference computes amax · fp32(1/448); for every fp32 amax >= 1e-4 that
+ * has the same power-of-two ceiling as amax / 448: checked exhaustively.) */
 static void fp8_block(float *x, int n)
 {
     float amax = 1e-4f;
@@ -84,4 +86,27 @@ void cpu_idx_fp4_round(dsv4_backend *b, float *x, int rows, int width)
 {
     kv_job j = {x, width, 0};
     pool_for(cpu_pool(b), rows, 16, idx_rows, &j);
+}
+
+typedef struct {
+    const float *x;
+    float *y;
+    int n;
+} act_job;
+
+static void act_rows(void *ctx, int64_t r0, int64_t r1, int tid)
+{
+    (void)tid;
+    act_job *j = ctx;
+    for (int64_t r = r0; r < r1; r++) {
+        float *row = j->y + r * j->n;
+        if (j->x != j->y) memcpy(row, j->x + r * j->n, (size_t)j->n * sizeof *row);
+        for (int c = 0; c < j->n; c += 128) fp8_block(row + c, j->n - c < 128 ? j->n - c : 128);
+    }
+}
+
+void cpu_act_fp8_round(dsv4_backend *b, const float *x, int T, int n, float *y)
+{
+    act_job j = {x, y, n};
+    pool_for(cpu_pool(b), T, 16, act_rows, &j);
 }

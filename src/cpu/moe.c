@@ -14,6 +14,7 @@
 #include "model/config.h"
 
 void cpu_matmul(dsv4_backend *b, const float *x, int64_t ldx, int T, const dsv4_mat *W, float *y, int64_t ldy);
+void cpu_act_fp8_round(dsv4_backend *b, const float *x, int T, int n, float *y);
 
 static float score_of(float logit, int fn)
 {
@@ -90,7 +91,9 @@ void cpu_moe(dsv4_backend *b, const float *x, const int32_t *tok, int T, int D, 
     float *xe = malloc((size_t)T * (size_t)D * sizeof(float));
     float *G = malloc((size_t)T * (size_t)I * sizeof(float)), *U = malloc((size_t)T * (size_t)I * sizeof(float));
     float *Y = malloc((size_t)T * (size_t)D * sizeof(float)), *scores = malloc((size_t)E * sizeof(float));
-    if (!logits || !sel || !rows || !wt || !rw || !xe || !G || !U || !Y || !scores) {
+    /* the experts' input: x, or (official numerics) x through FP8 */
+    float *xa = p->act_fp8 ? malloc((size_t)T * (size_t)D * sizeof(float)) : (float *)x;
+    if (!logits || !sel || !rows || !wt || !rw || !xe || !G || !U || !Y || !scores || !xa) {
         backend_fail(b, DSV4_ERR_NOMEM, "out of memory in the MoE layer");
         goto done;
     }
@@ -103,6 +106,7 @@ void cpu_moe(dsv4_backend *b, const float *x, const int32_t *tok, int T, int D, 
             backend_fail_row(b, DSV4_ERR_DEVICE, (int)(i / K), msg);
             goto done;
         }
+    if (p->act_fp8) cpu_act_fp8_round(b, x, T, D, xa);
     memset(out, 0, (size_t)T * (size_t)D * sizeof *out);
     for (int e = 0; e < E; e++) {
         int n = 0;
@@ -111,22 +115,30 @@ void cpu_moe(dsv4_backend *b, const float *x, const int32_t *tok, int T, int D, 
                 if (sel[(int64_t)t * K + k] == e) {
                     rows[n] = t;
                     rw[n] = wt[(int64_t)t * K + k];
-                    memcpy(xe + (int64_t)n * D, x + (int64_t)t * D, (size_t)D * sizeof *xe);
+                    memcpy(xe + (int64_t)n * D, xa + (int64_t)t * D, (size_t)D * sizeof *xe);
                     n++;
                 }
         if (!n) continue;
         cpu_matmul(b, xe, D, n, &p->w1[e], G, I);
         cpu_matmul(b, xe, D, n, &p->w3[e], U, I);
         swiglu(G, U, (int64_t)n * I, p->swiglu_limit);
+        if (p->act_fp8) { /* the weight goes into w2's input, which then passes through FP8 */
+            for (int r = 0; r < n; r++)
+                for (int i = 0; i < I; i++) G[(int64_t)r * I + i] *= rw[r];
+            cpu_act_fp8_round(b, G, n, I, G);
+        }
         cpu_matmul(b, G, I, n, &p->w2[e], Y, D);
         for (int r = 0; r < n; r++)
-            for (int d = 0; d < D; d++) out[(int64_t)rows[r] * D + d] += Y[(int64_t)r * D + d] * rw[r];
+            for (int d = 0; d < D; d++)
+                out[(int64_t)rows[r] * D + d] += p->act_fp8 ? Y[(int64_t)r * D + d] : Y[(int64_t)r * D + d] * rw[r];
     }
-    cpu_matmul(b, x, D, T, p->sh_w1, G, I);
-    cpu_matmul(b, x, D, T, p->sh_w3, U, I);
+    cpu_matmul(b, xa, D, T, p->sh_w1, G, I);
+    cpu_matmul(b, xa, D, T, p->sh_w3, U, I);
     swiglu(G, U, (int64_t)T * I, p->swiglu_limit);
+    if (p->act_fp8) cpu_act_fp8_round(b, G, T, I, G);
     cpu_matmul(b, G, I, T, p->sh_w2, Y, D);
     for (int64_t i = 0; i < (int64_t)T * D; i++) out[i] += Y[i];
 done:
     free(logits); free(sel); free(rows); free(wt); free(rw); free(xe); free(G); free(U); free(Y); free(scores);
+    if (xa != x) free(xa);
 }

@@ -1,18 +1,24 @@
-/* The official cache numerics on the GPU (spec §8.3), the same steps as the
+/* The official numerics on the GPU (spec §8.3), the same steps as the
  * CPU's cache_quant.c value for value: window KV and main-compressor
  * entries through FP8 e4m3 in blocks of 64 (the rope dims rounded to bf16);
  * indexer queries and keys Hadamard-rotated, then through FP4 E2M1 in
- * blocks of 32. Every operation is exact or an IEEE-rounded fp32 operation
- * in the CPU's order (the butterflies of one stage are independent), so
- * the GPU gives the CPU's bits. Each row on its own: batch invariant. */
+ * blocks of 32; the inputs of the FP8/FP4 matmuls through FP8 e4m3 in
+ * blocks of 128. Every operation is exact or an IEEE-rounded fp32 operation
+ * in the CPU's order (the butterflies of one stage are independent; a
+ * block's amax is a max, which no order changes), so the GPU gives the
+ * CPU's bits. Each row on its own: batch invariant. */
 #include <cuda_bf16.h>
 
 #include "cuda/cuda_internal.cuh"
 
+enum { CQ_KV, CQ_IDX, CQ_ACT };
+
 typedef struct {
     int64_t pos0;
-    float *x;
-    int rows, width, n_fp8;
+    const float *x;
+    float *y;        /* CQ_ACT: the output (may be x); the others work in place on y */
+    const float *f;  /* CQ_ACT: rows r < nf are multiplied by f[r] first (NULL: none) */
+    int rows, width, n_fp8, nf, mode;
 } cq_args;
 
 /* 2^ceil(log2(v)) for v > 0 (pow2_ceil). */
@@ -61,7 +67,7 @@ __global__ void kv_fp8_kernel(cq_args a)
     if (i >= (int64_t)a.rows * nb) return;
     int64_t r = i / nb;
     int b = (int)(i % nb);
-    float *row = a.x + r * a.width;
+    float *row = a.y + r * a.width;
     if (b == nb - 1) {
         for (int c = a.n_fp8; c < a.width; c++) row[c] = __bfloat162float(__float2bfloat16_rn(row[c]));
         return;
@@ -83,7 +89,7 @@ __global__ void __launch_bounds__(256) idx_fp4_kernel(cq_args a)
     int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, n = a.width;
     int64_t r = (int64_t)blockIdx.x * 8 + warp;
     if (r >= a.rows) return;
-    float *row = a.x + r * n, *v = sh[warp];
+    float *row = a.y + r * n, *v = sh[warp];
     for (int c = lane; c < n; c += 32) v[c] = row[c];
     __syncwarp();
     for (int h = 1; h < n; h *= 2) {
@@ -109,22 +115,53 @@ __global__ void __launch_bounds__(256) idx_fp4_kernel(cq_args a)
     for (int c = lane; c < n; c += 32) row[c] = v[c];
 }
 
+/* One warp per block of 128 values of a row, 4 per lane: the row factor,
+ * the block's amax (a warp max), then each value on its own. */
+__global__ void __launch_bounds__(256) act_fp8_kernel(cq_args a)
+{
+    cu_pdl();
+    int lane = threadIdx.x & 31, nb = (a.width + 127) / 128;
+    int64_t w = (int64_t)blockIdx.x * 8 + (threadIdx.x >> 5);
+    if (w >= (int64_t)a.rows * nb) return;
+    int64_t r = w / nb;
+    int c0 = (int)(w % nb) * 128;
+    const float *in = a.x + r * a.width;
+    float *out = a.y + r * a.width;
+    float f = a.f && r < a.nf ? a.f[r] : 1.0f, v[4], amax = 1e-4f;
+#pragma unroll
+    for (int k = 0; k < 4; k++) {
+        int cc = c0 + lane + 32 * k;
+        v[k] = cc < a.width ? in[cc] * f : 0.0f; /* · 1 is exact */
+        amax = fmaxf(amax, fabsf(v[k]));
+    }
+    for (int o = 16; o > 0; o >>= 1) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, o));
+    float s = cq_pow2_ceil(amax / 448.0f), inv = 1.0f / s;
+#pragma unroll
+    for (int k = 0; k < 4; k++) {
+        int cc = c0 + lane + 32 * k;
+        if (cc < a.width) out[cc] = cq_e4m3(v[k] * inv) * s;
+    }
+}
+
 void cu_exec_cache_quant(cu_impl *c, const void *args, const int64_t *dpos)
 {
     const cq_args *a = (const cq_args *)args;
     (void)dpos;
     if (a->rows <= 0) return;
-    if (a->n_fp8 >= 0) {
+    if (a->mode == CQ_KV) {
         int64_t n = (int64_t)a->rows * ((a->n_fp8 + 63) / 64 + 1);
         cu_launch(c, "kv fp8 round", kv_fp8_kernel, dim3(cu_blocks(n, 128)), dim3(128), 0, *a);
-    } else {
+    } else if (a->mode == CQ_IDX) {
         cu_launch(c, "idx fp4 round", idx_fp4_kernel, dim3(cu_blocks(a->rows, 8)), dim3(256), 0, *a);
+    } else {
+        int64_t n = (int64_t)a->rows * ((a->width + 127) / 128);
+        cu_launch(c, "act fp8 round", act_fp8_kernel, dim3(cu_blocks(n, 8)), dim3(256), 0, *a);
     }
 }
 
 void cu_kv_fp8_round(dsv4_backend *b, float *x, int T, int width, int n_fp8)
 {
-    cq_args a = {0, x, T, width, n_fp8 < 0 ? 0 : n_fp8};
+    cq_args a = {0, x, x, NULL, T, width, n_fp8 < 0 ? 0 : n_fp8, 0, CQ_KV};
     cu_submit(cu_of(b), K_CACHE_QUANT, &a, sizeof a);
 }
 
@@ -134,6 +171,18 @@ void cu_idx_fp4_round(dsv4_backend *b, float *x, int rows, int width)
         backend_fail(b, DSV4_ERR_UNSUPPORTED, "CUDA indexer FP4 rounding: width must be a power of two up to 1024");
         return;
     }
-    cq_args a = {0, x, rows, width, -1}; /* n_fp8 < 0: the indexer's rounding */
+    cq_args a = {0, x, x, NULL, rows, width, 0, 0, CQ_IDX};
     cu_submit(cu_of(b), K_CACHE_QUANT, &a, sizeof a);
+}
+
+void cu_act_fp8_round(dsv4_backend *b, const float *x, int T, int n, float *y)
+{
+    cq_args a = {0, x, y, NULL, T, n, 0, 0, CQ_ACT};
+    cu_submit(cu_of(b), K_CACHE_QUANT, &a, sizeof a);
+}
+
+void cu_launch_act_fp8(cu_impl *c, const float *x, float *y, int rows, int n, const float *f, int nf)
+{
+    cq_args a = {0, x, y, f, rows, n, 0, nf, CQ_ACT};
+    cu_exec_cache_quant(c, &a, NULL);
 }

@@ -28,7 +28,7 @@ extern "C" {
 
 #define CU_GRAPH_MAX_ROWS 8  /* steps of up to this many rows run as CUDA graphs */
 #define CU_GRAPH_CACHE 8
-#define CU_REC_ARGS 768  /* the largest op argument struct (the MoE's, 7 weight views) fits */
+#define CU_REC_ARGS 800  /* the largest op argument struct (the MoE's, 7 weight views) fits */
 
 /* Device-side fault codes written to the mapped error word. */
 enum { CU_FAULT_TOKEN = 1, CU_FAULT_EXPERT = 2, CU_FAULT_SELECT = 3 };
@@ -179,6 +179,11 @@ void cu_exec_upload(cu_impl *c, const void *a, const int64_t *dpos);
 void cu_exec_download(cu_impl *c, const void *a, const int64_t *dpos);
 void cu_exec_cache_quant(cu_impl *c, const void *a, const int64_t *dpos);
 void cu_exec_copy(cu_impl *c, const void *a, const int64_t *dpos);
+
+/* From an exec function: y[r] = act_fp8_round(x[r] · (r < nf ? f[r] : 1))
+ * for rows r < rows of n values (f NULL: no factor), enqueued at once (the
+ * MoE rounds its experts' inputs with it). */
+void cu_launch_act_fp8(cu_impl *c, const float *x, float *y, int rows, int n, const float *f, int nf);
 
 /* Matmul args, also used directly by the MoE for its gate. */
 typedef struct {

@@ -36,6 +36,8 @@ typedef struct {
     int e3_fmt;      /* w3's format: e13's, except in GGUF files (gate and up block types may differ) */
     __half *xq, *hq; /* tensor-core experts: prepared rows of x (T) and of H (pairs), */
     float *xpf, *hpf; /* and their factors (tc_f16.cuh); NULL when no expert takes that path */
+    int act;          /* official numerics (dsv4_moe_params.act_fp8): the experts read xa, x through */
+    float *xa;        /* FP8, and H rounded after the routing weights went into it */
     int *err;
     int layer; /* for fault reports */
 } moe_args;
@@ -485,7 +487,7 @@ __global__ void combine_kernel(moe_args a)
     for (int j = 0; j < a.K; j++) {
         int k = a.ord[t * a.K + j];
         int64_t p = t * a.K + k;
-        if (a.sel[p] >= 0) acc += a.Y[p * a.D + d] * a.wt[p];
+        if (a.sel[p] >= 0) acc += a.act ? a.Y[p * a.D + d] : a.Y[p * a.D + d] * a.wt[p]; /* act: wt is in Y */
     }
     acc += a.Y[((int64_t)a.T * a.K + t) * a.D + d];
     a.out[i] = acc;
@@ -543,11 +545,20 @@ void cu_exec_moe(cu_impl *c, const void *args, const int64_t *dpos)
     cu_launch(c, "moe route", route_kernel, dim3(a->T), dim3(256), (size_t)a->E * 2 * sizeof(float), *a);
     if (a->T > 1)
         cu_launch(c, "moe group", group_kernel, dim3(1), dim3(256), (size_t)a->E * 2 * sizeof(int), *a);
+    /* the experts' view of the step: official numerics give them x through FP8 (the gate had x) */
+    moe_args ea = *a;
+    if (a->act) {
+        cu_launch_act_fp8(c, a->x, a->xa, a->T, a->D, NULL, 0);
+        ea.x = a->xa;
+    }
+    a = &ea;
     /* routed experts and shared expert: tensor cores where their format and
      * shapes allow, else the fp32 kernels; one fp32 launch when neither does */
     int tr = a->tc_r, ts = a->tc_s;
     if ((tr || ts) && !a->stage_up) tc_prep(c, a->x, a->D, a->T, 1, a->D, a->xq, a->xpf);
     for (int up = 1; up >= 0; up--) {
+        /* official numerics: the routed pairs' H times their weights (pairs < T·K), every row through FP8 */
+        if (!up && a->act) cu_launch_act_fp8(c, a->H, a->H, a->T * a->K + a->T, a->I, a->wt, a->T * a->K);
         if (!up && (tr || ts) && !a->stage_down) tc_prep(c, a->H, a->I, a->T * a->K + a->T, 1, a->I, a->hq, a->hpf);
         if (!tr && !ts) {
             launch_fp32_part(c, a, up, PART_ALL);
@@ -701,7 +712,9 @@ void cu_moe(dsv4_backend *b, const float *x, const int32_t *tok, int T, int D, c
     a.stage_up = T == 1 && D <= TC_STAGE_MAX_N && (size_t)8 * 2 * 4 * 32 * 4 + tc_stage_bytes(1, D) <= TC_STAGE_MAX;
     a.stage_down = T == 1 && I <= TC_STAGE_MAX_N && (size_t)8 * 2 * 4 * 32 * 4 + tc_stage_bytes(1, I) <= TC_STAGE_MAX;
     size_t o_hq = o_xq + (tcx ? al(tc_prep_bytes((int64_t)t, D)) : 0);
-    size_t total = o_hq + (tcx ? al(tc_prep_bytes((int64_t)pairs, I)) : 0);
+    size_t o_xa = o_hq + (tcx ? al(tc_prep_bytes((int64_t)pairs, I)) : 0);
+    a.act = p->act_fp8;
+    size_t total = o_xa + (a.act ? al(t * D * 4) : 0);
     char *ws = (char *)cu_ws(c, WS_MOE, total);
     if (!ws) return;
     if (tcx) {
@@ -710,6 +723,7 @@ void cu_moe(dsv4_backend *b, const float *x, const int32_t *tok, int T, int D, c
         a.hq = (__half *)(ws + o_hq);
         a.hpf = (float *)(ws + o_hq + pairs * (size_t)tc_npad(I) * 4);
     }
+    if (a.act) a.xa = (float *)(ws + o_xa);
     a.grp = (int32_t *)(ws + o_grp);
     a.logits = (float *)(ws + o_lg);
     a.wt = (float *)(ws + o_wt);

@@ -19,6 +19,7 @@
 /* Activations of one step, carved from one backend allocation. */
 struct fwd_scratch {
     float *X, *x, *xn, *post, *comb, *qr, *q, *kv, *o, *z, *a, *u, *g, *qi, *wi, *y, *logits;
+    float *xq; /* official numerics: xn as the FP8 projections see it (act_fp8_round) */
     int32_t *tok, *sel_idx, *sel_n;
     /* MTP scratch only: the main model's streams as read, and the constants
      * that make hc_post add e_proj·e to every stream (post = 1, comb = I) */
@@ -38,12 +39,13 @@ static dsv4_status scratch_alloc(dsv4_backend *b, scratch *sc, const dsv4_config
     size_t sizes[] = {hc * D * R, D * R, D * R, hc * R, hc * hc * R, (size_t)c->q_lora * R, H * hd * R, hd * R,
                       H * hd * R, z * R, D * R, cw * R, cw * R, ih * ihd * R, ih * R, D * R,
                       (size_t)c->vocab * (size_t)out_rows, R, k * R, R,
-                      mtp ? hc * D * R : 0, mtp ? hc * R : 0, mtp ? hc * hc * R : 0};
+                      mtp ? hc * D * R : 0, mtp ? hc * R : 0, mtp ? hc * hc * R : 0, D * R};
     void **slots[] = {(void **)&sc->X, (void **)&sc->x, (void **)&sc->xn, (void **)&sc->post, (void **)&sc->comb,
                       (void **)&sc->qr, (void **)&sc->q, (void **)&sc->kv, (void **)&sc->o, (void **)&sc->z,
                       (void **)&sc->a, (void **)&sc->u, (void **)&sc->g, (void **)&sc->qi, (void **)&sc->wi,
                       (void **)&sc->y, (void **)&sc->logits, (void **)&sc->tok, (void **)&sc->sel_idx,
-                      (void **)&sc->sel_n, (void **)&sc->Xin, (void **)&sc->ones, (void **)&sc->eye};
+                      (void **)&sc->sel_n, (void **)&sc->Xin, (void **)&sc->ones, (void **)&sc->eye,
+                      (void **)&sc->xq};
     size_t n = sizeof sizes / sizeof sizes[0], total = 0;
     for (size_t i = 0; i < n; i++) total += (sizes[i] + 63) & ~(size_t)63; /* 256-byte aligned slots */
     sc->block = b->ops->alloc(b, total * 4);
@@ -208,12 +210,21 @@ static void attention_block(dsv4_model *m, int l, const fwd_lane *lanes, int n_l
     op->hc_pre(b, sc->X, rows, c->hc_mult, D, &w->hc_attn_fn, &w->hc_attn_base, &w->hc_attn_scale, c->hc_iters,
                (float)c->hc_eps, eps, sc->x, sc->post, sc->comb);
     op->rmsnorm(b, sc->x, rows, D, &w->attn_norm, eps, sc->xn);
+    /* official numerics: the FP8 projections (wq_a, wkv; wq_b and the
+     * indexer's wq_b on qr; wo_b) see their input through FP8 1x128, the
+     * compressors and the indexer's head weights (fp32/bf16) see xn as is */
+    const float *xp = sc->xn;
+    if (m->cache_official) {
+        op->act_fp8_round(b, sc->xn, rows, D, sc->xq);
+        xp = sc->xq;
+    }
     /* queries: low-rank, per-head unweighted norm; the single shared K=V head */
-    op->matmul(b, sc->xn, D, rows, &w->wq_a, sc->qr, c->q_lora);
+    op->matmul(b, xp, D, rows, &w->wq_a, sc->qr, c->q_lora);
     op->rmsnorm(b, sc->qr, rows, c->q_lora, &w->q_norm, eps, sc->qr);
+    if (m->cache_official) op->act_fp8_round(b, sc->qr, rows, c->q_lora, sc->qr);
     op->matmul(b, sc->qr, c->q_lora, rows, &w->wq_b, sc->q, (int64_t)H * hd);
     op->rmsnorm(b, sc->q, rows * H, hd, NULL, eps, sc->q);
-    op->matmul(b, sc->xn, D, rows, &w->wkv, sc->kv, hd);
+    op->matmul(b, xp, D, rows, &w->wkv, sc->kv, hd);
     op->rmsnorm(b, sc->kv, rows, hd, &w->kv_norm, eps, sc->kv);
     for (int i = 0; i < n_lanes; i++) { /* rope at each lane's positions */
         const fwd_lane *ln = &lanes[i];
@@ -230,6 +241,7 @@ static void attention_block(dsv4_model *m, int l, const fwd_lane *lanes, int n_l
         op->rope(b, sc->o + (int64_t)lanes[i].row0 * H * hd, lanes[i].T, H, hd, rd, lanes[i].pos0, 1, freq, 1);
     int64_t zw = (int64_t)c->o_groups * c->o_lora;
     op->matmul_grouped(b, sc->o, (int64_t)H * hd, rows, &w->wo_a, c->o_groups, sc->z, zw);
+    if (m->cache_official) op->act_fp8_round(b, sc->z, rows, (int)zw, sc->z); /* wo_a is bf16 in the reference: not before it */
     op->matmul(b, sc->z, zw, rows, &w->wo_b, sc->a, D);
     op->hc_post(b, sc->X, rows, c->hc_mult, D, sc->a, sc->post, sc->comb);
 }
@@ -247,7 +259,7 @@ static void ffn_block(dsv4_model *m, int l, int rows, scratch *sc)
     op->rmsnorm(b, sc->x, rows, D, &w->ffn_norm, eps, sc->xn);
     dsv4_moe_params mp = {&w->gate, &w->gate_bias, w->tid2eid, w->w1, w->w2, w->w3, &w->sh_w1, &w->sh_w2,
                           &w->sh_w3, c->n_experts, c->n_active, c->moe_inter, c->score_func,
-                          (float)c->route_scale, (float)c->swiglu_limit};
+                          (float)c->route_scale, (float)c->swiglu_limit, m->cache_official};
     op->moe(b, sc->xn, sc->tok, rows, D, &mp, sc->y);
     op->hc_post(b, sc->X, rows, c->hc_mult, D, sc->y, sc->post, sc->comb);
 }
@@ -340,8 +352,10 @@ static void mtp_input(dsv4_model *m, const fwd_lane *lanes, int n_lanes, int row
         op->upload(b, sc->Xin + (int64_t)lanes[i].row0 * hcD, lanes[i].x_in, (size_t)lanes[i].T * hcD * sizeof(float));
     op->embed(b, &m->embed, sc->tok, rows, 1, sc->x);
     op->rmsnorm(b, sc->x, rows, D, &w->enorm, eps, sc->x);
+    if (m->cache_official) op->act_fp8_round(b, sc->x, rows, D, sc->x); /* e_proj, h_proj: FP8 in the reference */
     op->matmul(b, sc->x, D, rows, &w->e_proj, sc->a, D);
     op->rmsnorm(b, sc->Xin, rows * hc, D, &w->hnorm, eps, sc->Xin);
+    if (m->cache_official) op->act_fp8_round(b, sc->Xin, rows * hc, D, sc->Xin);
     op->matmul(b, sc->Xin, D, rows * hc, &w->h_proj, sc->X, D);
     op->hc_post(b, sc->X, rows, hc, D, sc->a, sc->ones, sc->eye);
 }

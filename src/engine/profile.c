@@ -15,7 +15,7 @@ enum { P_MATMUL, P_RMSNORM, P_ROPE, P_EMBED, P_HC_PRE, P_HC_POST, P_HC_HEAD, P_R
 static const char *const k_names[P_COUNT] = {"matmul (projections, head)", "rmsnorm", "rope", "embed",
                                              "hc_pre (mHC mix + Sinkhorn)", "hc_post", "hc_head", "ring_store",
                                              "compressor", "indexer", "attention", "moe (router + experts)",
-                                             "cache quantization (official)"};
+                                             "FP8/FP4 rounding (official numerics)"};
 
 typedef struct {
     dsv4_backend *inner;
@@ -90,6 +90,9 @@ static void p_kv_fp8_round(dsv4_backend *b, float *x, int T, int width, int n_fp
 static void p_idx_fp4_round(dsv4_backend *b, float *x, int rows, int width)
 { TIMED(b, P_CACHE_QUANT, INNER(b)->ops->idx_fp4_round(INNER(b), x, rows, width)); }
 
+static void p_act_fp8_round(dsv4_backend *b, const float *x, int T, int n, float *y)
+{ TIMED(b, P_CACHE_QUANT, INNER(b)->ops->act_fp8_round(INNER(b), x, T, n, y)); }
+
 static void *p_alloc(dsv4_backend *b, size_t n) { return INNER(b)->ops->alloc(INNER(b), n); }
 static void p_free(dsv4_backend *b, void *p) { INNER(b)->ops->free(INNER(b), p); }
 static void p_upload(dsv4_backend *b, void *d, const void *s, size_t n) { INNER(b)->ops->upload(INNER(b), d, s, n); }
@@ -116,6 +119,7 @@ dsv4_backend *profile_wrap(dsv4_backend *inner)
         /* optional ops stay absent where the wrapped backend lacks them */
         .kv_fp8_round = inner->ops->kv_fp8_round ? p_kv_fp8_round : NULL,
         .idx_fp4_round = inner->ops->idx_fp4_round ? p_idx_fp4_round : NULL,
+        .act_fp8_round = inner->ops->act_fp8_round ? p_act_fp8_round : NULL,
     };
     b->name = inner->name;
     b->ops = &pi->ops;

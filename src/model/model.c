@@ -55,9 +55,9 @@ static dsv4_status model_finish(dsv4_model *m, const dsv4_load_options *opt, con
     if (m->cache_official && (c->idx_head_dim & (c->idx_head_dim - 1)))
         return dsv4_fail(DSV4_ERR_UNSUPPORTED, "the official cache numerics need index_head_dim a power of two "
                          "(Hadamard rotation), not %d; use --cache exact", c->idx_head_dim);
-    if (m->cache_official && (!m->be->ops->kv_fp8_round || !m->be->ops->idx_fp4_round))
-        return dsv4_fail(DSV4_ERR_UNSUPPORTED, "the %s backend does not implement the official cache numerics "
-                         "(FP8 KV, FP4 indexer); use the exact cache (--cache exact)", m->be->name);
+    if (m->cache_official && (!m->be->ops->kv_fp8_round || !m->be->ops->idx_fp4_round || !m->be->ops->act_fp8_round))
+        return dsv4_fail(DSV4_ERR_UNSUPPORTED, "the %s backend does not implement the official numerics "
+                         "(FP8 KV and activations, FP4 indexer); use --cache exact", m->be->name);
     if ((st = check_fits(m, what))) return st;
     if ((st = weights_adopt(m, opt ? opt->progress : NULL, opt ? opt->progress_user : NULL))) return st;
     size_t fbytes = (size_t)c->rope_dim / 2 * sizeof(float);

@@ -40,6 +40,11 @@ typedef struct {
     const dsv4_mat *sh_w1, *sh_w2, *sh_w3;
     int n_experts, n_active, inter, score_func;
     float route_scale, swiglu_limit;
+    /* official numerics (act_fp8_round below): the experts' inputs (x for
+     * w1/w3, not the gate's; the SwiGLU output for w2) pass through FP8, and
+     * a routed expert's weight multiplies its SwiGLU output before the
+     * rounding and w2 (DeepSeek's Expert.forward), not its w2 output after */
+    int act_fp8;
 } dsv4_moe_params;
 
 typedef struct {
@@ -131,8 +136,8 @@ typedef struct {
     void (*matmul_grouped)(dsv4_backend *b, const float *x, int64_t ldx, int T, const dsv4_mat *W, int groups,
                            float *y, int64_t ldy);
 
-    /* --- the official cache numerics (spec §8.3; NULL: the backend has
-     * none, and models with --cache official are refused on it). In place:
+    /* --- the official numerics (spec §8.3; NULL: the backend has none,
+     * and models with --cache official are refused on it). In place:
      * kv_fp8_round: T rows of width values; values [0, n_fp8) pass through
      * FP8 e4m3 in blocks of 64 with scale 2^ceil(log2(max(amax,1e-4)/448)),
      * the rest (the rope dims) are rounded to bf16.
@@ -141,6 +146,12 @@ typedef struct {
      * in blocks of 32 with scale 2^ceil(log2(max(amax,6·2^-126)/6)). */
     void (*kv_fp8_round)(dsv4_backend *b, float *x, int T, int width, int n_fp8);
     void (*idx_fp4_round)(dsv4_backend *b, float *x, int rows, int width);
+    /* act_fp8_round: y = x (T rows of n values, y == x allowed) through FP8
+     * e4m3 in blocks of 128 along the row (the last one partial when n is
+     * not a multiple), scale 2^ceil(log2(max(amax,1e-4)/448)), the values
+     * kept in fp32: what DeepSeek's act_quant makes of the input of an FP8
+     * or FP4 matmul (the forward applies it to exactly those inputs). */
+    void (*act_fp8_round)(dsv4_backend *b, const float *x, int T, int n, float *y);
 
     /* --- optional hooks (NULL: the backend has none).
      * forward_step brackets its ops with step_begin(rows) .. step_end; a

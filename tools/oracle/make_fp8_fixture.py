@@ -18,10 +18,19 @@ The reference is `model(ids, use_cache=False).logits` in fp32 of DeepseekV4ForCa
 weights. The script also loads the written directory with transformers' own FP8 loader
 (FineGrainedFP8Config(dequantize=True)) and records, per tensor, whether its dequantization
 equals ours (meta.json: hf_fp8_loader). A second reference, logits_official.f32, is the same
-forward with the official cache numerics (spec §8.3) added by tools/oracle/official_cache.py.
-Seeds with near-tied top-k decisions in either run are rejected (spec §8.5), as in
-make_fixture.py, whose helpers this script reuses, and so are seeds whose official-numerics logits
-differ between the oracle's full and cached paths (an FP8/FP4 rounding decision within fp32 noise).
+forward with the official numerics (spec §8.3) added by tools/oracle/official_cache.py.
+Seeds with near-tied top-k decisions in the exact run are rejected (spec §8.5), as in
+make_fixture.py, whose helpers this script reuses.
+
+The official reference is only a reference where no FP8/FP4 rounding decision sits within fp32
+noise of its boundary: with every matmul input rounded to e4m3, some element of some row lands
+that close within a few dozen tokens, and from there on the logits depend on the order of fp32
+operations (one e4m3 step of one element moved this model's logits by up to 0.3; the oracle in
+float64 and the oracle in float32 then disagree by 0.1-1 for the rest of the sequence, as does
+any implementation). The script finds the stable prefix: the positions before the first one where
+the oracle's float64 full forward or its float32 cached path (chunks of 7) differs from its
+float32 full forward by more than --official-agree; seeds whose stable prefix is shorter than
+--min-official-prefix are rejected. test_oracle holds the engine to the official reference there.
 """
 
 import argparse
@@ -73,9 +82,12 @@ def parse_args(argv=None):
                    help="FP8 scale container: native F8_E8M0 or F32 powers of two (Flash-Base)")
     p.add_argument("--shards", type=int, default=2)
     p.add_argument("--min-gap", type=float, default=1e-4)
-    p.add_argument("--max-official-drift", type=float, default=1e-3,
-                   help="reject a seed whose official-numerics logits differ by more between the oracle's "
-                        "full and cached (chunk 7) paths")
+    p.add_argument("--official-agree", type=float, default=1e-4,
+                   help="the official reference's variants (float64, cached chunks of 7) must agree this "
+                        "closely with its float32 full forward over the stable prefix")
+    p.add_argument("--min-official-prefix", type=int, default=160,
+                   help="reject a seed whose official stable prefix is shorter (160: 33 positions that "
+                        "read the first HCA entry)")
     return p.parse_args(argv)
 
 
@@ -218,6 +230,24 @@ def hf_loader_check(out_dir, model, ids):
             "logits_max_abs_diff_vs_reference": logit_diff}
 
 
+# ----------------------------------------------------------------------------- official stability
+
+@torch.no_grad()
+def official_variants(model, ids):
+    """The official forward (hooks installed) computed in other orders: in float64, and cached in
+    chunks of 7. Each differs from the float32 full forward by fp32 noise in every pre-rounding value."""
+    model.double()
+    f64 = model(ids, use_cache=False).logits[0].float()
+    model.float()   # every parameter is an fp32 value: the round trip is exact
+    return {"float64_full": f64, "float32_cached7": mf.cached_logits(model, ids, [7])}
+
+
+def first_divergence(x, ref, tol):
+    """The first position whose logits differ from ref's by more than tol (the length if none)."""
+    bad = ((x - ref).abs().amax(dim=-1) > tol).nonzero()
+    return int(bad[0, 0]) if len(bad) else int(ref.shape[0])
+
+
 # ----------------------------------------------------------------------------- main
 
 def main(argv=None):
@@ -240,7 +270,7 @@ def main(argv=None):
         gaps = rec.summary()
         # The official run's top-k gaps are recorded, not used to reject: FP4 queries and keys make
         # q.k exact in fp32 (few-bit products, short sums), so its ties are exact and both sides
-        # break them alike (lower index); what fp32 noise can flip shows in the drift check below.
+        # break them alike (lower index); what fp32 noise can flip shows in the stable prefix.
         rec_off = mf.GapRecorder(model, cfg, a.min_gap)
         handles = official_cache.install(model)
         rec_off.active = True
@@ -251,16 +281,15 @@ def main(argv=None):
             h.remove()
         attempts.append({"seed": seed, "indexer_min_gap": (gaps["indexer"] or {}).get("min_gap"),
                          "router_min_gap": (gaps["router"] or {}).get("min_gap")})
-        # An FP8/FP4 rounding decision within fp32 noise of its boundary makes the official numerics
-        # depend on the order of fp32 operations (one e4m3 step of one window element moved logits by
-        # 3e-3 in a rejected seed). The oracle's own cached path sums in another order: require it to
-        # agree with the full forward.
-        cached_off = (mf.cached_logits(model, ids, [7]) - logits_off).abs().max().item() if rec.ok() else None
-        attempts[-1]["official_cached7_vs_full"] = cached_off
-        if rec.ok() and cached_off <= a.max_official_drift:
-            break
+        if rec.ok():
+            variants = official_variants(model, ids)
+            firsts = {k: first_divergence(v, logits_off, a.official_agree) for k, v in variants.items()}
+            prefix = min(firsts.values())
+            attempts[-1]["official_stable_prefix"] = prefix
+            if prefix >= a.min_official_prefix:
+                break
         official_cache.uninstall(model, handles)
-        why = "near-tie top-k" if cached_off is None else f"official numerics drift {cached_off:.2e} between paths"
+        why = "near-tie top-k" if not rec.ok() else f"official stable prefix {prefix} < {a.min_official_prefix}"
         print(f"seed {seed}: {why}; trying the next seed", file=sys.stderr)
     else:
         sys.exit("no well-conditioned seed found")
@@ -295,12 +324,16 @@ def main(argv=None):
         "cached_vs_full_max_abs_diff": cached,
         "official_cache": {"file": "logits_official.f32",
                            "reference": "the same forward with tools/oracle/official_cache.py installed "
-                                        "(FP8 window KV and compressor entries, FP4 Hadamard indexer)",
+                                        "(FP8 window KV and compressor entries, FP4 Hadamard indexer, "
+                                        "FP8 1x128 inputs of the FP8/FP4 matmuls)",
                            "max_abs_diff_vs_exact": (logits_off - logits).abs().max().item(),
-                           "cached_chunk7_vs_full_max_abs_diff": cached_off,
-                           # the oracle's own spread between its paths bounds what an implementation
-                           # with another fp32 order can be held to (tests/unit/test_oracle.c)
-                           "tolerance": max(1e-3, float(f"{2 * cached_off:.1e}"))},
+                           # test_oracle compares positions < stable_prefix only (see the docstring)
+                           "stable_prefix": prefix,
+                           "stable_prefix_agreement": a.official_agree,
+                           "first_divergence": firsts,
+                           "variants_max_abs_diff": {k: (v - logits_off).abs().max().item()
+                                                     for k, v in variants.items()},
+                           "tolerance": 1e-3},
         "top1_margin_min": (top2[:, 0] - top2[:, 1]).min().item(),
         "top1_margin_min_official": (top2o[:, 0] - top2o[:, 1]).min().item(),
         "topk_gaps": gaps,
@@ -315,7 +348,7 @@ def main(argv=None):
     size = sum(os.path.getsize(os.path.join(a.out, x)) for x in os.listdir(a.out))
     print(json.dumps({"out": a.out, "seed_used": seed, "bytes": size, "cached": cached,
                       "official_vs_exact": meta["official_cache"]["max_abs_diff_vs_exact"],
-                      "official_cached7": cached_off}))
+                      "official_stable_prefix": prefix, "official_first_divergence": firsts}))
 
 
 if __name__ == "__main__":
