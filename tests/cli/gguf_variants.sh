@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# Metadata spellings real GGUF files vary in give bit-identical logits: no
-# vocab_size (the embedding's rows), nextn_predict_layers without MTP tensors
-# (ignored, as llama.cpp does), no swiglu_clamp_shexp (= the routed limit),
-# no head_count_kv / value_length / expert_gating_func (their defaults).
+# Metadata spellings real GGUF files vary in give bit-identical logits: a
+# vocab_size (llama.cpp's converter writes none: the embedding's rows),
+# nextn_predict_layers without MTP tensors (ignored, as llama.cpp does), no
+# swiglu_clamp_shexp (= the routed limit), no head_count_kv / value_length /
+# expert_gating_func (their defaults).
 set -u
 BIN=${DSV4_BIN:-build/dsv4}
 . tests/python.sh
@@ -17,7 +18,7 @@ variant() {
     if score $tmp/$name.gguf $tmp/$name.f32 2>$tmp/err && cmp -s $tmp/ref.f32 $tmp/$name.f32; then echo "PASS gguf_variants_$name"
     else echo "FAIL gguf_variants_$name: $(head -c 300 $tmp/err)"; fi
 }
-variant no_vocab_size dropkey deepseek4.vocab_size
+variant with_vocab_size setu32 deepseek4.vocab_size 285
 variant nextn_without_tensors setu32 deepseek4.nextn_predict_layers 1
 variant no_shexp_clamp dropkey deepseek4.swiglu_clamp_shexp
 variant no_kv_heads dropkey deepseek4.attention.head_count_kv

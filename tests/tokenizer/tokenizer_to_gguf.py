@@ -5,7 +5,9 @@ convert_hf_to_gguf.py writes, and a metadata-only GGUF file holding it (stdlib o
 Rules of the converter (TextModel._set_vocab_gpt2 / get_vocab_base): tokens by id, ids
 without a token become "[PADn]" of type UNUSED (5); added tokens are CONTROL (3) when
 special or when they look special (<|...|>, <｜...｜>, <pad>, <mask>, ...), else
-USER_DEFINED (4); everything else NORMAL (1); merges as "A B"; model "gpt2".
+USER_DEFINED (4); everything else NORMAL (1); merges as "A B"; model "gpt2"; pre
+"joyai-llm", the name the converter's hash table gives DeepSeek-V4's tokenizer.json
+(checked with the converter itself, tools/oracle/README.md).
 
 usage: tokenizer_to_gguf.py tokenizer.json OUT.gguf [VOCAB_SIZE] [PRE_NAME]"""
 import json
@@ -20,7 +22,7 @@ def looks_special(t):
             or (t.startswith("<｜") and t.endswith("｜>")))
 
 
-def tokenizer_kv(tj, vocab_size=None, pre="deepseek-v3"):
+def tokenizer_kv(tj, vocab_size=None, pre="joyai-llm"):
     """[(key, kind, value)]: kind 'string' or 'array' (of str or int)."""
     vocab = tj["model"]["vocab"]
     added = {a["id"]: a for a in tj.get("added_tokens", [])}
@@ -67,4 +69,4 @@ def write_gguf(path, kvs):
 if __name__ == "__main__":
     tj = json.load(open(sys.argv[1], encoding="utf-8"))
     n = int(sys.argv[3]) if len(sys.argv) > 3 else None
-    write_gguf(sys.argv[2], tokenizer_kv(tj, n, sys.argv[4] if len(sys.argv) > 4 else "deepseek-v3"))
+    write_gguf(sys.argv[2], tokenizer_kv(tj, n, sys.argv[4] if len(sys.argv) > 4 else "joyai-llm"))

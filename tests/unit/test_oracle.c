@@ -4,7 +4,8 @@
  * full forward within 1e-3 (f32 weights, FP8/MXFP4 official layout) / 2e-3 (bf16), with the same argmax
  * wherever the oracle's top-1 margin exceeds 1e-2. GGUF fixtures (made by
  * tools/oracle/make_gguf_fixture.py: model.gguf or a split set, quantized
- * tensors of every type, reference on exactly the decoded weights) must
+ * tensors of every type; or by llama.cpp's own converter through
+ * make_llamacpp_gguf.py; reference on exactly the decoded weights) must
  * match within 1e-3, on the CPU and on CUDA (DSV4_TEST_DEVICE=cuda). */
 #include <cjson/cJSON.h>
 #include <dirent.h>

@@ -5,13 +5,19 @@ keys, its tensor names, routed experts repacked from the official MXFP4 bytes in
 MXFP4 blocks (lossless), tid2eid as I32, 1-D tensors F32, BF16 matrices BF16. FP8
 matrices are dequantized and stored as Q8_0 like llama.cpp does (--fp8 q8_0, lossy) or
 as F32 (--fp8 f32, lossless: the file decodes to exactly the checkpoint's weights, so
-dsv4 must reproduce the checkpoint's own oracle logits).
+dsv4 must reproduce the checkpoint's own oracle logits). A tokenizer.json in the checkpoint
+is written as tokenizer.ggml.* (tests/tokenizer/tokenizer_to_gguf.py's rules, with
+tokenizer_config.json's pad/add_bos/add_eos). On a checkpoint that converter accepts, the
+result has its metadata and (with --fp8 q8_0) its very tensor bytes, checked on
+tests/fixtures/gguf-llamacpp-converter's source (tools/oracle/README.md); only general.* and
+the tensor order differ.
 
 usage: convert_official.py CHECKPOINT_DIR OUT.gguf [--fp8 f32|q8_0]"""
 import argparse
 import glob
 import json
 import os
+import sys
 
 import numpy as np
 import torch
@@ -19,6 +25,9 @@ import gguf
 from gguf import quants
 from gguf.constants import GGMLQuantizationType as Q
 from safetensors import safe_open
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tests", "tokenizer"))
+from tokenizer_to_gguf import tokenizer_kv  # noqa: E402
 
 LAYER = {
     "hc_attn_fn": "hc_attn_fn.weight", "hc_attn_base": "hc_attn_base.weight", "hc_attn_scale": "hc_attn_scale.weight",
@@ -104,9 +113,23 @@ def main():
     w.add_bool(A + "expert_weights_norm", True)
     w.add_array(A + "swiglu_clamp_exp", [float(cfg["swiglu_limit"])] * n)
     w.add_array(A + "swiglu_clamp_shexp", [float(cfg["swiglu_limit"])] * n)
-    w.add_array(A + "attention.compress_ratios", [int(x) for x in cfg["compress_ratios"][:n]])
+    w.add_array(A + "attention.compress_ratios", [int(x) for x in cfg["compress_ratios"]])  # MTP entries too
+    w.add_uint32(A + "embedding_length_out", cfg["hidden_size"] * cfg["hc_mult"])
     w.add_uint32("tokenizer.ggml.bos_token_id", cfg["bos_token_id"])
     w.add_uint32("tokenizer.ggml.eos_token_id", cfg["eos_token_id"])
+    tj = os.path.join(a.ckpt, "tokenizer.json")
+    if os.path.exists(tj):
+        for k, kind, v in tokenizer_kv(json.load(open(tj, encoding="utf-8")), cfg["vocab_size"]):
+            getattr(w, "add_" + kind)(k, v)
+        tc = os.path.join(a.ckpt, "tokenizer_config.json")
+        tc = json.load(open(tc, encoding="utf-8")) if os.path.exists(tc) else {}
+        pad = tc.get("pad_token")
+        pad = pad.get("content") if isinstance(pad, dict) else pad
+        vocab = {x["content"]: x["id"] for x in json.load(open(tj, encoding="utf-8")).get("added_tokens", [])}
+        if pad in vocab:
+            w.add_uint32("tokenizer.ggml.padding_token_id", vocab[pad])
+        w.add_bool("tokenizer.ggml.add_bos_token", bool(tc.get("add_bos_token", False)))
+        w.add_bool("tokenizer.ggml.add_eos_token", bool(tc.get("add_eos_token", False)))
 
     def put(name, t):
         if t.dtype in (torch.int64, torch.int32):

