@@ -129,18 +129,6 @@ __device__ __forceinline__ float tc_scale(uint32_t s, int b)
     else return cu_e8m0((s >> (8 * b)) & 0xffu);
 }
 
-/* Zeroes a warp's MT x NT accumulator fragments. */
-template <int MT, int NT>
-__device__ __forceinline__ void tc_zero(float (*a)[NT][4])
-{
-#pragma unroll
-    for (int m = 0; m < MT; m++)
-#pragma unroll
-        for (int j = 0; j < NT; j++)
-#pragma unroll
-            for (int i = 0; i < 4; i++) a[m][j][i] = 0.0f;
-}
-
 /* One chunk's products for a warp: the weight loads u[m][h] (rows g, g+8 of
  * tile m) with scales sc[m][h][], against the prepared token rows xr[j]
  * (token g of tile j; group index gi = the chunk's first 8-column group
@@ -155,7 +143,12 @@ __device__ __forceinline__ void tc_chunk_f16(float (*acc)[NT][4], const uint4 (*
 #pragma unroll
     for (int b = 0; b < NB; b++) {
         float blk[MT][NT][4];
-        tc_zero<MT, NT>(blk);
+#pragma unroll
+        for (int m = 0; m < MT; m++)
+#pragma unroll
+            for (int j = 0; j < NT; j++)
+#pragma unroll
+                for (int i = 0; i < 4; i++) blk[m][j][i] = 0.0f;
 #pragma unroll
         for (int s = 0; s < SPB; s++) {
             /* group of this k-step (FP8: 2 per load; FP4: the block's word) */
@@ -215,7 +208,12 @@ __device__ __forceinline__ void tc_slice_f16(float (*acc)[NT][4], const dsv4_mat
     constexpr int CC = FAM == CU_W_FP8 ? TC_CC8 : TC_CC4, CB = 64; /* CB: a chunk's row bytes, either family */
     int64_t nch = (n + CC - 1) / CC;
     int tq = FAM == CU_W_FP8 ? 16 * q : 4 * q; /* this thread's byte offset in a chunk */
-    tc_zero<MT, NT>(acc);
+#pragma unroll
+    for (int m = 0; m < MT; m++)
+#pragma unroll
+        for (int j = 0; j < NT; j++)
+#pragma unroll
+            for (int i = 0; i < 4; i++) acc[m][j][i] = 0.0f;
     uint4 ub[U][MT][2];
     uint32_t sb[U][MT][2];
 #define TC_LOAD(c, i)                                                                                  \
@@ -276,30 +274,26 @@ __device__ __forceinline__ int tc_warp_sums(float (*tot)[NT][4], const dsv4_mat 
 #pragma unroll
                 for (int i = 0; i < 4; i++) tot[m][j][i] = SEQ && sp > 0 ? tot[m][j][i] + acc[m][j][i] : acc[m][j][i];
     }
-    if constexpr (SEQ) {
-        return 1;
-    } else {
-        if (ks == 1) return 1;
+    if (SEQ || ks == 1) return 1;
+#pragma unroll
+    for (int m = 0; m < MT; m++)
+#pragma unroll
+        for (int j = 0; j < NT; j++)
+#pragma unroll
+            for (int i = 0; i < 4; i++) part[(((warp * MT + m) * NT + j) * 4 + i) * 32 + lane] = tot[m][j][i];
+    __syncthreads();
+    int mine = sp0 == 0;
+    if (mine)
 #pragma unroll
         for (int m = 0; m < MT; m++)
 #pragma unroll
             for (int j = 0; j < NT; j++)
 #pragma unroll
-                for (int i = 0; i < 4; i++) part[(((warp * MT + m) * NT + j) * 4 + i) * 32 + lane] = tot[m][j][i];
-        __syncthreads();
-        int mine = sp0 == 0;
-        if (mine)
-#pragma unroll
-            for (int m = 0; m < MT; m++)
-#pragma unroll
-                for (int j = 0; j < NT; j++)
-#pragma unroll
-                    for (int i = 0; i < 4; i++)
-                        for (int k = 1; k < ks; k++)
-                            tot[m][j][i] += part[((((warp + k) * MT + m) * NT + j) * 4 + i) * 32 + lane];
-        __syncthreads(); /* part may be written again by the caller's next tile */
-        return mine;
-    }
+                for (int i = 0; i < 4; i++)
+                    for (int k = 1; k < ks; k++)
+                        tot[m][j][i] += part[((((warp + k) * MT + m) * NT + j) * 4 + i) * 32 + lane];
+    __syncthreads(); /* part may be written again by the caller's next tile */
+    return mine;
 }
 
 /* The factor of a prepared row's sums for the weight family: the row's
