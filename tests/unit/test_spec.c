@@ -13,6 +13,7 @@
 #include "model/model.h"
 #include "ops/ops.h"
 #include "test.h"
+#include "test_fault.h"
 #include "test_state.h"
 
 #define FX "tests/fixtures/tiny-mtp-f32"
@@ -246,15 +247,10 @@ static void test_veto_and_fault_in_verify(void)
     /* fault: layer 0's hash table corrupted for lane 1's next token (the MTP
      * drafting does not read it; the verify does) */
     int32_t tok = r[1].sl.next;
-    int32_t *tab = (int32_t *)g_m->layers[0].tid2eid;
-    int K = g_m->cfg.n_active;
-    int32_t saved, bad = 99;
-    dsv4_backend *be = g_m->be;
-    be->ops->download(be, &saved, tab + tok * K, sizeof saved);
-    be->ops->upload(be, tab + tok * K, &bad, sizeof bad);
+    int32_t saved = hash_entry_swap(g_m, tok, 99);
     dsv4_status st = spec_step(g_m, ls, L, NULL);
-    be->ops->upload(be, tab + tok * K, &saved, sizeof saved);
-    CHECK(be->ops->sync(be) == DSV4_OK);
+    hash_entry_swap(g_m, tok, saved);
+    CHECK(g_m->be->ops->sync(g_m->be) == DSV4_OK);
     CHECKF(st == DSV4_ERR_DEVICE && strstr(dsv4_last_error(), "layer 0"), "fault gave %s", dsv4_last_error());
     for (int i = 0; i < L; i++) CHECK(dsv4_session_poisoned(r[i].s));
     CHECK(spec_step(g_m, ls, L, NULL) == DSV4_ERR_POISONED);

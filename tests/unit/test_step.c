@@ -10,6 +10,7 @@
 #include "model/model.h"
 #include "ops/ops.h"
 #include "test.h"
+#include "test_fault.h"
 #include "test_state.h"
 
 #define FX "tests/fixtures/tiny-mixed-f32"      /* window 10, CSA 4, HCA 16 */
@@ -338,15 +339,10 @@ static void test_fault_poisons_all_lanes_multi(void)
     for (int i = 0; i < 5; i++)
         for (int k = 0; k < cohort_T[i]; k++)
             if (!(i == 3 && k == 5) && c.t[i][k] == tok) c.t[i][k] = (tok + 1 + (c.t[i][k] == tok + 1)) % V;
-    int32_t *tab = (int32_t *)g_m->layers[0].tid2eid;
-    int K = g_m->cfg.n_active;
-    int32_t saved, bad = 99;
-    dsv4_backend *be = g_m->be;
-    be->ops->download(be, &saved, tab + tok * K, sizeof saved);
-    be->ops->upload(be, tab + tok * K, &bad, sizeof bad);
+    int32_t saved = hash_entry_swap(g_m, tok, 99);
     dsv4_status st = dsv4_step(g_m, c.ln, 5, NULL);
-    be->ops->upload(be, tab + tok * K, &saved, sizeof saved);
-    CHECK(be->ops->sync(be) == DSV4_OK);
+    hash_entry_swap(g_m, tok, saved);
+    CHECK(g_m->be->ops->sync(g_m->be) == DSV4_OK);
     CHECK(st == DSV4_ERR_DEVICE);
     CHECKF(strstr(dsv4_last_error(), "lane 3") && strstr(dsv4_last_error(), "layer 0"),
            "message does not name lane and layer: %s", dsv4_last_error());
