@@ -385,8 +385,8 @@ __device__ __forceinline__ void tc_prep_block(const float *x, int64_t ldx, int n
  * reduction scratch); decode stages its rows when this fits next to the
  * slice sums in the default 48 KB and the rows are short: every block
  * prepares the whole row, which at 4096 columns and more costs more than
- * the launch it saves (H200: FP8 1024 and MXFP4 2048 columns 18-36 %
- * faster staged, 4096 and 8192 columns 8-30 % slower). */
+ * the launch it saves (measured per shape: docs/PERFORMANCE.md, "Tuning
+ * of the tensor-core decode"). */
 #define TC_STAGE_MAX_N 2048
 __host__ __device__ static inline size_t tc_stage_bytes(int nr, int64_t n)
 {
@@ -407,9 +407,8 @@ __host__ static inline int tc_shape_ok(const dsv4_mat &W)
 
 /* K slices (a power of two up to 8, one warp each in decode): about 2048
  * warps for short matrices, each slice at least 4 chunks. From the shape
- * alone. (Measured on the H200 against 8192 warps / 2 chunks: 12-layer
- * FP8/FP4 decode 167 vs 150 tok/s, longer-lived warps streaming better;
- * at most 4 slices cost small matrices such as wq_a 50 %.) */
+ * alone. Fewer, longer-lived warps stream better than many short ones
+ * (the sweep: docs/PERFORMANCE.md, "Tuning of the tensor-core decode"). */
 __host__ static inline int tc_splits(int64_t rows, int64_t nch)
 {
     int ks = 1;
