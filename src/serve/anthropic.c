@@ -72,7 +72,13 @@ typedef struct {
 static void take(job *j, snap_t *v)
 {
     pthread_mutex_lock(&j->mu);
-    v->text = strndup(j->out, j->n_out);
+    /* a copy of n_out bytes, not strndup: the text may hold NUL bytes (a
+     * byte-level model can emit one), and the parser reads all v->len */
+    v->text = malloc(j->n_out + 1);
+    if (v->text) {
+        memcpy(v->text, j->out, j->n_out);
+        v->text[j->n_out] = '\0';
+    }
     v->len = v->text ? j->n_out : 0;
     v->done = j->done;
     v->end = j->end;
