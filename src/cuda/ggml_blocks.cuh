@@ -212,21 +212,34 @@ GG_FN int gg_sel16(const uint32_t *t, uint32_t q)
     return (int)(int8_t)(b & 0xFF);
 }
 
-/* ---- the decoders: values 32j .. 32j+31 of the block at b into v ---- */
+/* ---- the decoders: chunk j (values 32j .. 32j+31) of the block at b ----
+ *
+ * A chunk comes out as small integer codes c[l] and per-half affine
+ * factors: value l = a[h]·c[l] − m[h], h = l / 16 (sub-blocks of 16 or 32
+ * values; m is 0 but for Q2_K, Q4_K, Q5_K). a and m are formed exactly as
+ * base/ggml_quant.c forms its scales, so fl(fl(a·c) − m) (or fl(a·c)) is
+ * the CPU's value bit for bit (gg_values). The tensor-core products
+ * (ggml_tc.cuh) multiply the codes themselves, |c| <= 128: exact in f16. */
+typedef struct {
+    int c[32];
+    float a[2], m[2];
+} gg_codes;
 
 /* Q8_0 (34 bytes, 2-aligned): f16 d, int8 q[32]; q·d. */
-GG_FN void gg_q8_0(const uint8_t *b, float *v)
+GG_FN void gg_q8_0(const uint8_t *b, gg_codes *o)
 {
-    float d = gg_f16(b);
     uint32_t w[8];
     gg_words<8, 2>(b + 2, w);
 GG_UNROLL
-    for (int k = 0; k < 32; k++) v[k] = gg_mul(gg_i2f((int)(int8_t)gg_byte(w, k)), d);
+    for (int k = 0; k < 32; k++) o->c[k] = (int)(int8_t)gg_byte(w, k);
+    o->a[0] = o->a[1] = gg_f16(b);
+    o->m[0] = o->m[1] = 0.0f;
 }
 
 /* Q2_K (84, 4-aligned): scales[16], qs[64], f16 d, dmin. Chunk j = 4h + p:
- * 2-bit plane p of qs[32h ..], scale bytes 8h + 2p (first 16) and + 1. */
-GG_FN void gg_q2_k(const uint8_t *b, int j, float *v)
+ * 2-bit plane p of qs[32h ..], scale bytes 8h + 2p (first 16) and + 1;
+ * (d·sc)·q − dmin·min. */
+GG_FN void gg_q2_k(const uint8_t *b, int j, gg_codes *o)
 {
     int h = j >> 2, p = j & 3;
     uint32_t s2 = gg_ld16(b + 8 * h + 2 * p), w[8];
@@ -235,17 +248,17 @@ GG_FN void gg_q2_k(const uint8_t *b, int j, float *v)
 GG_UNROLL
     for (int half = 0; half < 2; half++) {
         uint32_t s = (s2 >> (8 * half)) & 0xFF;
-        float dl = gg_mul(d, gg_i2f((int)(s & 0xF))), ml = gg_mul(dmin, gg_i2f((int)(s >> 4)));
-GG_UNROLL
-        for (int l = 16 * half; l < 16 * half + 16; l++)
-            v[l] = gg_sub(gg_mul(dl, gg_i2f((int)((gg_byte(w, l) >> (2 * p)) & 3))), ml);
+        o->a[half] = gg_mul(d, gg_i2f((int)(s & 0xF)));
+        o->m[half] = gg_mul(dmin, gg_i2f((int)(s >> 4)));
     }
+GG_UNROLL
+    for (int l = 0; l < 32; l++) o->c[l] = (int)((gg_byte(w, l) >> (2 * p)) & 3);
 }
 
 /* Q3_K (110, 2-aligned): hmask[32], qs[64], scales[12], f16 d. Chunk j =
  * 4h + p: plane p of qs[32h ..], high bit 4h + p of hmask (clear: −4), the
  * 6-bit scales 8h + 2p and + 1 (offset 32). */
-GG_FN void gg_q3_k(const uint8_t *b, int j, float *v)
+GG_FN void gg_q3_k(const uint8_t *b, int j, gg_codes *o)
 {
     int h = j >> 2, p = j & 3;
     uint32_t hm[8], qs[8];
@@ -258,13 +271,12 @@ GG_UNROLL
         int i = 8 * h + 2 * p + half;
         uint32_t lo = (gg_ld8(s + (i & 7)) >> (i < 8 ? 0 : 4)) & 0xF;
         uint32_t hi = (gg_ld8(s + 8 + (i & 3)) >> (2 * (i >> 2))) & 3;
-        float dl = gg_mul(d, gg_i2f((int)(lo | hi << 4) - 32));
-GG_UNROLL
-        for (int l = 16 * half; l < 16 * half + 16; l++) {
-            int q = (int)((gg_byte(qs, l) >> (2 * p)) & 3) - ((gg_byte(hm, l) >> (4 * h + p)) & 1 ? 0 : 4);
-            v[l] = gg_mul(dl, gg_i2f(q));
-        }
+        o->a[half] = gg_mul(d, gg_i2f((int)(lo | hi << 4) - 32));
+        o->m[half] = 0.0f;
     }
+GG_UNROLL
+    for (int l = 0; l < 32; l++)
+        o->c[l] = (int)((gg_byte(qs, l) >> (2 * p)) & 3) - ((gg_byte(hm, l) >> (4 * h + p)) & 1 ? 0 : 4);
 }
 
 /* The 6-bit scale and min of sub-block j of a Q4_K/Q5_K block (scales at
@@ -283,41 +295,46 @@ GG_FN void gg_scale_min_k4(const uint8_t *b, int j, int *sc, int *m)
     }
 }
 
-/* Q4_K (144, 16-aligned): f16 d, dmin, scales[12], qs[128]; sub-block j:
- * nibble j & 1 of qs[32(j/2) ..]; (d·sc)·q − dmin·m. */
-GG_FN void gg_q4_k(const uint8_t *b, int j, float *v)
+/* The factors of sub-block j of a Q4_K/Q5_K block: (d·sc)·q − dmin·m. */
+GG_FN void gg_k4_factors(const uint8_t *b, int j, gg_codes *o)
 {
     int sc, m;
     gg_scale_min_k4(b, j, &sc, &m);
-    float d1 = gg_mul(gg_f16(b), gg_i2f(sc)), m1 = gg_mul(gg_f16(b + 2), gg_i2f(m));
+    o->a[0] = o->a[1] = gg_mul(gg_f16(b), gg_i2f(sc));
+    o->m[0] = o->m[1] = gg_mul(gg_f16(b + 2), gg_i2f(m));
+}
+
+/* Q4_K (144, 16-aligned): f16 d, dmin, scales[12], qs[128]; sub-block j:
+ * nibble j & 1 of qs[32(j/2) ..]. */
+GG_FN void gg_q4_k(const uint8_t *b, int j, gg_codes *o)
+{
+    gg_k4_factors(b, j, o);
     uint32_t w[8];
     gg_words<8, 16>(b + 16 + 32 * (j >> 1), w);
 GG_UNROLL
     for (int i = 0; i < 8; i++) w[i] = (w[i] >> (4 * (j & 1))) & 0x0F0F0F0Fu;
 GG_UNROLL
-    for (int l = 0; l < 32; l++) v[l] = gg_sub(gg_mul(d1, gg_i2f((int)gg_byte(w, l))), m1);
+    for (int l = 0; l < 32; l++) o->c[l] = (int)gg_byte(w, l);
 }
 
 /* Q5_K (176, 16-aligned): Q4_K's header, qh[32] (bit j: the fifth bit of
  * sub-block j), qs[128]. */
-GG_FN void gg_q5_k(const uint8_t *b, int j, float *v)
+GG_FN void gg_q5_k(const uint8_t *b, int j, gg_codes *o)
 {
-    int sc, m;
-    gg_scale_min_k4(b, j, &sc, &m);
-    float d1 = gg_mul(gg_f16(b), gg_i2f(sc)), m1 = gg_mul(gg_f16(b + 2), gg_i2f(m));
+    gg_k4_factors(b, j, o);
     uint32_t qh[8], w[8];
     gg_words<8, 16>(b + 16, qh);
     gg_words<8, 16>(b + 48 + 32 * (j >> 1), w);
 GG_UNROLL
     for (int i = 0; i < 8; i++) w[i] = ((w[i] >> (4 * (j & 1))) & 0x0F0F0F0Fu) | (((qh[i] >> j) & 0x01010101u) << 4);
 GG_UNROLL
-    for (int l = 0; l < 32; l++) v[l] = gg_sub(gg_mul(d1, gg_i2f((int)gg_byte(w, l))), m1);
+    for (int l = 0; l < 32; l++) o->c[l] = (int)gg_byte(w, l);
 }
 
 /* Q6_K (210, 2-aligned): ql[128], qh[64], int8 scales[16], f16 d. Chunk j =
  * 4h + p: nibble p/2 of ql[64h + 32(p&1) ..], bits 2p of qh[32h ..],
  * scales 8h + 2p and + 1; d·sc·(q − 32). */
-GG_FN void gg_q6_k(const uint8_t *b, int j, float *v)
+GG_FN void gg_q6_k(const uint8_t *b, int j, gg_codes *o)
 {
     int h = j >> 2, p = j & 3;
     uint32_t ql[8], qh[8], s2 = gg_ld16(b + 192 + 8 * h + 2 * p);
@@ -328,80 +345,81 @@ GG_UNROLL
     for (int i = 0; i < 8; i++) ql[i] = ((ql[i] >> (4 * (p >> 1))) & 0x0F0F0F0Fu) | (((qh[i] >> (2 * p)) & 0x03030303u) << 4);
 GG_UNROLL
     for (int half = 0; half < 2; half++) {
-        float dl = gg_mul(d, gg_i2f((int)(int8_t)((s2 >> (8 * half)) & 0xFF)));
-GG_UNROLL
-        for (int l = 16 * half; l < 16 * half + 16; l++) v[l] = gg_mul(dl, gg_i2f((int)gg_byte(ql, l) - 32));
+        o->a[half] = gg_mul(d, gg_i2f((int)(int8_t)((s2 >> (8 * half)) & 0xFF)));
+        o->m[half] = 0.0f;
     }
+GG_UNROLL
+    for (int l = 0; l < 32; l++) o->c[l] = (int)gg_byte(ql, l) - 32;
 }
 
 /* IQ4_XS (136, 8-aligned): f16 d, u16 scales_h, scales_l[4], qs[128];
  * sub-block j: 6-bit scale (offset 32), indices into the IQ4_NL levels:
  * element l < 16 low nibble of qs[16j + l], else high nibble of qs[16j + l − 16]. */
-GG_FN void gg_iq4_xs(const uint8_t *b, int j, float *v)
+GG_FN void gg_iq4_xs(const uint8_t *b, int j, gg_codes *o)
 {
     uint32_t sh = gg_ld16(b + 2), sl = gg_ld8(b + 4 + (j >> 1)), w[4], t[4];
     int ls = (int)(((sl >> (4 * (j & 1))) & 0xF) | ((sh >> (2 * j)) & 3) << 4);
-    float dl = gg_mul(gg_f16(b), gg_i2f(ls - 32));
+    o->a[0] = o->a[1] = gg_mul(gg_f16(b), gg_i2f(ls - 32));
+    o->m[0] = o->m[1] = 0.0f;
     gg_words<4, 8>(b + 8 + 16 * j, w);
     gg_tab16(GG_TAB(kvalues_iq4nl), t);
 GG_UNROLL
-    for (int l = 0; l < 32; l++) {
-        uint32_t q = l < 16 ? gg_byte(w, l) & 0xF : gg_byte(w, l - 16) >> 4;
-        v[l] = gg_mul(dl, gg_i2f(gg_sel16(t, q)));
-    }
+    for (int l = 0; l < 32; l++) o->c[l] = gg_sel16(t, l < 16 ? gg_byte(w, l) & 0xF : gg_byte(w, l - 16) >> 4);
 }
 
-/* ±(db·g) for grid magnitude g and sign bit s. */
-GG_FN float gg_signed(float db, uint32_t g, uint32_t s)
-{
-    float t = gg_mul(db, gg_i2f((int)g));
-    return s ? -t : t;
-}
+/* ±g for grid magnitude g and sign bit s (the value is a·(±g) = ±(a·g)). */
+GG_FN int gg_signed(uint32_t g, uint32_t s) { return s ? -(int)g : (int)g; }
 
 /* IQ2_XXS (66, 2-aligned): f16 d, 8 × (4 grid index bytes, u32 of 4 7-bit
  * sign groups and a 4-bit scale); chunk j is the j-th of these; d·(0.5 + s)·0.25. */
-GG_FN void gg_iq2_xxs(const uint8_t *b, int j, float *v)
+GG_FN void gg_iq2_xxs(const uint8_t *b, int j, gg_codes *o)
 {
     uint32_t w[2];
     gg_words<2, 2>(b + 2 + 8 * j, w);
-    float db = gg_mul(gg_mul(gg_f16(b), gg_add(0.5f, gg_i2f((int)(w[1] >> 28)))), 0.25f);
+    o->a[0] = o->a[1] = gg_mul(gg_mul(gg_f16(b), gg_add(0.5f, gg_i2f((int)(w[1] >> 28)))), 0.25f);
+    o->m[0] = o->m[1] = 0.0f;
 GG_UNROLL
     for (int l = 0; l < 4; l++) {
         uint32_t g[2], signs = GG_TAB(ksigns_iq2xs)[(w[1] >> (7 * l)) & 127];
         gg_words<2, 8>(GG_TAB(iq2xxs_grid)[gg_byte(w, l)], g);
 GG_UNROLL
-        for (int k = 0; k < 8; k++) v[8 * l + k] = gg_signed(db, gg_byte(g, k), (signs >> k) & 1);
+        for (int k = 0; k < 8; k++) o->c[8 * l + k] = gg_signed(gg_byte(g, k), (signs >> k) & 1);
     }
 }
 
 /* IQ2_S (82, 2-aligned): f16 d, qs[32] (low 8 bits of 10-bit grid indices),
  * signs[32], qh[8] (2 high bits each), scales[8] (4 bits per 16 values);
  * chunk j holds index groups 4j .. 4j+3. */
-GG_FN void gg_iq2_s(const uint8_t *b, int j, float *v)
+GG_FN void gg_iq2_s(const uint8_t *b, int j, gg_codes *o)
 {
     uint32_t qs[1], sg[1], qh = gg_ld8(b + 66 + j), sc = gg_ld8(b + 74 + j);
     gg_words<1, 2>(b + 2 + 4 * j, qs);
     gg_words<1, 2>(b + 34 + 4 * j, sg);
     float d = gg_f16(b);
 GG_UNROLL
+    for (int half = 0; half < 2; half++) {
+        o->a[half] = gg_mul(gg_mul(d, gg_add(0.5f, gg_i2f((int)((sc >> (4 * half)) & 0xF)))), 0.25f);
+        o->m[half] = 0.0f;
+    }
+GG_UNROLL
     for (int gi = 0; gi < 4; gi++) {
         uint32_t idx = gg_byte(qs, gi) | ((qh >> (2 * gi)) & 3) << 8, g[2], s = gg_byte(sg, gi);
-        float db = gg_mul(gg_mul(d, gg_add(0.5f, gg_i2f((int)((sc >> (4 * (gi >> 1))) & 0xF)))), 0.25f);
         gg_words<2, 8>(GG_TAB(iq2s_grid)[idx], g);
 GG_UNROLL
-        for (int k = 0; k < 8; k++) v[8 * gi + k] = gg_signed(db, gg_byte(g, k), (s >> k) & 1);
+        for (int k = 0; k < 8; k++) o->c[8 * gi + k] = gg_signed(gg_byte(g, k), (s >> k) & 1);
     }
 }
 
 /* IQ3_XXS (98, 2-aligned): f16 d, qs[64] (grid indices, 4 magnitudes each),
  * 8 × u32 (4 7-bit sign groups, 4-bit scale); chunk j: qs[8j ..] and u32 j;
  * d·(0.5 + s)·0.5. */
-GG_FN void gg_iq3_xxs(const uint8_t *b, int j, float *v)
+GG_FN void gg_iq3_xxs(const uint8_t *b, int j, gg_codes *o)
 {
     uint32_t qs[2], aux[1];
     gg_words<2, 2>(b + 2 + 8 * j, qs);
     gg_words<1, 2>(b + 66 + 4 * j, aux);
-    float db = gg_mul(gg_mul(gg_f16(b), gg_add(0.5f, gg_i2f((int)(aux[0] >> 28)))), 0.5f);
+    o->a[0] = o->a[1] = gg_mul(gg_mul(gg_f16(b), gg_add(0.5f, gg_i2f((int)(aux[0] >> 28)))), 0.5f);
+    o->m[0] = o->m[1] = 0.0f;
 GG_UNROLL
     for (int l = 0; l < 4; l++) {
         uint32_t signs = GG_TAB(ksigns_iq2xs)[(aux[0] >> (7 * l)) & 127], g1[1], g2[1];
@@ -409,8 +427,8 @@ GG_UNROLL
         gg_words<1, 4>(GG_TAB(iq3xxs_grid)[gg_byte(qs, 2 * l + 1)], g2);
 GG_UNROLL
         for (int k = 0; k < 4; k++) {
-            v[8 * l + k] = gg_signed(db, gg_byte(g1, k), (signs >> k) & 1);
-            v[8 * l + 4 + k] = gg_signed(db, gg_byte(g2, k), (signs >> (k + 4)) & 1);
+            o->c[8 * l + k] = gg_signed(gg_byte(g1, k), (signs >> k) & 1);
+            o->c[8 * l + 4 + k] = gg_signed(gg_byte(g2, k), (signs >> (k + 4)) & 1);
         }
     }
 }
@@ -418,34 +436,68 @@ GG_UNROLL
 /* IQ3_S (110, 2-aligned): f16 d, qs[64] (low 8 bits of 9-bit indices), qh[8]
  * (the ninth bits), signs[32] (a bit per value), scales[4] (4 bits per 32
  * values: d·(1 + 2s)); chunk j: index groups 8j .. 8j+7. */
-GG_FN void gg_iq3_s(const uint8_t *b, int j, float *v)
+GG_FN void gg_iq3_s(const uint8_t *b, int j, gg_codes *o)
 {
     uint32_t qs[2], sg[1], qh = gg_ld8(b + 66 + j), sc = gg_ld8(b + 106 + (j >> 1));
     gg_words<2, 2>(b + 2 + 8 * j, qs);
     gg_words<1, 2>(b + 74 + 4 * j, sg);
-    float db = gg_mul(gg_f16(b), gg_i2f(1 + 2 * (int)((sc >> (4 * (j & 1))) & 0xF)));
+    o->a[0] = o->a[1] = gg_mul(gg_f16(b), gg_i2f(1 + 2 * (int)((sc >> (4 * (j & 1))) & 0xF)));
+    o->m[0] = o->m[1] = 0.0f;
 GG_UNROLL
     for (int gi = 0; gi < 8; gi++) {
         uint32_t g[1];
         gg_words<1, 4>(GG_TAB(iq3s_grid)[gg_byte(qs, gi) | ((qh >> gi) & 1) << 8], g);
 GG_UNROLL
-        for (int k = 0; k < 4; k++) v[4 * gi + k] = gg_signed(db, gg_byte(g, k), (sg[0] >> (4 * gi + k)) & 1);
+        for (int k = 0; k < 4; k++) o->c[4 * gi + k] = gg_signed(gg_byte(g, k), (sg[0] >> (4 * gi + k)) & 1);
     }
 }
 
 /* MXFP4 (17 bytes, any alignment): e8m0 e, qs[16]; element l < 16 low nibble
  * of qs[l], else high nibble of qs[l − 16]; doubled E2M1 · 2^(e−128) (ggml's
  * ggml_e8m0_to_fp32_half). */
-GG_FN void gg_mxfp4(const uint8_t *b, float *v)
+GG_FN void gg_mxfp4(const uint8_t *b, gg_codes *o)
 {
     uint32_t e = gg_ld8(b), w[4], t[4];
-    float d = gg_bits(e < 2 ? 0x00200000u << e : (e - 1) << 23);
+    o->a[0] = o->a[1] = gg_bits(e < 2 ? 0x00200000u << e : (e - 1) << 23);
+    o->m[0] = o->m[1] = 0.0f;
     gg_words<4, 1>(b + 1, w);
     gg_tab16(GG_TAB(kvalues_mxfp4), t);
 GG_UNROLL
+    for (int l = 0; l < 32; l++) o->c[l] = gg_sel16(t, l < 16 ? gg_byte(w, l) & 0xF : gg_byte(w, l - 16) >> 4);
+}
+
+/* Whether FMT's values have a min term (m != 0). */
+GG_FN constexpr int gg_has_min(int fmt) { return fmt == WF_Q2_K || fmt == WF_Q4_K || fmt == WF_Q5_K; }
+
+/* Chunk c (values 32c .. 32c+31) of a row of format FMT at row, as codes. */
+template <int FMT>
+GG_FN void gg_chunk_codes(const uint8_t *row, int64_t c, gg_codes *o)
+{
+    constexpr int SUB = gg_block_elems(FMT) / 32, BB = gg_block_bytes(FMT);
+    const uint8_t *b = row + (uint64_t)c / SUB * BB;
+    int j = (int)((uint64_t)c % SUB);
+    if (FMT == WF_Q8_0) gg_q8_0(b, o);
+    else if (FMT == WF_Q4_K) gg_q4_k(b, j, o);
+    else if (FMT == WF_Q5_K) gg_q5_k(b, j, o);
+    else if (FMT == WF_Q6_K) gg_q6_k(b, j, o);
+    else if (FMT == WF_Q3_K) gg_q3_k(b, j, o);
+    else if (FMT == WF_Q2_K) gg_q2_k(b, j, o);
+    else if (FMT == WF_IQ4_XS) gg_iq4_xs(b, j, o);
+    else if (FMT == WF_IQ3_XXS) gg_iq3_xxs(b, j, o);
+    else if (FMT == WF_IQ3_S) gg_iq3_s(b, j, o);
+    else if (FMT == WF_IQ2_XXS) gg_iq2_xxs(b, j, o);
+    else if (FMT == WF_IQ2_S) gg_iq2_s(b, j, o);
+    else gg_mxfp4(b, o);
+}
+
+/* The values of a chunk's codes, rounded as the CPU rounds them. */
+template <int FMT>
+GG_FN void gg_values(const gg_codes *o, float *v)
+{
+GG_UNROLL
     for (int l = 0; l < 32; l++) {
-        uint32_t q = l < 16 ? gg_byte(w, l) & 0xF : gg_byte(w, l - 16) >> 4;
-        v[l] = gg_mul(gg_i2f(gg_sel16(t, q)), d);
+        float t = gg_mul(o->a[l >> 4], gg_i2f(o->c[l]));
+        v[l] = gg_has_min(FMT) ? gg_sub(t, o->m[l >> 4]) : t;
     }
 }
 
@@ -453,21 +505,9 @@ GG_UNROLL
 template <int FMT>
 GG_FN void gg_chunk(const uint8_t *row, int64_t c, float *v)
 {
-    constexpr int SUB = gg_block_elems(FMT) / 32, BB = gg_block_bytes(FMT);
-    const uint8_t *b = row + (uint64_t)c / SUB * BB;
-    int j = (int)((uint64_t)c % SUB);
-    if (FMT == WF_Q8_0) gg_q8_0(b, v);
-    else if (FMT == WF_Q4_K) gg_q4_k(b, j, v);
-    else if (FMT == WF_Q5_K) gg_q5_k(b, j, v);
-    else if (FMT == WF_Q6_K) gg_q6_k(b, j, v);
-    else if (FMT == WF_Q3_K) gg_q3_k(b, j, v);
-    else if (FMT == WF_Q2_K) gg_q2_k(b, j, v);
-    else if (FMT == WF_IQ4_XS) gg_iq4_xs(b, j, v);
-    else if (FMT == WF_IQ3_XXS) gg_iq3_xxs(b, j, v);
-    else if (FMT == WF_IQ3_S) gg_iq3_s(b, j, v);
-    else if (FMT == WF_IQ2_XXS) gg_iq2_xxs(b, j, v);
-    else if (FMT == WF_IQ2_S) gg_iq2_s(b, j, v);
-    else gg_mxfp4(b, v);
+    gg_codes o;
+    gg_chunk_codes<FMT>(row, c, &o);
+    gg_values<FMT>(&o, v);
 }
 
 /* gg_chunk for a run-time format (small weights read chunk by chunk:
