@@ -1,4 +1,6 @@
-/* Matrix products of GGUF block weights on the CUDA backend: y[t] = W · x[t].
+/* Matrix products of GGUF block weights on the CUDA backend: y[t] = W · x[t],
+ * for the grouped products whose row blocks are not whole tensor-core tiles
+ * (every other GGUF product runs on tensor cores: linear.cu, ggml_tc.cuh).
  *
  * An fp32 GEMV, one warp per weight row (KS warps for short matrices),
  * applied to NT <= 8 token rows per block (more rows: more blocks). A lane

@@ -12,6 +12,10 @@
  *     order. Decode (few rows) runs the slices on parallel warps and adds
  *     them through shared memory; prefill runs them one after the other in
  *     each warp: the same additions in the same order.
+ *   - GGUF block weights (ggml_tc.cuh): the same kernel, the codes of each
+ *     32-column chunk decoded into shared memory as f16, the block scales
+ *     applied to the sums of each 16-column half; grouped products whose
+ *     row blocks are not whole 16-row tiles keep ggml_gemv.cu's fp32 GEMV.
  *   - everything else (F32, BF16, F16 weights, unaligned shapes): an fp32
  *     GEMV, one warp per weight row, applied to up to 8 token rows per block
  *     (more rows: more blocks, the same per-row sums). BF16 stays here: the
@@ -19,7 +23,7 @@
  *     GEMV's 2.8-4.1 (H200, tests/cuda/NOTES.md), and decode speed comes first. */
 #include <string.h>
 
-#include "cuda/tc_f16.cuh"
+#include "cuda/ggml_tc.cuh"
 
 /* ---------------------------------------------------------------- GEMV */
 
@@ -199,21 +203,25 @@ void tc_prep(cu_impl *c, const float *x, int64_t ldx, int T, int G, int64_t n, _
  * tiles of 8 token rows (tokens blockIdx.y·8·NT ...) of the prepared rows
  * (xq, pf; token t of row block b is prepared row t·G + b). The K chunks
  * are dealt to ks slices, chunk c to slice c % ks; a slice accumulates its
- * chunks in increasing order (tc_slice_f16); the row's result is
- * ((slice 0 + slice 1) + slice 2) + ... .
+ * chunks in increasing order (tc_slice_f16, ggml_tc.cuh's ggtc_slice); the
+ * row's result is ((slice 0 + slice 1) + slice 2) + ... .
+ * KIND: CU_W_FP8, CU_W_FP4 or TC_GG(a GGUF block format).
  * SEQ = 0: the ks warps of a row tile run one slice each (decode);
  * SEQ = 1: each warp runs every slice in turn (prefill).
- * U: chunks whose loads are in flight while one is computed.
+ * U: chunks whose loads are in flight while one is computed (FP8/MXFP4).
  * stage (G = 1, few rows): the block prepares its token rows of x itself,
- * into shared memory (tc_prep_block), instead of reading xq/pf. */
-template <int FAM, int MT, int NT, int SEQ, int U>
+ * into shared memory (tc_prep_block), instead of reading xq/pf.
+ * Shared memory: the GGUF kinds' staging, the slice sums, the staged rows. */
+template <int KIND, int MT, int NT, int SEQ, int U>
 __global__ void __launch_bounds__(256) tc_kernel(const __half *xq, const float *pf, const float *x, int64_t ldx,
                                                  int stage, int T, int G, dsv4_mat W, float *y, int64_t ldy, int ks,
                                                  int64_t grp_rows)
 {
     cu_pdl();
-    extern __shared__ float part[]; /* SEQ = 0, ks > 1: [8 warps][MT][NT][4][32]; then the staged rows */
+    constexpr int GG = tc_is_gg(KIND);
+    extern __shared__ float smem[];
     int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, q = lane & 3;
+    float *part = smem + (GG ? GGTC_STAGE_BYTES / 4 : 0); /* SEQ = 0, ks > 1: [8 warps][MT][NT][4][32] */
     int64_t tb = (int64_t)blockIdx.y * 8 * NT, npad = tc_npad(W.cols);
     int nr = T - tb < 8 * NT ? (int)(T - tb) : 8 * NT;
     float *stg = part + (!SEQ && ks > 1 ? 8 * MT * NT * 4 * 32 : 0);
@@ -228,16 +236,6 @@ __global__ void __launch_bounds__(256) tc_kernel(const __half *xq, const float *
     if (!active) row0 = 0; /* a dummy tile, so every warp reaches the barrier */
     int64_t n = W.cols, rb = cu_row_bytes(W);
     int64_t gb = grp_rows ? row0 / grp_rows : 0; /* matmul_grouped: the row block */
-    const char *wr[MT][2], *sr[MT][2];
-#pragma unroll
-    for (int m = 0; m < MT; m++)
-#pragma unroll
-        for (int h = 0; h < 2; h++) {
-            int64_t r = row0 + m * 16 + g + 8 * h;
-            r = r < W.rows ? r : W.rows - 1;
-            wr[m][h] = (const char *)W.data + r * rb + (FAM == CU_W_FP8 ? 16 * q : 4 * q);
-            sr[m][h] = cu_scale_row(W, r);
-        }
     const __half *xr[NT];
     float P[NT][2];
 #pragma unroll
@@ -249,11 +247,32 @@ __global__ void __launch_bounds__(256) tc_kernel(const __half *xq, const float *
         for (int e = 0; e < 2; e++) {
             int64_t u = tb + 8 * j + 2 * q + e;
             u = u < T ? u : T - 1;
-            P[j][e] = stage ? tc_row_factor<FAM>(spf, u - tb) : tc_row_factor<FAM>(pf, u * G + gb);
+            P[j][e] = stage ? tc_row_factor<KIND>(spf, u - tb) : tc_row_factor<KIND>(pf, u * G + gb);
         }
     }
     float tot[MT][NT][4];
-    if (!tc_warp_sums<FAM, MT, NT, SEQ, U>(tot, W, wr, sr, rb, n, ks, sp0, xr, P, q, part) || !active) return;
+    int mine;
+    if constexpr (GG) {
+        int64_t r = row0 + ggtc_job_row(lane, MT);
+        const uint8_t *jrow = (const uint8_t *)W.data + (r < W.rows ? r : W.rows - 1) * rb;
+        ggtc_stage *st = (ggtc_stage *)smem + warp;
+        mine = tc_slices_sum<MT, NT, SEQ>(tot, ks, sp0, part, [&](float (*acc)[NT][4], int sp) {
+            ggtc_slice<tc_gg_fmt(KIND), MT, NT>(acc, jrow, n / 32, sp, ks, xr, st);
+        });
+    } else {
+        const char *wr[MT][2], *sr[MT][2];
+#pragma unroll
+        for (int m = 0; m < MT; m++)
+#pragma unroll
+            for (int h = 0; h < 2; h++) {
+                int64_t r = row0 + m * 16 + g + 8 * h;
+                r = r < W.rows ? r : W.rows - 1;
+                wr[m][h] = (const char *)W.data + r * rb + (KIND == CU_W_FP8 ? 16 * q : 4 * q);
+                sr[m][h] = cu_scale_row(W, r);
+            }
+        mine = tc_warp_sums<KIND, MT, NT, SEQ, U>(tot, W, wr, sr, rb, n, ks, sp0, xr, P, q, part);
+    }
+    if (!mine || !active) return;
 #pragma unroll
     for (int m = 0; m < MT; m++)
 #pragma unroll
@@ -261,14 +280,15 @@ __global__ void __launch_bounds__(256) tc_kernel(const __half *xq, const float *
 #pragma unroll
             for (int i = 0; i < 4; i++) {
                 int64_t r = row0 + m * 16 + g + (i >= 2 ? 8 : 0), t = tb + 8 * j + 2 * q + (i & 1);
-                if (r < W.rows && t < T) y[t * ldy + r] = tot[m][j][i];
+                /* the GGUF sums are of the scaled rows: their factor comes last */
+                if (r < W.rows && t < T) y[t * ldy + r] = GG ? tot[m][j][i] * P[j][i & 1] : tot[m][j][i];
             }
 }
 
-/* Whether W takes the tensor-core path (shape and format only). */
-static int tc_ok(const dsv4_mat *W, int64_t grp_rows)
+/* The tensor-core kind of W for a matmul (shape and format only), -1: none. */
+static int tc_matmul_kind(const dsv4_mat *W, int64_t grp_rows)
 {
-    return tc_shape_ok(*W) && grp_rows % 16 == 0;
+    return grp_rows % 16 == 0 ? tc_kind(*W) : -1;
 }
 
 /* Shared bytes of the slice sums of an instance. */
@@ -277,33 +297,36 @@ static size_t tc_part_bytes(int seq, int mt, int nt, int ks)
     return !seq && ks > 1 ? (size_t)8 * mt * nt * 4 * 32 * sizeof(float) : 0;
 }
 
-template <int FAM, int MT, int NT, int SEQ, int U>
+/* Shared bytes of a kind's staging (the GGUF kinds'). */
+static size_t tc_kind_bytes(int kind) { return tc_is_gg(kind) ? GGTC_STAGE_BYTES : 0; }
+
+template <int KIND, int MT, int NT, int SEQ, int U>
 static void tc_launch(cu_impl *c, const cu_matmul_args *a, int ks, int G, int stage)
 {
     const dsv4_mat *W = &a->W;
     int wpt = SEQ ? 1 : ks;
-    size_t shm = tc_part_bytes(SEQ, MT, NT, ks) + (stage ? tc_stage_bytes(a->T < 8 * NT ? a->T : 8 * NT, W->cols) : 0);
+    size_t shm = tc_kind_bytes(KIND) + tc_part_bytes(SEQ, MT, NT, ks) +
+                 (stage ? tc_stage_bytes(a->T < 8 * NT ? a->T : 8 * NT, W->cols) : 0);
     dim3 grid(cu_blocks(W->rows, 8 / wpt * 16 * MT), cu_blocks(a->T, 8 * NT));
-    cu_launch(c, "tc_kernel", tc_kernel<FAM, MT, NT, SEQ, U>, grid, dim3(256), shm, (const __half *)a->xq,
+    cu_launch(c, "tc_kernel", tc_kernel<KIND, MT, NT, SEQ, U>, grid, dim3(256), shm, (const __half *)a->xq,
               (const float *)a->pf, a->x, a->ldx, stage, a->T, G, *W, a->y, a->ldy, ks, a->grp_rows);
 }
 
 /* The instance only sets how many rows and tokens a warp holds; every
  * instance computes a row the same way (see tc_kernel). */
-template <int FAM>
+template <int KIND>
 static void run_tc(cu_impl *c, const cu_matmul_args *a)
 {
-    constexpr int CC = FAM == CU_W_FP8 ? TC_CC8 : TC_CC4;
     int G = a->grp_rows ? (int)(a->W.rows / a->grp_rows) : 1;
-    int ks = tc_splits(a->W.rows, (a->W.cols + CC - 1) / CC);
+    int ks = tc_splits(a->W.rows, (a->W.cols + tc_chunk_cols(KIND) - 1) / tc_chunk_cols(KIND));
     /* decode steps whose rows fit in shared memory prepare them in each block */
     int stage = a->T <= 8 && G == 1 && a->W.cols <= TC_STAGE_MAX_N &&
-                tc_part_bytes(0, 1, 1, ks) + tc_stage_bytes(a->T, a->W.cols) <= TC_STAGE_MAX;
+                tc_kind_bytes(KIND) + tc_part_bytes(0, 1, 1, ks) + tc_stage_bytes(a->T, a->W.cols) <= TC_STAGE_MAX;
     if (!stage) tc_prep(c, a->x, a->ldx, a->T, G, a->W.cols, a->xq, a->pf);
-    if (a->T <= 8) tc_launch<FAM, 1, 1, 0, 4>(c, a, ks, G, stage);
-    else if (a->T <= 64) tc_launch<FAM, 1, 4, 0, 2>(c, a, ks, G, 0);
-    else if (a->grp_rows % 32 == 0) tc_launch<FAM, 2, 4, 1, 2>(c, a, ks, G, 0);
-    else tc_launch<FAM, 1, 4, 1, 2>(c, a, ks, G, 0);
+    if (a->T <= 8) tc_launch<KIND, 1, 1, 0, 4>(c, a, ks, G, stage);
+    else if (a->T <= 64) tc_launch<KIND, 1, 4, 0, 2>(c, a, ks, G, 0);
+    else if (a->grp_rows % 32 == 0) tc_launch<KIND, 2, 4, 1, 2>(c, a, ks, G, 0);
+    else tc_launch<KIND, 1, 4, 1, 2>(c, a, ks, G, 0);
 }
 
 void cu_exec_matmul(cu_impl *c, const void *args, const int64_t *dpos)
@@ -311,25 +334,17 @@ void cu_exec_matmul(cu_impl *c, const void *args, const int64_t *dpos)
     const cu_matmul_args *a = (const cu_matmul_args *)args;
     (void)dpos;
     if (a->T <= 0 || a->W.rows <= 0) return;
-    if (cu_wfam(a->W) == CU_W_GGUF) {
-        cu_gg_matmul(c, a);
-        return;
-    }
-    if (!tc_ok(&a->W, a->grp_rows)) {
-        run_gemv(c, a);
-        return;
-    }
-    switch (cu_wfam(a->W)) {
-    case CU_W_FP8: run_tc<CU_W_FP8>(c, a); break;
-    default: run_tc<CU_W_FP4>(c, a); break;
-    }
+    int kind = tc_matmul_kind(&a->W, a->grp_rows);
+    if (kind >= 0) tc_kind_dispatch(kind, [&](auto k) { run_tc<decltype(k)::value>(c, a); });
+    else if (cu_wfam(a->W) == CU_W_GGUF) cu_gg_matmul(c, a);
+    else run_gemv(c, a);
 }
 
 void cu_matmul_prep_ws(cu_impl *c, cu_matmul_args *a)
 {
     a->xq = NULL;
     a->pf = NULL;
-    if (!tc_ok(&a->W, a->grp_rows) || a->T <= 0) return;
+    if (tc_matmul_kind(&a->W, a->grp_rows) < 0 || a->T <= 0) return;
     int64_t rows = (int64_t)a->T * (a->grp_rows ? a->W.rows / a->grp_rows : 1);
     char *ws = (char *)cu_ws(c, WS_MATMUL, tc_prep_bytes(rows, a->W.cols));
     if (!ws) return;

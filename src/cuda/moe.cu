@@ -11,7 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cuda/tc_f16.cuh"
+#include "cuda/ggml_tc.cuh"
 #include "model/config.h"
 
 #define MOE_MAX_K 32
@@ -31,7 +31,7 @@ typedef struct {
     int32_t *sel, *ord;
     int32_t *grp;   /* see group_kernel */
     int gmax;       /* most groups a step can have: min(E, T·K) + 1 */
-    int tc_r, tc_s;  /* the routed / shared experts take the tensor-core path */
+    int tk_r[2], tk_s[2]; /* tensor-core kinds of the routed / shared experts' w2 [0] and w1·w3 [1] (-1: fp32 kernels) */
     int stage_up, stage_down; /* one-token step: the expert kernels prepare their row themselves */
     int e3_fmt;      /* w3's format: e13's, except in GGUF files (gate and up block types may differ) */
     __half *xq, *hq; /* tensor-core experts: prepared rows of x (T) and of H (pairs), */
@@ -367,20 +367,23 @@ __global__ void __launch_bounds__(256) expert_down_kernel(moe_args a, int part)
     }
 }
 
-/* The experts on tensor cores (FP8/MXFP4 weights, tc_f16.cuh): block
- * (row tile block, group, token-tile lane z). UP: a warp holds the same 16
- * rows of w1 and w3 (MT = 2) against 8·NT of the group's pairs at a time
- * (token tiles z, z + gridDim.z, ...), prepared rows of their tokens (xq),
- * and stores SwiGLU into H; otherwise 16 rows of w2 against the pairs' H
- * rows (hq) into Y. A pair's sums are those of tc_kernel: fixed by the
- * shapes, whichever warp, tile or launch computes them. PART_SHARED
- * launches have one group row: the shared expert's, the last group. */
-template <int FAM, int NT, int SEQ, int U, int UP>
+/* The experts on tensor cores (FP8/MXFP4 weights, tc_f16.cuh; GGUF block
+ * weights, ggml_tc.cuh): block (row tile block, group, token-tile lane z).
+ * UP: a warp holds the same 16 rows of w1 and w3 (MT = 2) against 8·NT of
+ * the group's pairs at a time (token tiles z, z + gridDim.z, ...), prepared
+ * rows of their tokens (xq), and stores SwiGLU into H; otherwise 16 rows of
+ * w2 against the pairs' H rows (hq) into Y. A pair's sums are those of
+ * tc_kernel: fixed by the shapes, whichever warp, tile or launch computes
+ * them. PART_SHARED launches have one group row: the shared expert's, the
+ * last group. Shared memory: the GGUF kinds' staging, the slice sums, the
+ * staged row. */
+template <int KIND, int NT, int SEQ, int U, int UP>
 __global__ void __launch_bounds__(256) expert_tc_kernel(moe_args a, int part, int ks)
 {
     cu_pdl();
-    constexpr int MT = UP ? 2 : 1;
-    extern __shared__ float sm[]; /* SEQ = 0, ks > 1: [8 warps][MT][NT][4][32]; then the staged row */
+    constexpr int MT = UP ? 2 : 1, GG = tc_is_gg(KIND);
+    extern __shared__ float smem[];
+    float *sm = smem + (GG ? GGTC_STAGE_BYTES / 4 : 0); /* SEQ = 0, ks > 1: [8 warps][MT][NT][4][32] */
     int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, q = lane & 3;
     int single = a.T == 1; /* one-token steps are not grouped: group k is slot k (group_at) */
     int gi = part == PART_SHARED ? (single ? a.K : a.grp[0] - 1) : (int)blockIdx.y;
@@ -400,15 +403,22 @@ __global__ void __launch_bounds__(256) expert_tc_kernel(moe_args a, int part, in
     dsv4_mat W[2] = {group_weight(a, G.e, UP ? 0 : 2), group_weight(a, G.e, UP ? 1 : 2)};
     int64_t rb = cu_row_bytes(W[0]);
     const char *wr[MT][2], *sr[MT][2];
+    const uint8_t *jrow = NULL; /* GGUF: this lane's job row (tile m = the matrix W[m]) */
+    if constexpr (GG) {
+        int jr = ggtc_job_row(lane, MT), m = jr / 16;
+        int64_t r = row0 + jr % 16;
+        jrow = (const uint8_t *)W[m].data + (r < R ? r : R - 1) * rb;
+    } else {
 #pragma unroll
-    for (int m = 0; m < MT; m++)
+        for (int m = 0; m < MT; m++)
 #pragma unroll
-        for (int h = 0; h < 2; h++) {
-            int64_t r = row0 + g + 8 * h;
-            r = r < R ? r : R - 1;
-            wr[m][h] = (const char *)W[m].data + r * rb + (FAM == CU_W_FP8 ? 16 * q : 4 * q);
-            sr[m][h] = cu_scale_row(W[m], r);
-        }
+            for (int h = 0; h < 2; h++) {
+                int64_t r = row0 + g + 8 * h;
+                r = r < R ? r : R - 1;
+                wr[m][h] = (const char *)W[m].data + r * rb + (KIND == CU_W_FP8 ? 16 * q : 4 * q);
+                sr[m][h] = cu_scale_row(W[m], r);
+            }
+    }
     const __half *pq = UP ? a.xq : a.hq;
     const float *ppf = UP ? a.xpf : a.hpf;
     int np = G.i1 - G.i0;
@@ -426,13 +436,27 @@ __global__ void __launch_bounds__(256) expert_tc_kernel(moe_args a, int part, in
                 int64_t i2 = ib + 8 * j + 2 * q + e;
                 int p2 = single ? (int)(i2 < G.i1 ? i2 : G.i1 - 1)
                                 : group_pair(a, (int)(i2 < G.i1 ? i2 : G.i1 - 1));
-                P[j][e] = stage ? tc_row_factor<FAM>(stg + npad, 0) : tc_row_factor<FAM>(ppf, UP ? pair_token(a, p2) : p2);
+                P[j][e] = stage ? tc_row_factor<KIND>(stg + npad, 0) : tc_row_factor<KIND>(ppf, UP ? pair_token(a, p2) : p2);
             }
         }
         /* UP: the w1 and w3 rows as the two tiles, one pass over the pairs' x */
         float tot[MT][NT][4];
-        int store = tc_warp_sums<FAM, MT, NT, SEQ, U>(tot, W[0], wr, sr, rb, n, ks, sp0, xr, P, q, sm) && active;
-        if (!store) continue;
+        int store;
+        if constexpr (GG) {
+            ggtc_stage *st = (ggtc_stage *)smem + warp;
+            store = tc_slices_sum<MT, NT, SEQ>(tot, ks, sp0, sm, [&](float (*acc)[NT][4], int sp) {
+                ggtc_slice<tc_gg_fmt(KIND), MT, NT>(acc, jrow, n / 32, sp, ks, xr, st);
+            });
+#pragma unroll
+            for (int m = 0; m < MT; m++) /* the sums are of the scaled rows: their factor comes last */
+#pragma unroll
+                for (int j = 0; j < NT; j++)
+#pragma unroll
+                    for (int i = 0; i < 4; i++) tot[m][j][i] *= P[j][i & 1];
+        } else {
+            store = tc_warp_sums<KIND, MT, NT, SEQ, U>(tot, W[0], wr, sr, rb, n, ks, sp0, xr, P, q, sm);
+        }
+        if (!store || !active) continue;
 #pragma unroll
         for (int j = 0; j < NT; j++)
 #pragma unroll
@@ -446,35 +470,42 @@ __global__ void __launch_bounds__(256) expert_tc_kernel(moe_args a, int part, in
     }
 }
 
+/* Shared bytes of a kind's staging (the GGUF kinds'). */
+static size_t tc_kind_bytes(int kind) { return tc_is_gg(kind) ? GGTC_STAGE_BYTES : 0; }
+
 /* One tensor-core expert launch (UP or down) for a part of the groups. The
  * instance (NT, SEQ, U, z lanes) follows the step's size; the sums do not. */
-template <int FAM, int UP>
+template <int KIND, int UP>
 static void launch_tc(cu_impl *c, const moe_args *a, int part)
 {
-    constexpr int CC = FAM == CU_W_FP8 ? TC_CC8 : TC_CC4, MT = UP ? 2 : 1;
+    constexpr int CC = tc_chunk_cols(KIND), MT = UP ? 2 : 1;
     int64_t R = UP ? a->I : a->D, n = UP ? a->D : a->I;
     int ks = tc_splits(R, (n + CC - 1) / CC);
     unsigned gy = part == PART_SHARED ? 1u : (unsigned)a->gmax;
     const char *what = UP ? "moe up (tensor cores)" : "moe down (tensor cores)";
     if (a->T <= 64) {
-        size_t shm = (ks > 1 ? (size_t)8 * MT * 1 * 4 * 32 * sizeof(float) : 0) + ((UP ? a->stage_up : a->stage_down) ? tc_stage_bytes(1, n) : 0);
+        size_t shm = tc_kind_bytes(KIND) + (ks > 1 ? (size_t)8 * MT * 1 * 4 * 32 * sizeof(float) : 0) +
+                     ((UP ? a->stage_up : a->stage_down) ? tc_stage_bytes(1, n) : 0);
         dim3 grid(cu_blocks(R, 8 / ks * 16), gy, 1);
         /* loads in flight: 4 chunks of one row tile, 2 of the two tiles (up) */
-        if (a->T == 1) cu_launch(c, what, expert_tc_kernel<FAM, 1, 0, UP ? 2 : 4, UP>, grid, dim3(256), shm, *a, part, ks);
-        else cu_launch(c, what, expert_tc_kernel<FAM, 1, 0, 2, UP>, grid, dim3(256), shm, *a, part, ks);
+        if (a->T == 1) cu_launch(c, what, expert_tc_kernel<KIND, 1, 0, UP ? 2 : 4, UP>, grid, dim3(256), shm, *a, part, ks);
+        else cu_launch(c, what, expert_tc_kernel<KIND, 1, 0, 2, UP>, grid, dim3(256), shm, *a, part, ks);
     } else {
         constexpr int NT = UP ? 2 : 4;
         unsigned z = a->T / 256 < 1 ? 1u : a->T / 256 > 8 ? 8u : (unsigned)(a->T / 256);
         dim3 grid(cu_blocks(R, 8 * 16), gy, z);
-        cu_launch(c, what, expert_tc_kernel<FAM, NT, 1, 2, UP>, grid, dim3(256), 0, *a, part, ks);
+        cu_launch(c, what, expert_tc_kernel<KIND, NT, 1, 2, UP>, grid, dim3(256), tc_kind_bytes(KIND), *a, part, ks);
     }
 }
 
-/* Up or down of one part on tensor cores, by its format family. */
-static void launch_tc_part(cu_impl *c, const moe_args *a, int fam, int up, int part)
+/* Up or down of one part on tensor cores, for the weight kind of that
+ * part's matrices (moe_tc_kinds). */
+static void launch_tc_part(cu_impl *c, const moe_args *a, int kind, int up, int part)
 {
-    if (fam == CU_W_FP8) up ? launch_tc<CU_W_FP8, 1>(c, a, part) : launch_tc<CU_W_FP8, 0>(c, a, part);
-    else up ? launch_tc<CU_W_FP4, 1>(c, a, part) : launch_tc<CU_W_FP4, 0>(c, a, part);
+    tc_kind_dispatch(kind, [&](auto k) {
+        if (up) launch_tc<decltype(k)::value, 1>(c, a, part);
+        else launch_tc<decltype(k)::value, 0>(c, a, part);
+    });
 }
 
 __global__ void combine_kernel(moe_args a)
@@ -521,10 +552,15 @@ static void launch_fp32_part(cu_impl *c, const moe_args *a, int up, int part)
     else launch_fp32<-1, -1>(c, a, up, part);
 }
 
-/* Whether an expert's three matrices take the tensor-core path. */
-static int tc_expert(const dsv4_mat *w13, const dsv4_mat *w2)
+/* The tensor-core kinds (tc_kind) of an expert's w2 (k[0]) and w1·w3
+ * (k[1]); both -1 when a matrix has none or w1 and w3 differ (GGUF files
+ * may give gate and up different block types: the fp32 kernels read them
+ * apart). */
+static void expert_kinds(const dsv4_mat *w1, const dsv4_mat *w3, const dsv4_mat *w2, int *k)
 {
-    return tc_shape_ok(*w13) && tc_shape_ok(*w2);
+    k[0] = tc_kind(*w2);
+    k[1] = tc_kind(*w1);
+    if (k[0] < 0 || k[1] < 0 || tc_kind(*w3) != k[1]) k[0] = k[1] = -1;
 }
 
 void cu_exec_moe(cu_impl *c, const void *args, const int64_t *dpos)
@@ -554,7 +590,7 @@ void cu_exec_moe(cu_impl *c, const void *args, const int64_t *dpos)
     a = &ea;
     /* routed experts and shared expert: tensor cores where their format and
      * shapes allow, else the fp32 kernels; one fp32 launch when neither does */
-    int tr = a->tc_r, ts = a->tc_s;
+    int tr = a->tk_r[1] >= 0, ts = a->tk_s[1] >= 0;
     if ((tr || ts) && !a->stage_up) tc_prep(c, a->x, a->D, a->T, 1, a->D, a->xq, a->xpf);
     for (int up = 1; up >= 0; up--) {
         /* official numerics: the routed pairs' H times their weights (pairs < T·K), every row through FP8 */
@@ -564,13 +600,13 @@ void cu_exec_moe(cu_impl *c, const void *args, const int64_t *dpos)
             launch_fp32_part(c, a, up, PART_ALL);
             continue;
         }
-        if (tr && ts && cu_wfam(a->e13) == cu_wfam(a->sh1) && cu_wfam(a->e2) == cu_wfam(a->sh2)) {
-            launch_tc_part(c, a, cu_wfam(up ? a->e13 : a->e2), up, PART_ALL);
+        if (tr && ts && a->tk_r[0] == a->tk_s[0] && a->tk_r[1] == a->tk_s[1]) {
+            launch_tc_part(c, a, a->tk_r[up], up, PART_ALL);
             continue;
         }
-        if (tr) launch_tc_part(c, a, cu_wfam(up ? a->e13 : a->e2), up, PART_ROUTED);
+        if (tr) launch_tc_part(c, a, a->tk_r[up], up, PART_ROUTED);
         else launch_fp32_part(c, a, up, PART_ROUTED);
-        if (ts) launch_tc_part(c, a, cu_wfam(up ? a->sh1 : a->sh2), up, PART_SHARED);
+        if (ts) launch_tc_part(c, a, a->tk_s[up], up, PART_SHARED);
         else launch_fp32_part(c, a, up, PART_SHARED);
     }
     cu_launch(c, "moe combine", combine_kernel, dim3(cu_blocks((int64_t)a->T * a->D, 256)), dim3(256), 0, *a);
@@ -704,13 +740,16 @@ void cu_moe(dsv4_backend *b, const float *x, const int32_t *tok, int T, int D, c
            o_sel = o_wt + al(t * K * 4), o_ord = o_sel + al(t * K * 4),
            o_h = o_ord + al(t * K * 4), o_y = o_h + al(pairs * I * 4), o_xq = o_y + al(pairs * D * 4);
     /* prepared rows for the tensor-core experts (and an FP8 gate) */
-    a.tc_r = 1;
-    for (int e = 0; e < E && a.tc_r; e++) a.tc_r = tc_expert(&p->w1[e], &p->w2[e]) && tc_shape_ok(p->w3[e]);
-    a.tc_s = tc_expert(p->sh_w1, p->sh_w2) && tc_shape_ok(*p->sh_w3);
-    int tcx = a.tc_r || a.tc_s || tc_shape_ok(a.gate);
-    /* a one-token step stages its rows when they fit next to the slice sums (4 slices of 2 tiles) */
-    a.stage_up = T == 1 && D <= TC_STAGE_MAX_N && (size_t)8 * 2 * 4 * 32 * 4 + tc_stage_bytes(1, D) <= TC_STAGE_MAX;
-    a.stage_down = T == 1 && I <= TC_STAGE_MAX_N && (size_t)8 * 2 * 4 * 32 * 4 + tc_stage_bytes(1, I) <= TC_STAGE_MAX;
+    /* every expert has expert 0's layout (expert_table checked it) */
+    expert_kinds(&p->w1[0], &p->w3[0], &p->w2[0], a.tk_r);
+    expert_kinds(p->sh_w1, p->sh_w3, p->sh_w2, a.tk_s);
+    int tcx = a.tk_r[1] >= 0 || a.tk_s[1] >= 0 || tc_kind(a.gate) >= 0;
+    /* a one-token step stages its rows when they fit next to the GGUF
+     * staging and the slice sums (4 slices of 2 tiles) */
+    size_t kb_up = tc_kind_bytes(a.tk_r[1]) > tc_kind_bytes(a.tk_s[1]) ? tc_kind_bytes(a.tk_r[1]) : tc_kind_bytes(a.tk_s[1]);
+    size_t kb_dn = tc_kind_bytes(a.tk_r[0]) > tc_kind_bytes(a.tk_s[0]) ? tc_kind_bytes(a.tk_r[0]) : tc_kind_bytes(a.tk_s[0]);
+    a.stage_up = T == 1 && D <= TC_STAGE_MAX_N && kb_up + (size_t)8 * 2 * 4 * 32 * 4 + tc_stage_bytes(1, D) <= TC_STAGE_MAX;
+    a.stage_down = T == 1 && I <= TC_STAGE_MAX_N && kb_dn + (size_t)8 * 2 * 4 * 32 * 4 + tc_stage_bytes(1, I) <= TC_STAGE_MAX;
     size_t o_hq = o_xq + (tcx ? al(tc_prep_bytes((int64_t)t, D)) : 0);
     size_t o_xa = o_hq + (tcx ? al(tc_prep_bytes((int64_t)pairs, I)) : 0);
     a.act = p->act_fp8;

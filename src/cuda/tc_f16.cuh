@@ -251,22 +251,21 @@ __device__ __forceinline__ void tc_slice_f16(float (*acc)[NT][4], const dsv4_mat
 #undef TC_LOAD
 }
 
-/* A warp's row sums, the same for every instance: SEQ = 1 runs all ks
- * slices in turn, SEQ = 0 its own slice sp0 (the ks warps of a row tile
- * side by side), and then adds the others' through part ([8 warps][MT][NT]
- * [4][32] floats) in slice order. Returns whether this warp holds the
- * finished sums (SEQ = 0: the tile's first warp). Every warp of the block
- * must call it (barriers). */
-template <int FAM, int MT, int NT, int SEQ, int U>
-__device__ __forceinline__ int tc_warp_sums(float (*tot)[NT][4], const dsv4_mat &W, const char *const (*wr)[2],
-                                            const char *const (*sr)[2], int64_t rb, int64_t n, int ks, int sp0,
-                                            const __half *const *xr, const float (*P)[2], int q, float *part)
+/* A warp's row sums from its K slices, the same for every instance: SEQ =
+ * 1 runs all ks slices in turn, SEQ = 0 its own slice sp0 (the ks warps of
+ * a row tile side by side), and then adds the others' through part ([8
+ * warps][MT][NT][4][32] floats) in slice order. slice(acc, sp) writes
+ * slice sp's sums into acc. Returns whether this warp holds the finished
+ * sums (SEQ = 0: the tile's first warp). Every warp of the block must call
+ * it (barriers). */
+template <int MT, int NT, int SEQ, class F>
+__device__ __forceinline__ int tc_slices_sum(float (*tot)[NT][4], int ks, int sp0, float *part, F slice)
 {
     int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     float acc[MT][NT][4];
     int sp_end = SEQ ? ks : sp0 + 1;
     for (int sp = SEQ ? 0 : sp0; sp < sp_end; sp++) {
-        tc_slice_f16<FAM, MT, NT, U>(acc, W, wr, sr, rb, n, sp, ks, xr, P, q);
+        slice(acc, sp);
 #pragma unroll
         for (int m = 0; m < MT; m++)
 #pragma unroll
@@ -274,34 +273,50 @@ __device__ __forceinline__ int tc_warp_sums(float (*tot)[NT][4], const dsv4_mat 
 #pragma unroll
                 for (int i = 0; i < 4; i++) tot[m][j][i] = SEQ && sp > 0 ? tot[m][j][i] + acc[m][j][i] : acc[m][j][i];
     }
-    if (SEQ || ks == 1) return 1;
-#pragma unroll
-    for (int m = 0; m < MT; m++)
-#pragma unroll
-        for (int j = 0; j < NT; j++)
-#pragma unroll
-            for (int i = 0; i < 4; i++) part[(((warp * MT + m) * NT + j) * 4 + i) * 32 + lane] = tot[m][j][i];
-    __syncthreads();
-    int mine = sp0 == 0;
-    if (mine)
+    if constexpr (SEQ) {
+        return 1;
+    } else {
+        if (ks == 1) return 1;
 #pragma unroll
         for (int m = 0; m < MT; m++)
 #pragma unroll
             for (int j = 0; j < NT; j++)
 #pragma unroll
-                for (int i = 0; i < 4; i++)
-                    for (int k = 1; k < ks; k++)
-                        tot[m][j][i] += part[((((warp + k) * MT + m) * NT + j) * 4 + i) * 32 + lane];
-    __syncthreads(); /* part may be written again by the caller's next tile */
-    return mine;
+                for (int i = 0; i < 4; i++) part[(((warp * MT + m) * NT + j) * 4 + i) * 32 + lane] = tot[m][j][i];
+        __syncthreads();
+        int mine = sp0 == 0;
+        if (mine)
+#pragma unroll
+            for (int m = 0; m < MT; m++)
+#pragma unroll
+                for (int j = 0; j < NT; j++)
+#pragma unroll
+                    for (int i = 0; i < 4; i++)
+                        for (int k = 1; k < ks; k++)
+                            tot[m][j][i] += part[((((warp + k) * MT + m) * NT + j) * 4 + i) * 32 + lane];
+        __syncthreads(); /* part may be written again by the caller's next tile */
+        return mine;
+    }
 }
 
-/* The factor of a prepared row's sums for the weight family: the row's
- * 2^-e times the codes' 2^8 (FP8) or 2^14 (FP4). */
+/* tc_slices_sum over tc_slice_f16 (FP8/MXFP4). */
+template <int FAM, int MT, int NT, int SEQ, int U>
+__device__ __forceinline__ int tc_warp_sums(float (*tot)[NT][4], const dsv4_mat &W, const char *const (*wr)[2],
+                                            const char *const (*sr)[2], int64_t rb, int64_t n, int ks, int sp0,
+                                            const __half *const *xr, const float (*P)[2], int q, float *part)
+{
+    return tc_slices_sum<MT, NT, SEQ>(tot, ks, sp0, part, [&](float (*acc)[NT][4], int sp) {
+        tc_slice_f16<FAM, MT, NT, U>(acc, W, wr, sr, rb, n, sp, ks, xr, P, q);
+    });
+}
+
+/* The factor of a prepared row's sums for the weight kind: the row's
+ * 2^-e times the codes' 2^8 (FP8) or 2^14 (FP4); the GGUF kinds'
+ * (ggml_tc.cuh) codes are plain integers. */
 template <int FAM>
 __device__ __forceinline__ float tc_row_factor(const float *pf, int64_t row)
 {
-    return pf[row] * (FAM == CU_W_FP8 ? 256.0f : 16384.0f);
+    return pf[row] * (FAM == CU_W_FP8 ? 256.0f : FAM == CU_W_FP4 ? 16384.0f : 1.0f);
 }
 
 /* ---- activation rows (the preparation of the header comment) ---- */
