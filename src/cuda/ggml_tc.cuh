@@ -107,12 +107,7 @@ __device__ __forceinline__ void ggtc_slice(float (*acc)[NT][4], const uint8_t *j
 {
     constexpr int CPI = 2 / MT; /* chunks per pass */
     int lane = threadIdx.x & 31, g = lane >> 2, q = lane & 3, ju = ggtc_job_chunk(lane, MT);
-#pragma unroll
-    for (int m = 0; m < MT; m++)
-#pragma unroll
-        for (int j = 0; j < NT; j++)
-#pragma unroll
-            for (int i = 0; i < 4; i++) acc[m][j][i] = 0.0f;
+    tc_zero<MT, NT>(acc);
     for (int64_t base = sp; base < nch; base += (int64_t)CPI * ks) {
         int64_t cj = base + (int64_t)ju * ks;
         __syncwarp(); /* the previous pass's reads are done */

@@ -67,6 +67,18 @@ __device__ __forceinline__ uint32_t tc_e2m1_pair(uint32_t w)
     return (m & 0x0E000E00u) | (s & 0x80008000u);
 }
 
+/* A warp's MT x NT tiles of accumulators set to zero. */
+template <int MT, int NT>
+__device__ __forceinline__ void tc_zero(float (*a)[NT][4])
+{
+#pragma unroll
+    for (int m = 0; m < MT; m++)
+#pragma unroll
+        for (int j = 0; j < NT; j++)
+#pragma unroll
+            for (int i = 0; i < 4; i++) a[m][j][i] = 0.0f;
+}
+
 /* d += A·B for one m16n8k16 tile (f16 in, fp32 accumulate). */
 __device__ __forceinline__ void tc_mma(float *d, uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3, uint32_t b0,
                                        uint32_t b1)
@@ -143,12 +155,7 @@ __device__ __forceinline__ void tc_chunk_f16(float (*acc)[NT][4], const uint4 (*
 #pragma unroll
     for (int b = 0; b < NB; b++) {
         float blk[MT][NT][4];
-#pragma unroll
-        for (int m = 0; m < MT; m++)
-#pragma unroll
-            for (int j = 0; j < NT; j++)
-#pragma unroll
-                for (int i = 0; i < 4; i++) blk[m][j][i] = 0.0f;
+        tc_zero<MT, NT>(blk);
 #pragma unroll
         for (int s = 0; s < SPB; s++) {
             /* group of this k-step (FP8: 2 per load; FP4: the block's word) */
@@ -208,12 +215,7 @@ __device__ __forceinline__ void tc_slice_f16(float (*acc)[NT][4], const dsv4_mat
     constexpr int CC = FAM == CU_W_FP8 ? TC_CC8 : TC_CC4, CB = 64; /* CB: a chunk's row bytes, either family */
     int64_t nch = (n + CC - 1) / CC;
     int tq = FAM == CU_W_FP8 ? 16 * q : 4 * q; /* this thread's byte offset in a chunk */
-#pragma unroll
-    for (int m = 0; m < MT; m++)
-#pragma unroll
-        for (int j = 0; j < NT; j++)
-#pragma unroll
-            for (int i = 0; i < 4; i++) acc[m][j][i] = 0.0f;
+    tc_zero<MT, NT>(acc);
     uint4 ub[U][MT][2];
     uint32_t sb[U][MT][2];
 #define TC_LOAD(c, i)                                                                                  \
