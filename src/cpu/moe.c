@@ -11,7 +11,6 @@
 #include <string.h>
 
 #include "cpu/cpu.h"
-#include "model/config.h"
 
 void cpu_matmul(dsv4_backend *b, const float *x, int64_t ldx, int T, const dsv4_mat *W, float *y, int64_t ldy);
 void cpu_act_fp8_round(dsv4_backend *b, const float *x, int T, int n, float *y);

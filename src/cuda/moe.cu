@@ -12,7 +12,6 @@
 #include <string.h>
 
 #include "cuda/ggml_tc.cuh"
-#include "model/config.h"
 
 #define MOE_MAX_K 32
 

@@ -3,9 +3,9 @@
 #ifndef DSV4_MODEL_CONFIG_H
 #define DSV4_MODEL_CONFIG_H
 #include "dsv4.h"
+#include "ops/ops.h" /* SCORE_*: the router's score functions are the MoE op's */
 
 enum { ATTN_SWA = 0, ATTN_CSA = 1, ATTN_HCA = 2 };
-enum { SCORE_SQRTSOFTPLUS = 0, SCORE_SIGMOID = 1, SCORE_SOFTMAX = 2 };
 /* Checkpoint weight families (config.json): plain floats, FP8 e4m3 with 2-D
  * block scales (quantization_config), MXFP4 routed experts (expert_dtype fp4). */
 enum { WFMT_PLAIN = 0, WFMT_FP8 = 1, WFMT_FP4 = 2 };

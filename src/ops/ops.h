@@ -33,12 +33,15 @@ typedef struct {
     float eps;
 } dsv4_comp_params;
 
+/* The router's score function of the gate logits (spec §4). */
+enum { SCORE_SQRTSOFTPLUS = 0, SCORE_SIGMOID = 1, SCORE_SOFTMAX = 2 };
+
 typedef struct {
     const dsv4_mat *gate, *gate_bias; /* gate_bias->data NULL in hash layers */
     const int32_t *tid2eid;           /* hash layers: [vocab][n_active] */
     const dsv4_mat *w1, *w2, *w3;     /* [n_experts] */
     const dsv4_mat *sh_w1, *sh_w2, *sh_w3;
-    int n_experts, n_active, inter, score_func;
+    int n_experts, n_active, inter, score_func; /* SCORE_* */
     float route_scale, swiglu_limit;
     /* official numerics (act_fp8_round below): the experts' inputs (x for
      * w1/w3, not the gate's; the SwiGLU output for w2) pass through FP8, and
