@@ -5,7 +5,6 @@
 #include <string.h>
 
 #include "base/error.h"
-#include "engine/session.h"
 #include "model/config_gguf.h"
 #include "model/memplan.h"
 #include "model/model.h"
