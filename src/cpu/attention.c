@@ -1,8 +1,10 @@
 /* Shared-KV multi-query attention with a sink (spec §3.6-3.7) on the CPU.
  * Two passes per (query, head): logits and their max (sink included), then
  * exp-weighted sum of the keys (V = K). Recomputing the logits avoids a
- * buffer whose size would grow with the context. */
+ * buffer whose size would grow with the context. A stored key in a packed
+ * format is read back into the thread's key buffer when it is used. */
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "cpu/cpu.h"
@@ -11,7 +13,10 @@ typedef struct {
     const float *q;
     int64_t pos0;
     int H, hd, window;
-    const float *ring, *kv, *entries;
+    const uint8_t *ring, *entries;
+    const float *kv;
+    const dsv4_row_fmt *kf;
+    float *keybuf; /* [threads][hd] */
     int ratio;
     const int32_t *sel_idx, *sel_n;
     int sel_cap;
@@ -26,22 +31,26 @@ typedef struct {
     const int32_t *sel;
 } key_set;
 
-static const float *key_at(const attn_job *j, const key_set *ks, int64_t k)
+static const float *key_at(const attn_job *j, const key_set *ks, int64_t k, float *buf)
 {
+    const uint8_t *row;
     if (k < ks->n_win) {
         int64_t s = ks->w_first + k;
         if (s >= j->pos0) return j->kv + (s - j->pos0) * j->hd;
-        return j->ring + (s % j->window) * j->hd;
+        row = j->ring + (s % j->window) * j->kf->bytes;
+    } else {
+        k -= ks->n_win;
+        row = j->entries + (ks->sel ? ks->sel[k] : k) * j->kf->bytes;
     }
-    k -= ks->n_win;
-    int64_t e = ks->sel ? ks->sel[k] : k;
-    return j->entries + e * j->hd;
+    if (j->kf->kind == ROW_F32) return (const float *)row;
+    cpu_row_load(j->kf, row, buf);
+    return buf;
 }
 
 static void attn_rows(void *ctx, int64_t r0, int64_t r1, int tid)
 {
-    (void)tid;
     attn_job *j = ctx;
+    float *buf = j->keybuf + (int64_t)tid * j->hd;
     for (int64_t r = r0; r < r1; r++) {
         int64_t t = r / j->H;
         int h = (int)(r % j->H);
@@ -61,12 +70,12 @@ static void attn_rows(void *ctx, int64_t r0, int64_t r1, int tid)
         const float *q = j->q + (t * j->H + h) * j->hd;
         float sink = mat_get(j->sinks, h);
         float mx = sink;
-        for (int64_t k = 0; k < nk; k++) mx = fmaxf(mx, cpu_dot(q, key_at(j, &ks, k), j->hd) * j->scale);
+        for (int64_t k = 0; k < nk; k++) mx = fmaxf(mx, cpu_dot(q, key_at(j, &ks, k, buf), j->hd) * j->scale);
         float *o = j->out + (t * j->H + h) * j->hd;
         memset(o, 0, (size_t)j->hd * sizeof *o);
         float denom = expf(sink - mx);
         for (int64_t k = 0; k < nk; k++) {
-            const float *key = key_at(j, &ks, k);
+            const float *key = key_at(j, &ks, k, buf);
             float p = expf(cpu_dot(q, key, j->hd) * j->scale - mx);
             denom += p;
             for (int d = 0; d < j->hd; d++) o[d] += p * key[d];
@@ -77,9 +86,17 @@ static void attn_rows(void *ctx, int64_t r0, int64_t r1, int tid)
 }
 
 void cpu_attention(dsv4_backend *b, const float *q, int T, int64_t pos0, int H, int hd, int window,
-                   const float *ring, const float *kv, const float *entries, int ratio, const int32_t *sel_idx,
-                   const int32_t *sel_n, int sel_cap, const dsv4_mat *sinks, float scale, float *out)
+                   const uint8_t *ring, const float *kv, const uint8_t *entries, const dsv4_row_fmt *kf, int ratio,
+                   const int32_t *sel_idx, const int32_t *sel_n, int sel_cap, const dsv4_mat *sinks, float scale,
+                   float *out)
 {
-    attn_job j = {q, pos0, H, hd, window, ring, kv, entries, ratio, sel_idx, sel_n, sel_cap, sinks, scale, out};
+    float *keybuf = malloc((size_t)pool_size(cpu_pool(b)) * (size_t)hd * sizeof *keybuf);
+    if (!keybuf) {
+        backend_fail(b, DSV4_ERR_NOMEM, "out of memory in attention");
+        return;
+    }
+    attn_job j = {q, pos0, H, hd, window, ring, entries, kv, kf, keybuf, ratio, sel_idx, sel_n, sel_cap, sinks, scale,
+                  out};
     pool_for(cpu_pool(b), (int64_t)T * H, 1, attn_rows, &j);
+    free(keybuf);
 }
