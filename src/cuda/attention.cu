@@ -66,7 +66,10 @@ __device__ __forceinline__ key_set keys_of(const att_args &a, int64_t pos0, int 
 }
 
 /* This lane's values of key k of a query (window keys oldest first, then
- * compressed entries): v[j] = value j·32 + lane, j < nd. */
+ * compressed entries): v[j] = value j·32 + lane, j < nd; stored keys in
+ * row format KIND (a.kf's, fixed per instantiation so that the fp32 kernel
+ * stays as lean). */
+template <int KIND>
 __device__ __forceinline__ void load_key(const att_args &a, int64_t pos0, const key_set &ks, int64_t k, int lane,
                                          int nd, float *v)
 {
@@ -86,10 +89,13 @@ __device__ __forceinline__ void load_key(const att_args &a, int64_t pos0, const 
         if (e < 0) e = 0;
         row = a.entries + e * a.kf.bytes;
     }
+    dsv4_row_fmt kf = a.kf;
+    kf.kind = KIND;
 #pragma unroll
-    for (int j = 0; j < ATT_PER_LANE; j++) v[j] = j < nd ? sr_load(a.kf, row, j * 32 + lane) : 0.0f;
+    for (int j = 0; j < ATT_PER_LANE; j++) v[j] = j < nd ? sr_load(kf, row, j * 32 + lane) : 0.0f;
 }
 
+template <int KIND>
 __global__ void __launch_bounds__(ATT_G * 32) attention_part_kernel(att_args a, const int64_t *dpos)
 {
     cu_pdl();
@@ -110,11 +116,11 @@ __global__ void __launch_bounds__(ATT_G * 32) attention_part_kernel(att_args a, 
     float m = -INFINITY, den = 0.0f;
     float kr[ATT_PER_LANE], kn[ATT_PER_LANE];
     /* the next key's row is loaded while the current one is used */
-    if (k0 < k1) load_key(a, pos0, ks, k0, lane, nd, kn);
+    if (k0 < k1) load_key<KIND>(a, pos0, ks, k0, lane, nd, kn);
     for (int64_t k = k0; k < k1; k++) {
 #pragma unroll
         for (int j = 0; j < ATT_PER_LANE; j++) kr[j] = kn[j];
-        if (k + 1 < k1) load_key(a, pos0, ks, k + 1, lane, nd, kn);
+        if (k + 1 < k1) load_key<KIND>(a, pos0, ks, k + 1, lane, nd, kn);
         float d = 0.0f;
 #pragma unroll
         for (int j = 0; j < ATT_PER_LANE; j++) d = fmaf(qv[j], kr[j], d);
@@ -179,7 +185,10 @@ void cu_exec_attention(cu_impl *c, const void *args, const int64_t *dpos)
     for (b.t0 = 0; b.t0 < a->T; b.t0 += a->rows) {
         unsigned rows = (unsigned)(a->T - b.t0 < a->rows ? a->T - b.t0 : a->rows);
         dim3 grid((unsigned)((a->H + ATT_G - 1) / ATT_G), rows, (unsigned)a->splits);
-        cu_launch(c, "attention", attention_part_kernel, grid, dim3(ATT_G * 32), 0, b, dpos);
+        if (a->kf.kind == ROW_F32)
+            cu_launch(c, "attention", attention_part_kernel<ROW_F32>, grid, dim3(ATT_G * 32), 0, b, dpos);
+        else
+            cu_launch(c, "attention", attention_part_kernel<ROW_FP8>, grid, dim3(ATT_G * 32), 0, b, dpos);
         cu_launch(c, "attention combine", attention_combine_kernel, dim3((unsigned)a->H, rows), dim3(256),
                   (size_t)a->splits * sizeof(float), b, dpos);
     }
@@ -190,8 +199,8 @@ void cu_attention(dsv4_backend *b, const float *q, int T, int64_t pos0, int H, i
                   const int32_t *sel_n, int sel_cap, const dsv4_mat *sinks, float scale, float *out)
 {
     cu_impl *c = cu_of(b);
-    if (hd > ATT_MAX_HD || hd % 32) {
-        backend_fail(b, DSV4_ERR_UNSUPPORTED, "CUDA attention: head_dim must be a multiple of 32 up to 512");
+    if (hd > ATT_MAX_HD || hd % 32 || kf->kind == ROW_FP4) {
+        backend_fail(b, DSV4_ERR_UNSUPPORTED, "CUDA attention: head_dim must be a multiple of 32 up to 512, keys fp32 or FP8");
         return;
     }
     att_args a;

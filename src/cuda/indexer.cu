@@ -27,9 +27,12 @@ typedef struct {
 } idx_args;
 
 /* A block scores tiles of 32 entries: lane = entry, warp = group of IDX_HG
- * heads. Each thread streams its entry's key (4 values a load) against its
+ * heads. Each thread streams its entry's key (4 values a load: one 16-byte
+ * fp32 load, or two FP4 bytes and their scale; KIND the keys' row format,
+ * fixed per instantiation so the fp32 loop stays as lean) against its
  * heads' queries (shared-memory broadcasts); the groups' partial scores are
  * added in group order through shared memory. */
+template <int KIND>
 __global__ void __launch_bounds__(1024) idx_score_kernel(idx_args a, const int64_t *dpos)
 {
     cu_pdl();
@@ -49,13 +52,15 @@ __global__ void __launch_bounds__(1024) idx_score_kernel(idx_args a, const int64
         float score = 0.0f;
         if (s < nvis) {
             const uint8_t *key = a.keys + s * a.kf.bytes;
+            dsv4_row_fmt kf = a.kf;
+            kf.kind = KIND;
             float acc[IDX_HG];
 #pragma unroll
             for (int j = 0; j < IDX_HG; j++) acc[j] = 0.0f;
             int h0 = g * IDX_HG;
 #pragma unroll 4
             for (int d4 = 0; d4 < hd / 4; d4++) {
-                float4 k = sr_load4(a.kf, key, 4 * d4);
+                float4 k = sr_load4(kf, key, 4 * d4);
 #pragma unroll
                 for (int j = 0; j < IDX_HG; j++) {
                     if (h0 + j < H) {
@@ -224,7 +229,9 @@ void cu_exec_indexer(cu_impl *c, const void *args, const int64_t *dpos)
     if (a->T <= 0) return;
     size_t shm = idx_shm(a->heads, a->head_dim);
     int warps = (a->heads + IDX_HG - 1) / IDX_HG;
-    cu_launch(c, "indexer scores", idx_score_kernel, dim3(dim3((unsigned)a->score_blocks, (unsigned)a->T)), dim3(32 * warps), shm, *a, dpos);
+    dim3 grid((unsigned)a->score_blocks, (unsigned)a->T), block(32 * warps);
+    if (a->kf.kind == ROW_F32) cu_launch(c, "indexer scores", idx_score_kernel<ROW_F32>, grid, block, shm, *a, dpos);
+    else cu_launch(c, "indexer scores", idx_score_kernel<ROW_FP4>, grid, block, shm, *a, dpos);
     cu_launch(c, "indexer top-k", idx_topk_kernel, dim3(a->T), dim3(512), 0, *a, dpos);
 }
 
@@ -235,13 +242,16 @@ void cu_indexer(dsv4_backend *b, const float *q, const float *w, int T, int64_t 
     cu_impl *c = cu_of(b);
     int head_dim = kf->width;
     size_t shm = idx_shm(heads, head_dim);
-    if (head_dim % 4 || heads > 32 * IDX_HG || shm > 200 * 1024 || ratio <= 0) {
-        backend_fail(b, DSV4_ERR_UNSUPPORTED, "CUDA indexer: head_dim must be a multiple of 4 (and heads x head_dim below 50K)");
+    if (head_dim % 4 || heads > 32 * IDX_HG || shm > 200 * 1024 || ratio <= 0 || kf->kind == ROW_FP8) {
+        backend_fail(b, DSV4_ERR_UNSUPPORTED, "CUDA indexer: head_dim must be a multiple of 4 (and heads x head_dim "
+                     "below 50K), keys fp32 or FP4");
         return;
     }
     if (shm > 48 * 1024 &&
-        cu_check(c, cudaFuncSetAttribute(idx_score_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)shm),
-                 "indexer shared memory"))
+        (cu_check(c, cudaFuncSetAttribute(idx_score_kernel<ROW_F32>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                          (int)shm), "indexer shared memory") ||
+         cu_check(c, cudaFuncSetAttribute(idx_score_kernel<ROW_FP4>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                          (int)shm), "indexer shared memory")))
         return;
     idx_args a;
     memset(&a, 0, sizeof a);

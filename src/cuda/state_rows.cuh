@@ -94,10 +94,16 @@ __device__ __forceinline__ float sr_load(const dsv4_row_fmt &f, const uint8_t *r
     return sr_e2m1((row[c / 2] >> (4 * (c & 1))) & 15) * sr_e8m0(row[f.scale_off + c / 32]);
 }
 
-/* Values c .. c+3 (c a multiple of 4; ROW_F32 rows then 16-byte aligned). */
+/* Values c .. c+3 (c a multiple of 4; ROW_F32 rows then 16-byte aligned;
+ * ROW_FP4: two bytes and one scale). */
 __device__ __forceinline__ float4 sr_load4(const dsv4_row_fmt &f, const uint8_t *row, int c)
 {
     if (f.kind == ROW_F32) return ((const float4 *)row)[c / 4];
+    if (f.kind == ROW_FP4) {
+        uint8_t b0 = row[c / 2], b1 = row[c / 2 + 1];
+        float s = sr_e8m0(row[f.scale_off + c / 32]);
+        return make_float4(sr_e2m1(b0 & 15) * s, sr_e2m1(b0 >> 4) * s, sr_e2m1(b1 & 15) * s, sr_e2m1(b1 >> 4) * s);
+    }
     return make_float4(sr_load(f, row, c), sr_load(f, row, c + 1), sr_load(f, row, c + 2), sr_load(f, row, c + 3));
 }
 
