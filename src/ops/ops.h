@@ -170,7 +170,11 @@ typedef struct {
      * the rest (the rope dims) are rounded to bf16.
      * idx_fp4_round: each row (width a power of two) is Hadamard-rotated
      * (Sylvester order, scaled by width^-1/2), then passes through FP4 E2M1
-     * in blocks of 32 with scale 2^ceil(log2(max(amax,6·2^-126)/6)). */
+     * in blocks of 32 with scale 2^ceil(log2(max(amax,6·2^-126)/6)).
+     * The forward rounds this step's KV rows (its attention reads them as
+     * fp32) and the indexer queries; the stored state rounds by storing
+     * (ROW_FP8, ROW_FP4 above). The backends that implement these
+     * implement the packed row formats too. */
     void (*kv_fp8_round)(dsv4_backend *b, float *x, int T, int width, int n_fp8);
     void (*idx_fp4_round)(dsv4_backend *b, float *x, int rows, int width);
     /* act_fp8_round: y = x (T rows of n values, y == x allowed) through FP8
