@@ -50,7 +50,7 @@ static const float *key_at(const attn_job *j, const key_set *ks, int64_t k, floa
 static void attn_rows(void *ctx, int64_t r0, int64_t r1, int tid)
 {
     attn_job *j = ctx;
-    float *buf = j->keybuf + (int64_t)tid * j->hd;
+    float *buf = j->keybuf ? j->keybuf + (int64_t)tid * j->hd : NULL;
     for (int64_t r = r0; r < r1; r++) {
         int64_t t = r / j->H;
         int h = (int)(r % j->H);
@@ -90,8 +90,8 @@ void cpu_attention(dsv4_backend *b, const float *q, int T, int64_t pos0, int H, 
                    const int32_t *sel_idx, const int32_t *sel_n, int sel_cap, const dsv4_mat *sinks, float scale,
                    float *out)
 {
-    float *keybuf = malloc((size_t)pool_size(cpu_pool(b)) * (size_t)hd * sizeof *keybuf);
-    if (!keybuf) {
+    float *keybuf = NULL; /* fp32 rows are read in place */
+    if (kf->kind != ROW_F32 && !(keybuf = malloc((size_t)pool_size(cpu_pool(b)) * (size_t)hd * sizeof *keybuf))) {
         backend_fail(b, DSV4_ERR_NOMEM, "out of memory in attention");
         return;
     }
