@@ -85,9 +85,10 @@ typedef struct {
 void dsv4_model_memory(const dsv4_model *m, dsv4_memory_info *out);
 
 /* A 64-bit fingerprint of what a session's state depends on: the config's
- * dimensions and the tensor table (names, dtypes, shapes and a sample of
- * each tensor's bytes). Two loads of one checkpoint agree; another
- * checkpoint differs (up to hash collisions). For tagging stored state. */
+ * dimensions, the cache mode (its numerics and storage layout) and the
+ * tensor table (names, dtypes, shapes and a sample of each tensor's bytes).
+ * Two loads of one checkpoint in one cache mode agree; another checkpoint or
+ * mode differs (up to hash collisions). For tagging stored state. */
 uint64_t dsv4_model_identity(const dsv4_model *m);
 
 dsv4_status dsv4_session_new(dsv4_model *m, dsv4_session **out);

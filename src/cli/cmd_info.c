@@ -15,6 +15,7 @@ static void usage(FILE *f)
 {
     fprintf(f, "usage: dsv4 info (--model (DIR | FILE.gguf) | --config FILE) [--gpu-gib G] [--context N]\n"
                "                 [--memory-gb G]\n"
+               CLI_CACHE_USAGE
                "  --config FILE  only a config.json's facts and session-state sizes (no weights needed)\n"
                "  --gpu-gib G    device memory to plan for, GiB (default 140: one H200)\n"
                "  --context N    also count sessions of N tokens (default: 4096, 32768, 131072, 1048576)\n"
@@ -22,18 +23,21 @@ static void usage(FILE *f)
 }
 
 /* Bytes per token and fixed bytes of every state layout (spec §6.2); with a
- * budget, the longest context whose state fits. */
+ * budget, the longest context whose state fits. The first two are what
+ * sessions hold; the others are other implementations' storage. */
 static void print_state(const dsv4_config *cf, double budget_gib)
 {
     static const char *const name[STATE_LAYOUTS] = {
-        "fp32 (what the engine holds)", "bf16 (reference layout)",
-        "official (FP8 KV, FP4 idx keys)", "FlashMLA FP8 + FP8 idx keys"};
+        "fp32 (--cache exact)", "bf16 (reference implementations)",
+        "official (--cache official: FP8 KV, FP4 idx keys)", "FlashMLA FP8 + FP8 idx keys (deployments)"};
+    static const int order[STATE_LAYOUTS] = {STATE_FP32, STATE_OFFICIAL, STATE_BF16, STATE_FLASHMLA};
     printf("state layouts:    growing part per token and fixed part\n");
-    for (int k = 0; k < STATE_LAYOUTS; k++) {
+    for (int i = 0; i < STATE_LAYOUTS; i++) {
+        int k = order[i];
         double pt;
         uint64_t fixed;
         config_state_size(cf, k, &pt, &fixed);
-        printf("  %-32s %9.2f B/token  fixed %8.2f MiB", name[k], pt, (double)fixed / (1 << 20));
+        printf("  %-50s %9.2f B/token  fixed %8.2f MiB", name[k], pt, (double)fixed / (1 << 20));
         if (budget_gib > 0) {
             double room = budget_gib * 1073741824.0 - (double)fixed;
             printf("  longest context in %g GiB: %.0f tokens", budget_gib, room > 0 ? room / pt : 0.0);
@@ -87,9 +91,9 @@ int cmd_info(int argc, char **argv)
 {
     static const struct option opts[] = {{"model", required_argument, 0, 'm'}, {"gpu-gib", required_argument, 0, 'g'},
                                          {"context", required_argument, 0, 'c'}, {"config", required_argument, 0, 'C'},
-                                         {"memory-gb", required_argument, 0, 'M'}, {"help", no_argument, 0, 'h'},
-                                         {0, 0, 0, 0}};
-    const char *model = NULL, *config = NULL;
+                                         {"memory-gb", required_argument, 0, 'M'}, {"cache", required_argument, 0, 'K'},
+                                         {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
+    const char *model = NULL, *config = NULL, *cache = NULL;
     double gpu_gib = 140.0, budget = 0;
     long long ctx_arg = 0;
     int c;
@@ -108,6 +112,8 @@ int cmd_info(int argc, char **argv)
             if (*end || ctx_arg < 1) { fprintf(stderr, "dsv4 info: --context: '%s' is not a positive integer\n", optarg); return 2; }
         } else if (c == 'C') {
             config = optarg;
+        } else if (c == 'K') {
+            cache = optarg;
         } else if (c == 'M') {
             budget = strtod(optarg, &end);
             if (*end || !(budget > 0 && budget < 1e9)) {
@@ -119,7 +125,7 @@ int cmd_info(int argc, char **argv)
     }
     if (!!model == !!config) { usage(stderr); return 2; }
     if (config) return info_config(config, budget);
-    dsv4_model *m = cli_load_model("info", model, 1, "cpu", NULL);
+    dsv4_model *m = cli_load_model("info", model, 1, "cpu", cache);
     if (!m) return 1;
     const dsv4_config *cf = &m->cfg;
     int n_swa = 0, n_csa = 0, n_hca = 0;
@@ -145,9 +151,16 @@ int cmd_info(int argc, char **argv)
     printf("weights:          %.2f MiB mapped, %.2f MiB bound (what a device holds)\n",
            (double)mi.weight_bytes / (1 << 20), (double)wb / (1 << 20));
     print_types(m);
+    int official = dsv4_model_cache_mode(m) == DSV4_CACHE_OFFICIAL;
+    printf("cache numerics:   %s%s\n", official ? "official" : "exact", cache ? "" : " by default");
     printf("session fixed:    %llu bytes (window rings + compressor buffers)\n", (unsigned long long)mi.fixed_bytes);
-    printf("session per token:%.2f bytes (compressed KV + indexer keys, fp32)\n", mi.bytes_per_token);
-    printf("cache numerics:   %s by default\n", dsv4_model_cache_mode(m) == DSV4_CACHE_OFFICIAL ? "official" : "exact");
+    printf("session per token:%.2f bytes (compressed KV + indexer keys, %s)\n", mi.bytes_per_token,
+           official ? "packed FP8 / FP4" : "fp32");
+    if (budget > 0) { /* this model's sessions (MTP ring included) */
+        double room = budget * 1073741824.0 - (double)mi.fixed_bytes;
+        printf("state budget:     one session of up to %.0f tokens in %g GiB\n",
+               room > 0 ? room / mi.bytes_per_token : 0.0, budget);
+    }
     print_state(cf, budget);
     memplan p = {wb, mi.fixed_bytes, mi.bytes_per_token, (uint64_t)(gpu_gib * G), MODEL_DEVICE_RESERVE, cf->max_pos};
     printf("gpu plan:         %.2f GiB device, %.2f GiB weights, %.2f GiB reserved: ", gpu_gib, (double)wb / G,

@@ -34,7 +34,8 @@ static void usage(FILE *f)
             "  --timeout S          close a connection idle this long (default 60)\n"
             "  --keepalive-ms MS    a stream quiet this long (a long prefill) gets a keep-alive (default 1000)\n"
             "  --max-connections N  (default 512)\n"
-            "  --tokenizer PATH --threads N --device cpu|cuda|auto\n",
+            "  --tokenizer PATH --threads N --device cpu|cuda|auto\n"
+            CLI_CACHE_USAGE,
             DSV4_MAX_LANES, DSV4_MAX_LANES / 2);
 }
 
@@ -63,7 +64,7 @@ static char *read_key(const char *path)
 int cmd_serve(int argc, char **argv)
 {
     enum { O_HOST = 1, O_PORT, O_KEY, O_KEYFILE, O_NAME, O_SESS, O_QUEUE, O_CTX, O_CACHE, O_KV, O_CHUNK, O_BODY,
-           O_DEPTH, O_MSGS, O_PTOK, O_MAXTOK, O_STOPS, O_TIMEOUT, O_KEEPALIVE, O_CONNS, O_TOKENIZER, O_THREADS, O_DEVICE, O_SYNTH, O_LAYERS, O_EXPERTS, O_WEIGHTS, O_SPEC, O_HELP };
+           O_DEPTH, O_MSGS, O_PTOK, O_MAXTOK, O_STOPS, O_TIMEOUT, O_KEEPALIVE, O_CONNS, O_TOKENIZER, O_THREADS, O_DEVICE, O_SYNTH, O_LAYERS, O_EXPERTS, O_WEIGHTS, O_SPEC, O_CACHE_MODE, O_HELP };
     static const struct option opts[] = {
         {"model", required_argument, 0, 'm'}, {"host", required_argument, 0, O_HOST},
         {"port", required_argument, 0, O_PORT}, {"api-key", required_argument, 0, O_KEY},
@@ -80,6 +81,7 @@ int cmd_serve(int argc, char **argv)
         {"device", required_argument, 0, O_DEVICE}, {"synthetic", required_argument, 0, O_SYNTH},
         {"layers", required_argument, 0, O_LAYERS}, {"experts", required_argument, 0, O_EXPERTS},
         {"weights", required_argument, 0, O_WEIGHTS}, {"spec", required_argument, 0, O_SPEC},
+        {"cache", required_argument, 0, O_CACHE_MODE},
         {"help", no_argument, 0, O_HELP}, {0, 0, 0, 0}};
     serve_options o = {0};
     o.host = "127.0.0.1";
@@ -133,6 +135,7 @@ int cmd_serve(int argc, char **argv)
         case O_EXPERTS: bad = num("experts", optarg, 1, 1 << 16, &v); o.synth_experts = (int)v; break;
         case O_WEIGHTS: o.synth_weights = optarg; break;
         case O_SPEC: bad = cli_parse_spec("serve", optarg, &o.spec_k) != 0; break;
+        case O_CACHE_MODE: bad = cli_cache_arg("serve", optarg, &o.cache) != 0; break;
         case O_HELP: usage(stdout); free(key_file_text); return 0;
         default: bad = 1;
         }

@@ -18,15 +18,17 @@ void cpu_hc_post(dsv4_backend *b, float *X, int T, int hc, int D, const float *a
                  const float *comb);
 void cpu_hc_head(dsv4_backend *b, const float *X, int T, int hc, int D, const dsv4_mat *fn, const dsv4_mat *base,
                  const dsv4_mat *scale, float hc_eps, float norm_eps, float *x);
-void cpu_ring_store(dsv4_backend *b, float *ring, int window, int width, const float *kv, int T, int64_t pos0);
+void cpu_ring_store(dsv4_backend *b, uint8_t *ring, int window, const dsv4_row_fmt *f, const float *kv, int T,
+                    int64_t pos0);
 void cpu_compress(dsv4_backend *b, const float *u, const float *g, int T, int64_t pos0, const dsv4_comp_params *p,
                   dsv4_comp_state *st);
-void cpu_indexer(dsv4_backend *b, const float *q, const float *w, int T, int64_t pos0, int heads, int head_dim,
-                 const float *keys, int ratio, int topk, float score_scale, float w_scale, int32_t *idx,
+void cpu_indexer(dsv4_backend *b, const float *q, const float *w, int T, int64_t pos0, int heads, const uint8_t *keys,
+                 const dsv4_row_fmt *kf, int ratio, int topk, float score_scale, float w_scale, int32_t *idx,
                  int32_t *n);
 void cpu_attention(dsv4_backend *b, const float *q, int T, int64_t pos0, int H, int hd, int window,
-                   const float *ring, const float *kv, const float *entries, int ratio, const int32_t *sel_idx,
-                   const int32_t *sel_n, int sel_cap, const dsv4_mat *sinks, float scale, float *out);
+                   const uint8_t *ring, const float *kv, const uint8_t *entries, const dsv4_row_fmt *kf, int ratio,
+                   const int32_t *sel_idx, const int32_t *sel_n, int sel_cap, const dsv4_mat *sinks, float scale,
+                   float *out);
 void cpu_moe(dsv4_backend *b, const float *x, const int32_t *tok, int T, int D, const dsv4_moe_params *p,
              float *out);
 

@@ -4,8 +4,10 @@
  * overlap (CSA), the series-A half of the last closed window. When token
  * pos = w·ratio + ratio − 1 arrives, entry w is pooled per channel by a
  * softmax over the window's slots (for CSA: prev series A, then this window's
- * series B; window 0 has no A slots), RMS-normed and roped at w·ratio. */
+ * series B; window 0 has no A slots), RMS-normed and roped at w·ratio,
+ * then stored in the entries' row format (the packed formats round it). */
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "cpu/cpu.h"
@@ -16,7 +18,7 @@ void cpu_rope(dsv4_backend *b, float *x, int T, int n_heads, int head_dim, int r
 
 static void pool_window(const dsv4_comp_params *p, const dsv4_comp_state *st, int64_t w, float *E)
 {
-    int m = p->ratio, d = p->width, cw = d * (p->overlap ? 2 : 1);
+    int m = p->ratio, d = p->fmt.width, cw = d * (p->overlap ? 2 : 1);
     int has_a = p->overlap && w > 0;
     for (int c = 0; c < d; c++) {
         /* slots: [A of window w−1 (prev) | B of window w]; without overlap, just the window */
@@ -40,7 +42,12 @@ static void pool_window(const dsv4_comp_params *p, const dsv4_comp_state *st, in
 void cpu_compress(dsv4_backend *b, const float *u, const float *g, int T, int64_t pos0, const dsv4_comp_params *p,
                   dsv4_comp_state *st)
 {
-    int m = p->ratio, d = p->width, cw = d * (p->overlap ? 2 : 1);
+    int m = p->ratio, d = p->fmt.width, cw = d * (p->overlap ? 2 : 1);
+    float *E = malloc(2 * (size_t)d * sizeof *E); /* the entry, then the row store's scratch */
+    if (!E) {
+        backend_fail(b, DSV4_ERR_NOMEM, "out of memory in the compressor");
+        return;
+    }
     for (int t = 0; t < T; t++) {
         int64_t pos = pos0 + t;
         int slot = (int)(pos % m);
@@ -49,14 +56,15 @@ void cpu_compress(dsv4_backend *b, const float *u, const float *g, int T, int64_
         for (int c = 0; c < cw; c++) og[c] = g[(int64_t)t * cw + c] + mat_get(p->ape, (int64_t)slot * cw + c);
         if (slot != m - 1) continue;
         int64_t w = pos / m;
-        float *E = st->entries + w * d;
         pool_window(p, st, w, E);
         cpu_rmsnorm(b, E, 1, d, p->norm, p->eps, E);
         cpu_rope(b, E, 1, 1, d, p->rope_dim, w * m, 0, p->inv_freq, 0);
+        cpu_row_store(&p->fmt, E, st->entries + w * p->fmt.bytes, E + d);
         if (p->overlap) /* this window's series A pairs with the next window */
             for (int j = 0; j < m; j++) {
                 memcpy(st->prev_u + j * d, st->open_u + (int64_t)j * cw, (size_t)d * sizeof(float));
                 memcpy(st->prev_g + j * d, st->open_g + (int64_t)j * cw, (size_t)d * sizeof(float));
             }
     }
+    free(E);
 }

@@ -17,4 +17,11 @@ static inline float *cpu_scratch_row(dsv4_backend *b, int tid) { return ((cpu_im
  * summed in a fixed order, so the result depends only on the data. */
 float cpu_dot(const float *a, const float *b, int64_t n);
 
+/* Packed session rows (cache_quant.c). store: the row x of f->width values
+ * in format f (the official rounding: kv_fp8_round, or the Hadamard
+ * rotation and FP4 of idx_fp4_round), tmp holding f->width floats for
+ * ROW_FP4 (unused otherwise); load: its values back, exactly. */
+void cpu_row_store(const dsv4_row_fmt *f, const float *x, uint8_t *dst, float *tmp);
+void cpu_row_load(const dsv4_row_fmt *f, const uint8_t *src, float *x);
+
 #endif

@@ -1,4 +1,5 @@
-/* Lightning indexer scoring and top-k selection (spec §3.5) on the CPU. */
+/* Lightning indexer scoring and top-k selection (spec §3.5) on the CPU. A
+ * key stored packed is read back into a local buffer each time a query scores it. */
 #include <math.h>
 #include <stdlib.h>
 
@@ -6,7 +7,9 @@
 
 typedef struct {
     dsv4_backend *b;
-    const float *q, *w, *keys;
+    const float *q, *w;
+    const uint8_t *keys;
+    const dsv4_row_fmt *kf;
     int64_t pos0;
     int heads, hd, ratio, topk;
     float scale, w_scale;
@@ -40,7 +43,7 @@ static void idx_tokens(void *ctx, int64_t t0, int64_t t1, int tid)
 {
     (void)tid;
     idx_job *j = ctx;
-    float *hs = malloc((size_t)j->topk * sizeof *hs);
+    float *hs = malloc(((size_t)j->topk + (size_t)j->hd) * sizeof *hs), *buf = hs + j->topk;
     if (!hs) { backend_fail(j->b, DSV4_ERR_NOMEM, "out of memory in the lightning indexer"); return; }
     for (int64_t t = t0; t < t1; t++) {
         int64_t nvis = (j->pos0 + t + 1) / j->ratio;
@@ -48,7 +51,9 @@ static void idx_tokens(void *ctx, int64_t t0, int64_t t1, int tid)
         int32_t *out = j->idx + t * j->topk;
         const float *q = j->q + t * j->heads * j->hd, *w = j->w + t * j->heads;
         for (int64_t s = 0; k > 0 && s < nvis; s++) {
-            const float *key = j->keys + s * j->hd;
+            const float *key = buf;
+            if (j->kf->kind == ROW_F32) key = (const float *)(j->keys + s * j->kf->bytes);
+            else cpu_row_load(j->kf, j->keys + s * j->kf->bytes, buf);
             float score = 0;
             for (int h = 0; h < j->heads; h++) {
                 float dot = cpu_dot(q + (int64_t)h * j->hd, key, j->hd);
@@ -71,10 +76,10 @@ static void idx_tokens(void *ctx, int64_t t0, int64_t t1, int tid)
     free(hs);
 }
 
-void cpu_indexer(dsv4_backend *b, const float *q, const float *w, int T, int64_t pos0, int heads, int head_dim,
-                 const float *keys, int ratio, int topk, float score_scale, float w_scale, int32_t *idx,
+void cpu_indexer(dsv4_backend *b, const float *q, const float *w, int T, int64_t pos0, int heads, const uint8_t *keys,
+                 const dsv4_row_fmt *kf, int ratio, int topk, float score_scale, float w_scale, int32_t *idx,
                  int32_t *n)
 {
-    idx_job j = {b, q, w, keys, pos0, heads, head_dim, ratio, topk, score_scale, w_scale, idx, n};
+    idx_job j = {b, q, w, keys, kf, pos0, heads, kf->width, ratio, topk, score_scale, w_scale, idx, n};
     pool_for(cpu_pool(b), T, 1, idx_tokens, &j);
 }

@@ -1,5 +1,6 @@
-/* RMSNorm, RoPE and embedding lookup for the CPU backend. */
+/* RMSNorm, RoPE, embedding lookup and the window-ring store for the CPU backend. */
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "cpu/cpu.h"
@@ -53,10 +54,16 @@ void cpu_embed(dsv4_backend *b, const dsv4_mat *E, const int32_t *tok, int T, in
     }
 }
 
-void cpu_ring_store(dsv4_backend *b, float *ring, int window, int width, const float *kv, int T, int64_t pos0)
+void cpu_ring_store(dsv4_backend *b, uint8_t *ring, int window, const dsv4_row_fmt *f, const float *kv, int T,
+                    int64_t pos0)
 {
-    (void)b;
+    float *tmp = NULL;
+    if (f->kind == ROW_FP4 && !(tmp = malloc((size_t)f->width * sizeof *tmp))) {
+        backend_fail(b, DSV4_ERR_NOMEM, "out of memory storing state rows");
+        return;
+    }
     int first = T > window ? T - window : 0;
     for (int t = first; t < T; t++)
-        memcpy(ring + ((pos0 + t) % window) * width, kv + (int64_t)t * width, (size_t)width * sizeof *kv);
+        cpu_row_store(f, kv + (int64_t)t * f->width, ring + ((pos0 + t) % window) * f->bytes, tmp);
+    free(tmp);
 }

@@ -8,10 +8,12 @@
  * The slices depend only on the query's own keys, never on how many rows
  * the step has: the grid holds enough slices for the step's longest key
  * list, and the empty ones add exact zeros, so a row's result is the same
- * bits in any step (batch and chunking invariance). */
+ * bits in any step (batch and chunking invariance). Stored keys (the ring
+ * and the entries, fp32 or packed FP8) are read value by value into
+ * registers. */
 #include <string.h>
 
-#include "cuda/cuda_internal.cuh"
+#include "cuda/state_rows.cuh"
 
 #define ATT_G 4          /* heads per block (one warp each) */
 #define ATT_MAX_HD 512
@@ -23,7 +25,9 @@ typedef struct {
     int64_t pos0;
     const float *q;
     int T, H, hd, window;
-    const float *ring, *kv, *entries;
+    const uint8_t *ring, *entries;
+    const float *kv;
+    dsv4_row_fmt kf; /* of the ring rows and entries */
     int ratio;
     const int32_t *sel_idx, *sel_n;
     int sel_cap;
@@ -61,20 +65,37 @@ __device__ __forceinline__ key_set keys_of(const att_args &a, int64_t pos0, int 
     return k;
 }
 
-/* Key k of a query (window keys oldest first, then compressed entries). */
-__device__ __forceinline__ const float *key_at(const att_args &a, int64_t pos0, const key_set &ks, int64_t k)
+/* This lane's values of key k of a query (window keys oldest first, then
+ * compressed entries): v[j] = value j·32 + lane, j < nd; stored keys in
+ * row format KIND (a.kf's, fixed per instantiation so that the fp32 kernel
+ * stays as lean). */
+template <int KIND>
+__device__ __forceinline__ void load_key(const att_args &a, int64_t pos0, const key_set &ks, int64_t k, int lane,
+                                         int nd, float *v)
 {
+    const uint8_t *row;
     if (k < ks.n_win) {
         int64_t s = ks.w_first + k;
-        if (s >= pos0) return a.kv + (s - pos0) * a.hd;
-        return a.ring + (s % a.window) * a.hd;
+        if (s >= pos0) { /* this step's rows, fp32 */
+            const float *key = a.kv + (s - pos0) * a.hd;
+#pragma unroll
+            for (int j = 0; j < ATT_PER_LANE; j++) v[j] = j < nd ? key[j * 32 + lane] : 0.0f;
+            return;
+        }
+        row = a.ring + (s % a.window) * a.kf.bytes;
+    } else {
+        k -= ks.n_win;
+        int64_t e = ks.sel ? ks.sel[k] : k;
+        if (e < 0) e = 0;
+        row = a.entries + e * a.kf.bytes;
     }
-    k -= ks.n_win;
-    int64_t e = ks.sel ? ks.sel[k] : k;
-    if (e < 0) e = 0;
-    return a.entries + e * a.hd;
+    dsv4_row_fmt kf = a.kf;
+    kf.kind = KIND;
+#pragma unroll
+    for (int j = 0; j < ATT_PER_LANE; j++) v[j] = j < nd ? sr_load(kf, row, j * 32 + lane) : 0.0f;
 }
 
+template <int KIND>
 __global__ void __launch_bounds__(ATT_G * 32) attention_part_kernel(att_args a, const int64_t *dpos)
 {
     cu_pdl();
@@ -95,19 +116,11 @@ __global__ void __launch_bounds__(ATT_G * 32) attention_part_kernel(att_args a, 
     float m = -INFINITY, den = 0.0f;
     float kr[ATT_PER_LANE], kn[ATT_PER_LANE];
     /* the next key's row is loaded while the current one is used */
-    if (k0 < k1) {
-        const float *key = key_at(a, pos0, ks, k0);
-#pragma unroll
-        for (int j = 0; j < ATT_PER_LANE; j++) kn[j] = j < nd ? key[j * 32 + lane] : 0.0f;
-    }
+    if (k0 < k1) load_key<KIND>(a, pos0, ks, k0, lane, nd, kn);
     for (int64_t k = k0; k < k1; k++) {
 #pragma unroll
         for (int j = 0; j < ATT_PER_LANE; j++) kr[j] = kn[j];
-        if (k + 1 < k1) {
-            const float *key = key_at(a, pos0, ks, k + 1);
-#pragma unroll
-            for (int j = 0; j < ATT_PER_LANE; j++) kn[j] = j < nd ? key[j * 32 + lane] : 0.0f;
-        }
+        if (k + 1 < k1) load_key<KIND>(a, pos0, ks, k + 1, lane, nd, kn);
         float d = 0.0f;
 #pragma unroll
         for (int j = 0; j < ATT_PER_LANE; j++) d = fmaf(qv[j], kr[j], d);
@@ -172,19 +185,22 @@ void cu_exec_attention(cu_impl *c, const void *args, const int64_t *dpos)
     for (b.t0 = 0; b.t0 < a->T; b.t0 += a->rows) {
         unsigned rows = (unsigned)(a->T - b.t0 < a->rows ? a->T - b.t0 : a->rows);
         dim3 grid((unsigned)((a->H + ATT_G - 1) / ATT_G), rows, (unsigned)a->splits);
-        cu_launch(c, "attention", attention_part_kernel, grid, dim3(ATT_G * 32), 0, b, dpos);
+        if (a->kf.kind == ROW_F32)
+            cu_launch(c, "attention", attention_part_kernel<ROW_F32>, grid, dim3(ATT_G * 32), 0, b, dpos);
+        else
+            cu_launch(c, "attention", attention_part_kernel<ROW_FP8>, grid, dim3(ATT_G * 32), 0, b, dpos);
         cu_launch(c, "attention combine", attention_combine_kernel, dim3((unsigned)a->H, rows), dim3(256),
                   (size_t)a->splits * sizeof(float), b, dpos);
     }
 }
 
-void cu_attention(dsv4_backend *b, const float *q, int T, int64_t pos0, int H, int hd, int window, const float *ring,
-                  const float *kv, const float *entries, int ratio, const int32_t *sel_idx, const int32_t *sel_n,
-                  int sel_cap, const dsv4_mat *sinks, float scale, float *out)
+void cu_attention(dsv4_backend *b, const float *q, int T, int64_t pos0, int H, int hd, int window, const uint8_t *ring,
+                  const float *kv, const uint8_t *entries, const dsv4_row_fmt *kf, int ratio, const int32_t *sel_idx,
+                  const int32_t *sel_n, int sel_cap, const dsv4_mat *sinks, float scale, float *out)
 {
     cu_impl *c = cu_of(b);
-    if (hd > ATT_MAX_HD || hd % 32) {
-        backend_fail(b, DSV4_ERR_UNSUPPORTED, "CUDA attention: head_dim must be a multiple of 32 up to 512");
+    if (hd > ATT_MAX_HD || hd % 32 || kf->kind == ROW_FP4) {
+        backend_fail(b, DSV4_ERR_UNSUPPORTED, "CUDA attention: head_dim must be a multiple of 32 up to 512, keys fp32 or FP8");
         return;
     }
     att_args a;
@@ -198,6 +214,7 @@ void cu_attention(dsv4_backend *b, const float *q, int T, int64_t pos0, int H, i
     a.ring = ring;
     a.kv = kv;
     a.entries = entries;
+    a.kf = *kf;
     a.ratio = ratio;
     a.sel_idx = sel_idx;
     a.sel_n = sel_n;

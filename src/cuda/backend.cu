@@ -23,7 +23,8 @@ void cu_rmsnorm(dsv4_backend *b, const float *x, int T, int n, const dsv4_mat *w
 void cu_rope(dsv4_backend *b, float *x, int T, int n_heads, int head_dim, int rope_dim, int64_t pos0,
              int64_t pos_step, const float *inv_freq, int inverse);
 void cu_embed(dsv4_backend *b, const dsv4_mat *E, const int32_t *tok, int T, int hc, float *X);
-void cu_ring_store(dsv4_backend *b, float *ring, int window, int width, const float *kv, int T, int64_t pos0);
+void cu_ring_store(dsv4_backend *b, uint8_t *ring, int window, const dsv4_row_fmt *f, const float *kv, int T,
+                   int64_t pos0);
 void cu_hc_pre(dsv4_backend *b, const float *X, int T, int hc, int D, const dsv4_mat *fn, const dsv4_mat *base,
                const dsv4_mat *scale, int iters, float hc_eps, float norm_eps, float *x, float *post, float *comb);
 void cu_hc_post(dsv4_backend *b, float *X, int T, int hc, int D, const float *a, const float *post,
@@ -32,11 +33,12 @@ void cu_hc_head(dsv4_backend *b, const float *X, int T, int hc, int D, const dsv
                 const dsv4_mat *scale, float hc_eps, float norm_eps, float *x);
 void cu_compress(dsv4_backend *b, const float *u, const float *g, int T, int64_t pos0, const dsv4_comp_params *p,
                  dsv4_comp_state *st);
-void cu_indexer(dsv4_backend *b, const float *q, const float *w, int T, int64_t pos0, int heads, int head_dim,
-                const float *keys, int ratio, int topk, float score_scale, float w_scale, int32_t *idx, int32_t *n);
-void cu_attention(dsv4_backend *b, const float *q, int T, int64_t pos0, int H, int hd, int window, const float *ring,
-                  const float *kv, const float *entries, int ratio, const int32_t *sel_idx, const int32_t *sel_n,
-                  int sel_cap, const dsv4_mat *sinks, float scale, float *out);
+void cu_indexer(dsv4_backend *b, const float *q, const float *w, int T, int64_t pos0, int heads, const uint8_t *keys,
+                const dsv4_row_fmt *kf, int ratio, int topk, float score_scale, float w_scale, int32_t *idx,
+                int32_t *n);
+void cu_attention(dsv4_backend *b, const float *q, int T, int64_t pos0, int H, int hd, int window, const uint8_t *ring,
+                  const float *kv, const uint8_t *entries, const dsv4_row_fmt *kf, int ratio, const int32_t *sel_idx,
+                  const int32_t *sel_n, int sel_cap, const dsv4_mat *sinks, float scale, float *out);
 void cu_moe(dsv4_backend *b, const float *x, const int32_t *tok, int T, int D, const dsv4_moe_params *p, float *out);
 void cu_kv_fp8_round(dsv4_backend *b, float *x, int T, int width, int n_fp8);
 void cu_idx_fp4_round(dsv4_backend *b, float *x, int rows, int width);

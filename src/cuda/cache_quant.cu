@@ -9,7 +9,7 @@
  * CPU's bits. Each row on its own: batch invariant. */
 #include <cuda_bf16.h>
 
-#include "cuda/cuda_internal.cuh"
+#include "cuda/state_rows.cuh" /* cq_pow2_ceil */
 
 enum { CQ_KV, CQ_IDX, CQ_ACT };
 
@@ -20,14 +20,6 @@ typedef struct {
     const float *f;  /* CQ_ACT: rows r < nf are multiplied by f[r] first (NULL: none) */
     int rows, width, n_fp8, nf, mode;
 } cq_args;
-
-/* 2^ceil(log2(v)) for v > 0 (pow2_ceil). */
-__device__ __forceinline__ float cq_pow2_ceil(float v)
-{
-    int e;
-    float m = frexpf(v, &e);
-    return ldexpf(1.0f, m == 0.5f ? e - 1 : e);
-}
 
 /* Round to e4m3fn and back (f32_to_e4m3 then e4m3_to_f32): saturates at
  * 448, round half to even on the subnormal grid m·2^-9 and on 3 fraction

@@ -1,15 +1,18 @@
 /* KV compressor (spec §3.4) on the GPU: one block walks the chunk's tokens
  * in order (a window that closes inside the chunk pools rows written by the
  * tokens before it), storing open rows and, when a window completes,
- * pooling, normalising and roping its entry exactly like the CPU. */
+ * pooling, normalising and roping its entry in shared memory exactly like
+ * the CPU, then storing it in the entries' row format. */
 #include <string.h>
 
 #include "cuda/ggml_blocks.cuh"
+#include "cuda/state_rows.cuh"
 
 typedef struct {
     int64_t pos0;
     const float *u, *g;
     int T, ratio, overlap, width, rope_dim;
+    dsv4_row_fmt fmt; /* the entries' (fmt.width == width) */
     dsv4_mat ape, norm;
     const float *inv_freq;
     float eps;
@@ -20,6 +23,7 @@ __global__ void __launch_bounds__(256) compress_kernel(comp_args a, const int64_
 {
     cu_pdl();
     __shared__ float sh[32];
+    extern __shared__ float E[]; /* [width]: the entry being emitted */
     int m = a.ratio, d = a.width, cw = d * (a.overlap ? 2 : 1);
     int64_t pos0 = dpos ? *dpos : a.pos0;
     const dsv4_comp_state st = a.st;
@@ -34,7 +38,6 @@ __global__ void __launch_bounds__(256) compress_kernel(comp_args a, const int64_
         __syncthreads();
         if (slot != m - 1) continue;
         int64_t w = pos / m;
-        float *E = st.entries + w * d;
         int has_a = a.overlap && w > 0, boff = a.overlap ? d : 0;
         float ss = 0.0f;
         for (int c = threadIdx.x; c < d; c += blockDim.x) {
@@ -67,6 +70,8 @@ __global__ void __launch_bounds__(256) compress_kernel(comp_args a, const int64_
             q[0] = x0 * cs - x1 * sn;
             q[1] = x1 * cs + x0 * sn;
         }
+        __syncthreads();
+        sr_store_block(a.fmt, E, st.entries + w * a.fmt.bytes);
         if (a.overlap) /* this window's series A pairs with the next window */
             for (int i = threadIdx.x; i < m * d; i += blockDim.x) {
                 int j = i / d, c = i % d;
@@ -81,12 +86,16 @@ void cu_exec_compress(cu_impl *c, const void *args, const int64_t *dpos)
 {
     const comp_args *a = (const comp_args *)args;
     if (a->T <= 0) return;
-    cu_launch(c, "compress", compress_kernel, dim3(1), dim3(256), 0, *a, dpos);
+    cu_launch(c, "compress", compress_kernel, dim3(1), dim3(256), (size_t)a->width * sizeof(float), *a, dpos);
 }
 
 void cu_compress(dsv4_backend *b, const float *u, const float *g, int T, int64_t pos0, const dsv4_comp_params *p,
                  dsv4_comp_state *st)
 {
+    if (p->fmt.width > CU_ROW_MAX) {
+        backend_fail(b, DSV4_ERR_UNSUPPORTED, "CUDA compressor: more than 12288 values per entry");
+        return;
+    }
     comp_args a;
     memset(&a, 0, sizeof a);
     a.pos0 = pos0;
@@ -95,7 +104,8 @@ void cu_compress(dsv4_backend *b, const float *u, const float *g, int T, int64_t
     a.T = T;
     a.ratio = p->ratio;
     a.overlap = p->overlap;
-    a.width = p->width;
+    a.width = p->fmt.width;
+    a.fmt = p->fmt;
     a.rope_dim = p->rope_dim;
     a.ape = *p->ape;
     a.norm = *p->norm;

@@ -4,17 +4,20 @@
  * radix select and compacts the winners in increasing index order, taking
  * tied scores at the threshold from the lowest indices (as the CPU). The
  * number of visible entries depends on the position, so both kernels loop
- * over it with grids fixed by T alone. */
+ * over it with grids fixed by T alone. Keys are stored fp32 or packed FP4
+ * and read back four values at a time into registers. */
 #include <string.h>
 
-#include "cuda/cuda_internal.cuh"
+#include "cuda/state_rows.cuh"
 
 #define IDX_HG 8 /* heads per warp */
 #define TK_E 8   /* consecutive scores per thread in the top-k passes */
 
 typedef struct {
     int64_t pos0;
-    const float *q, *w, *keys;
+    const float *q, *w;
+    const uint8_t *keys;
+    dsv4_row_fmt kf;
     int T, heads, head_dim, ratio, topk;
     float score_scale, w_scale;
     int32_t *idx, *n;
@@ -24,9 +27,12 @@ typedef struct {
 } idx_args;
 
 /* A block scores tiles of 32 entries: lane = entry, warp = group of IDX_HG
- * heads. Each thread streams its entry's key (16-byte loads) against its
+ * heads. Each thread streams its entry's key (4 values a load: one 16-byte
+ * fp32 load, or two FP4 bytes and their scale; KIND the keys' row format,
+ * fixed per instantiation so the fp32 loop stays as lean) against its
  * heads' queries (shared-memory broadcasts); the groups' partial scores are
  * added in group order through shared memory. */
+template <int KIND>
 __global__ void __launch_bounds__(1024) idx_score_kernel(idx_args a, const int64_t *dpos)
 {
     cu_pdl();
@@ -45,14 +51,16 @@ __global__ void __launch_bounds__(1024) idx_score_kernel(idx_args a, const int64
         int64_t s = s0 + lane;
         float score = 0.0f;
         if (s < nvis) {
-            const float4 *key = (const float4 *)(a.keys + s * hd);
+            const uint8_t *key = a.keys + s * a.kf.bytes;
+            dsv4_row_fmt kf = a.kf;
+            kf.kind = KIND;
             float acc[IDX_HG];
 #pragma unroll
             for (int j = 0; j < IDX_HG; j++) acc[j] = 0.0f;
             int h0 = g * IDX_HG;
 #pragma unroll 4
             for (int d4 = 0; d4 < hd / 4; d4++) {
-                float4 k = key[d4];
+                float4 k = sr_load4(kf, key, 4 * d4);
 #pragma unroll
                 for (int j = 0; j < IDX_HG; j++) {
                     if (h0 + j < H) {
@@ -221,22 +229,29 @@ void cu_exec_indexer(cu_impl *c, const void *args, const int64_t *dpos)
     if (a->T <= 0) return;
     size_t shm = idx_shm(a->heads, a->head_dim);
     int warps = (a->heads + IDX_HG - 1) / IDX_HG;
-    cu_launch(c, "indexer scores", idx_score_kernel, dim3(dim3((unsigned)a->score_blocks, (unsigned)a->T)), dim3(32 * warps), shm, *a, dpos);
+    dim3 grid((unsigned)a->score_blocks, (unsigned)a->T), block(32 * warps);
+    if (a->kf.kind == ROW_F32) cu_launch(c, "indexer scores", idx_score_kernel<ROW_F32>, grid, block, shm, *a, dpos);
+    else cu_launch(c, "indexer scores", idx_score_kernel<ROW_FP4>, grid, block, shm, *a, dpos);
     cu_launch(c, "indexer top-k", idx_topk_kernel, dim3(a->T), dim3(512), 0, *a, dpos);
 }
 
-void cu_indexer(dsv4_backend *b, const float *q, const float *w, int T, int64_t pos0, int heads, int head_dim,
-                const float *keys, int ratio, int topk, float score_scale, float w_scale, int32_t *idx, int32_t *n)
+void cu_indexer(dsv4_backend *b, const float *q, const float *w, int T, int64_t pos0, int heads, const uint8_t *keys,
+                const dsv4_row_fmt *kf, int ratio, int topk, float score_scale, float w_scale, int32_t *idx,
+                int32_t *n)
 {
     cu_impl *c = cu_of(b);
+    int head_dim = kf->width;
     size_t shm = idx_shm(heads, head_dim);
-    if (head_dim % 4 || heads > 32 * IDX_HG || shm > 200 * 1024 || ratio <= 0) {
-        backend_fail(b, DSV4_ERR_UNSUPPORTED, "CUDA indexer: head_dim must be a multiple of 4 (and heads x head_dim below 50K)");
+    if (head_dim % 4 || heads > 32 * IDX_HG || shm > 200 * 1024 || ratio <= 0 || kf->kind == ROW_FP8) {
+        backend_fail(b, DSV4_ERR_UNSUPPORTED, "CUDA indexer: head_dim must be a multiple of 4 (and heads x head_dim "
+                     "below 50K), keys fp32 or FP4");
         return;
     }
     if (shm > 48 * 1024 &&
-        cu_check(c, cudaFuncSetAttribute(idx_score_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)shm),
-                 "indexer shared memory"))
+        (cu_check(c, cudaFuncSetAttribute(idx_score_kernel<ROW_F32>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                          (int)shm), "indexer shared memory") ||
+         cu_check(c, cudaFuncSetAttribute(idx_score_kernel<ROW_FP4>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                          (int)shm), "indexer shared memory")))
         return;
     idx_args a;
     memset(&a, 0, sizeof a);
@@ -244,6 +259,7 @@ void cu_indexer(dsv4_backend *b, const float *q, const float *w, int T, int64_t 
     a.q = q;
     a.w = w;
     a.keys = keys;
+    a.kf = *kf;
     a.T = T;
     a.heads = heads;
     a.head_dim = head_dim;

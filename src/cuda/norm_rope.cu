@@ -2,6 +2,7 @@
 #include <string.h>
 
 #include "cuda/ggml_blocks.cuh"
+#include "cuda/state_rows.cuh"
 
 /* ---- rmsnorm: one block per row ---- */
 
@@ -189,45 +190,51 @@ void cu_embed(dsv4_backend *b, const dsv4_mat *E, const int32_t *tok, int T, int
     cu_submit(cu_of(b), K_EMBED, &a, sizeof a);
 }
 
-/* ---- ring store ---- */
+/* ---- ring store: one block per stored row, packed by sr_store_block ---- */
 
 typedef struct {
     int64_t pos0;
-    float *ring;
-    int window, width;
+    uint8_t *ring;
+    int window;
+    dsv4_row_fmt f;
     const float *kv;
     int T;
 } ring_args;
 
-__global__ void ring_kernel(ring_args a, const int64_t *dpos)
+__global__ void __launch_bounds__(128) ring_kernel(ring_args a, const int64_t *dpos)
 {
     cu_pdl();
-    int first = a.T > a.window ? a.T - a.window : 0;
-    int64_t n = (int64_t)(a.T - first) * a.width;
-    int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-    if (i >= n) return;
-    int64_t t = first + i / a.width, col = i % a.width;
+    extern __shared__ float row[]; /* [f.width] */
+    int first = a.T > a.window ? a.T - a.window : 0, w = a.f.width;
+    int64_t t = first + blockIdx.x;
     int64_t pos0 = dpos ? *dpos : a.pos0;
-    a.ring[((pos0 + t) % a.window) * a.width + col] = a.kv[t * a.width + col];
+    for (int c = threadIdx.x; c < w; c += blockDim.x) row[c] = a.kv[t * w + c];
+    __syncthreads();
+    sr_store_block(a.f, row, a.ring + ((pos0 + t) % a.window) * a.f.bytes);
 }
 
 void cu_exec_ring(cu_impl *c, const void *args, const int64_t *dpos)
 {
     const ring_args *a = (const ring_args *)args;
     int first = a->T > a->window ? a->T - a->window : 0;
-    int64_t n = (int64_t)(a->T - first) * a->width;
-    if (n <= 0) return;
-    cu_launch(c, "ring_store", ring_kernel, dim3(cu_blocks(n, 256)), dim3(256), 0, *a, dpos);
+    if (a->T - first <= 0) return;
+    cu_launch(c, "ring_store", ring_kernel, dim3((unsigned)(a->T - first)), dim3(128),
+              (size_t)a->f.width * sizeof(float), *a, dpos);
 }
 
-void cu_ring_store(dsv4_backend *b, float *ring, int window, int width, const float *kv, int T, int64_t pos0)
+void cu_ring_store(dsv4_backend *b, uint8_t *ring, int window, const dsv4_row_fmt *f, const float *kv, int T,
+                   int64_t pos0)
 {
+    if (f->width > CU_ROW_MAX) {
+        backend_fail(b, DSV4_ERR_UNSUPPORTED, "CUDA state rows: more than 12288 values per row");
+        return;
+    }
     ring_args a;
     memset(&a, 0, sizeof a);
     a.pos0 = pos0;
     a.ring = ring;
     a.window = window;
-    a.width = width;
+    a.f = *f;
     a.kv = kv;
     a.T = T;
     cu_submit(cu_of(b), K_RING, &a, sizeof a);

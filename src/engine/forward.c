@@ -108,8 +108,8 @@ static dsv4_comp_params comp_params(const dsv4_model *m, int l, int indexer)
     const dsv4_comp_w *cw = indexer ? &w->idx_comp : &w->comp;
     int kind = config_kind(c, l);
     const float *freq = kind == ATTN_SWA ? m->inv_freq_main : m->inv_freq_compress;
-    return (dsv4_comp_params){config_ratio(c, l), indexer || kind == ATTN_CSA, indexer ? c->idx_head_dim : c->head_dim,
-                              c->rope_dim, &cw->ape, &cw->norm, freq, (float)c->norm_eps};
+    return (dsv4_comp_params){config_ratio(c, l), indexer || kind == ATTN_CSA, c->rope_dim,
+                              indexer ? m->layout.idx : m->layout.kv, &cw->ape, &cw->norm, freq, (float)c->norm_eps};
 }
 
 /* The state-dependent part of attention for one lane: compressors, indexer,
@@ -141,11 +141,7 @@ static void attend_lane(dsv4_model *m, int l, const fwd_lane *ln, scratch *sc)
             op->copy(b, lg.cu + (size_t)ln->t0 * cw, sc->u, (size_t)T * cw * f);
             op->copy(b, lg.cg + (size_t)ln->t0 * cw, sc->g, (size_t)T * cw * f);
         }
-        op->compress(b, sc->u, sc->g, T, pos0, &cp, &ls->comp);
-        if (m->cache_official) { /* the entries this chunk emitted */
-            int64_t e0 = pos0 / ratio, e1 = (pos0 + T) / ratio;
-            if (e1 > e0) op->kv_fp8_round(b, ls->comp.entries + e0 * hd, (int)(e1 - e0), hd, hd - rd);
-        }
+        op->compress(b, sc->u, sc->g, T, pos0, &cp, &ls->comp); /* official: entries stored FP8 */
     }
     if (kind == ATTN_CSA) {
         int ih = c->idx_heads, ihd = c->idx_head_dim;
@@ -156,26 +152,22 @@ static void attend_lane(dsv4_model *m, int l, const fwd_lane *ln, scratch *sc)
             op->copy(b, lg.iu + (size_t)ln->t0 * 2 * ihd, sc->u, (size_t)T * 2 * ihd * f);
             op->copy(b, lg.ig + (size_t)ln->t0 * 2 * ihd, sc->g, (size_t)T * 2 * ihd * f);
         }
-        op->compress(b, sc->u, sc->g, T, pos0, &ip, &ls->idx);
+        op->compress(b, sc->u, sc->g, T, pos0, &ip, &ls->idx); /* official: keys stored rotated FP4 */
         op->matmul(b, qr, c->q_lora, T, &w->idx_wq_b, sc->qi, (int64_t)ih * ihd);
         op->rope(b, sc->qi, T, ih, ihd, rd, pos0, 1, freq, 0);
-        if (m->cache_official) { /* keys emitted by this chunk, then the queries */
-            int64_t e0 = pos0 / ratio, e1 = (pos0 + T) / ratio;
-            if (e1 > e0) op->idx_fp4_round(b, ls->idx.entries + e0 * ihd, (int)(e1 - e0), ihd);
-            op->idx_fp4_round(b, sc->qi, T * ih, ihd);
-        }
+        if (m->cache_official) op->idx_fp4_round(b, sc->qi, T * ih, ihd); /* the queries as the keys */
         op->matmul(b, xn, D, T, &w->idx_wproj, sc->wi, ih);
         /* head weights carry 1/sqrt(heads); scores carry 1/sqrt(head_dim) */
-        op->indexer(b, sc->qi, sc->wi, T, pos0, ih, ihd, ls->idx.entries, ratio, c->idx_topk,
+        op->indexer(b, sc->qi, sc->wi, T, pos0, ih, ls->idx.entries, &m->layout.idx, ratio, c->idx_topk,
                     1.0f / sqrtf((float)ihd), 1.0f / sqrtf((float)ih), sc->sel_idx, sc->sel_n);
         sel_idx = sc->sel_idx;
         sel_n = sc->sel_n;
     }
     op->attention(b, sc->q + r0 * H * hd, T, pos0, H, hd, c->window, ls->ring, kv, ls->comp.entries,
-                  kind == ATTN_HCA ? ratio : 0, sel_idx, sel_n, c->idx_topk, &w->sinks, 1.0f / sqrtf((float)hd),
-                  sc->o + r0 * H * hd);
+                  &m->layout.kv, kind == ATTN_HCA ? ratio : 0, sel_idx, sel_n, c->idx_topk, &w->sinks,
+                  1.0f / sqrtf((float)hd), sc->o + r0 * H * hd);
     if (ln->log) op->copy(b, lg.kv + (size_t)ln->t0 * hd, kv, (size_t)T * hd * f);
-    op->ring_store(b, ls->ring, c->window, hd, kv, T, pos0);
+    op->ring_store(b, ls->ring, c->window, &m->layout.kv, kv, T, pos0);
 }
 
 void forward_replay(dsv4_model *m, dsv4_session *s, int64_t pos0, const fwd_log *log, int n)
@@ -193,7 +185,7 @@ void forward_replay(dsv4_model *m, dsv4_session *s, int64_t pos0, const fwd_log 
             dsv4_comp_params ip = comp_params(m, l, 1);
             b->ops->compress(b, lg.iu, lg.ig, n, pos0, &ip, &ls->idx);
         }
-        b->ops->ring_store(b, ls->ring, c->window, c->head_dim, lg.kv, n, pos0);
+        b->ops->ring_store(b, ls->ring, c->window, &m->layout.kv, lg.kv, n, pos0);
     }
 }
 
@@ -232,7 +224,7 @@ static void attention_block(dsv4_model *m, int l, const fwd_lane *lanes, int n_l
         op->rope(b, sc->kv + (int64_t)ln->row0 * hd, ln->T, 1, hd, rd, ln->pos0, 1, freq, 0);
     }
     /* official numerics: the window KV as the FP8 cache holds it, for this
-     * step's attention and for the ring alike */
+     * step's attention (the ring stores these values packed: exactly) */
     if (m->cache_official) op->kv_fp8_round(b, sc->kv, rows, hd, hd - rd);
     for (int i = 0; i < n_lanes; i++) attend_lane(m, l, &lanes[i], sc);
     /* undo the keys' rotation at the query position, then the grouped

@@ -63,19 +63,22 @@ static void p_hc_post(dsv4_backend *b, float *X, int T, int hc, int D, const flo
 static void p_hc_head(dsv4_backend *b, const float *X, int T, int hc, int D, const dsv4_mat *fn, const dsv4_mat *base,
                       const dsv4_mat *scale, float he, float ne, float *x)
 { TIMED(b, P_HC_HEAD, INNER(b)->ops->hc_head(INNER(b), X, T, hc, D, fn, base, scale, he, ne, x)); }
-static void p_ring(dsv4_backend *b, float *ring, int window, int width, const float *kv, int T, int64_t pos0)
-{ TIMED(b, P_RING, INNER(b)->ops->ring_store(INNER(b), ring, window, width, kv, T, pos0)); }
+static void p_ring(dsv4_backend *b, uint8_t *ring, int window, const dsv4_row_fmt *f, const float *kv, int T,
+                   int64_t pos0)
+{ TIMED(b, P_RING, INNER(b)->ops->ring_store(INNER(b), ring, window, f, kv, T, pos0)); }
 static void p_compress(dsv4_backend *b, const float *u, const float *g, int T, int64_t pos0,
                        const dsv4_comp_params *p, dsv4_comp_state *st)
 { TIMED(b, P_COMPRESS, INNER(b)->ops->compress(INNER(b), u, g, T, pos0, p, st)); }
-static void p_indexer(dsv4_backend *b, const float *q, const float *w, int T, int64_t pos0, int heads, int hd,
-                      const float *keys, int ratio, int topk, float ss, float ws, int32_t *idx, int32_t *n)
-{ TIMED(b, P_INDEXER, INNER(b)->ops->indexer(INNER(b), q, w, T, pos0, heads, hd, keys, ratio, topk, ss, ws, idx, n)); }
+static void p_indexer(dsv4_backend *b, const float *q, const float *w, int T, int64_t pos0, int heads,
+                      const uint8_t *keys, const dsv4_row_fmt *kf, int ratio, int topk, float ss, float ws,
+                      int32_t *idx, int32_t *n)
+{ TIMED(b, P_INDEXER, INNER(b)->ops->indexer(INNER(b), q, w, T, pos0, heads, keys, kf, ratio, topk, ss, ws, idx, n)); }
 static void p_attention(dsv4_backend *b, const float *q, int T, int64_t pos0, int H, int hd, int window,
-                        const float *ring, const float *kv, const float *entries, int ratio, const int32_t *si,
-                        const int32_t *sn, int cap, const dsv4_mat *sinks, float scale, float *out)
-{ TIMED(b, P_ATTENTION, INNER(b)->ops->attention(INNER(b), q, T, pos0, H, hd, window, ring, kv, entries, ratio, si, sn,
-                                                 cap, sinks, scale, out)); }
+                        const uint8_t *ring, const float *kv, const uint8_t *entries, const dsv4_row_fmt *kf,
+                        int ratio, const int32_t *si, const int32_t *sn, int cap, const dsv4_mat *sinks, float scale,
+                        float *out)
+{ TIMED(b, P_ATTENTION, INNER(b)->ops->attention(INNER(b), q, T, pos0, H, hd, window, ring, kv, entries, kf, ratio,
+                                                 si, sn, cap, sinks, scale, out)); }
 static void p_moe(dsv4_backend *b, const float *x, const int32_t *tok, int T, int D, const dsv4_moe_params *p,
                   float *out)
 { TIMED(b, P_MOE, INNER(b)->ops->moe(INNER(b), x, tok, T, D, p, out)); }

@@ -1,10 +1,11 @@
 /* Per-sequence decode state (spec §6), plain data in the backend's memory.
  *
- * Per layer:
- *   ring      [window][head_dim]  K(=V) of the last `window` positions, slot pos % window
- *   comp      CSA/HCA main compressor: open window rows, CSA prev series A,
- *             entries [pos/ratio][head_dim]
- *   idx       CSA only: the indexer's compressor, entries [pos/ratio][idx_head_dim]
+ * Per layer, rows in the model's layout (m->layout, model/state_layout.c:
+ * fp32 with --cache exact, packed FP8 / FP4 with --cache official):
+ *   ring      [window] kv rows: K(=V) of the last `window` positions, slot pos % window
+ *   comp      CSA/HCA main compressor: open window rows, CSA prev series A
+ *             (fp32), entries [pos/ratio] kv rows
+ *   idx       CSA only: the indexer's compressor, entries [pos/ratio] idx rows
  * Lifetimes: ring slots are overwritten after the layer's attention of the
  * chunk that supersedes them; open rows live until their window closes;
  * entries are written once at emission (roped at their window position) and
@@ -20,7 +21,7 @@
 #include "model/model.h"
 
 typedef struct {
-    float *ring;
+    uint8_t *ring;
     dsv4_comp_state comp, idx;
     int64_t cap;      /* entries capacity (comp and idx alike) */
 } dsv4_layer_state;
@@ -41,7 +42,8 @@ static inline int session_n_layers(const dsv4_session *s) { return s->m->cfg.n_l
 dsv4_status session_reserve(dsv4_session *s, int64_t n_tokens);
 
 
-/* Benchmarks only: random state as if n tokens had been consumed. */
+/* Benchmarks only: random state as if n tokens had been consumed (the rows
+ * stored by the backend's ring_store, so packed rows are well formed). */
 dsv4_status session_fill_random(dsv4_session *s, int64_t n);
 
 #endif

@@ -1,6 +1,7 @@
 /* Snapshots: the live part of a session's state as one canonical byte image.
  *
- * Image layout (host memory): pos, then per layer
+ * Image layout (host memory): pos, then per layer, rows as the model's
+ * layout stores them (m->layout: fp32, or packed with --cache official)
  *   ring rows of positions max(0,pos-window+1) .. pos-1, oldest first
  *   compressor (CSA/HCA): the pos % ratio open rows (u, then g), the series-A
  *     rows of the last closed window (CSA, once one exists), entries [pos/ratio]
@@ -39,8 +40,9 @@ static void region(cursor *c, void *dev, size_t bytes)
     c->off += bytes;
 }
 
-static void comp_walk(cursor *c, dsv4_comp_state *cs, int64_t pos, int ratio, int width, int overlap)
+static void comp_walk(cursor *c, dsv4_comp_state *cs, int64_t pos, int ratio, const dsv4_row_fmt *rf, int overlap)
 {
+    int width = rf->width;
     size_t f = sizeof(float), cw = (size_t)width * (overlap ? 2 : 1), n_open = (size_t)(pos % ratio);
     region(c, cs->open_u, n_open * cw * f);
     region(c, cs->open_g, n_open * cw * f);
@@ -48,7 +50,7 @@ static void comp_walk(cursor *c, dsv4_comp_state *cs, int64_t pos, int ratio, in
         region(c, cs->prev_u, (size_t)ratio * (size_t)width * f);
         region(c, cs->prev_g, (size_t)ratio * (size_t)width * f);
     }
-    region(c, cs->entries, (size_t)(pos / ratio) * (size_t)width * f);
+    region(c, cs->entries, (size_t)(pos / ratio) * (size_t)rf->bytes);
 }
 
 /* Visits every live region in image order; returns the image size. With
@@ -59,7 +61,8 @@ static size_t walk(dsv4_session *s, int64_t pos, int64_t mtp_pos, unsigned char 
     const dsv4_config *c = &s->m->cfg;
     cursor cu = {s->m->be, img, sizeof pos, save};
     if (img && save) memcpy(img, &pos, sizeof pos);
-    size_t row = (size_t)c->head_dim * sizeof(float);
+    const dsv4_state_layout *L = &s->m->layout;
+    size_t row = (size_t)L->kv.bytes;
     for (int l = 0; l < session_n_layers(s); l++) {
         dsv4_layer_state *ls = &s->L[l];
         if (l == c->n_layers) { /* the MTP layer (SWA-only), at its own position */
@@ -69,10 +72,10 @@ static size_t walk(dsv4_session *s, int64_t pos, int64_t mtp_pos, unsigned char 
         }
         int64_t first = pos - c->window + 1 < 0 ? 0 : pos - c->window + 1;
         for (int64_t p = first; p < pos; p++)
-            region(&cu, ls->ring ? ls->ring + (p % c->window) * c->head_dim : NULL, row);
+            region(&cu, ls->ring ? ls->ring + (p % c->window) * row : NULL, row);
         int kind = config_kind(c, l), r = config_ratio(c, l);
-        if (kind != ATTN_SWA) comp_walk(&cu, &ls->comp, pos, r, c->head_dim, kind == ATTN_CSA);
-        if (kind == ATTN_CSA) comp_walk(&cu, &ls->idx, pos, r, c->idx_head_dim, 1);
+        if (kind != ATTN_SWA) comp_walk(&cu, &ls->comp, pos, r, &L->kv, kind == ATTN_CSA);
+        if (kind == ATTN_CSA) comp_walk(&cu, &ls->idx, pos, r, &L->idx, 1);
     }
     return cu.off;
 }

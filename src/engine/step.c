@@ -111,7 +111,7 @@ static int plan_lane(region_list *l, const dsv4_model *m, const dsv4_lane *ln)
     dsv4_session *s = ln->session;
     int T = ln->n_tokens;
     int64_t pos0 = lane_pos(ln), W = c->window, end = pos0 + T;
-    size_t row = (size_t)c->head_dim * sizeof(float);
+    size_t row = (size_t)m->layout.kv.bytes;
     for (int k = lane_l0(m, ln); k < lane_l1(m, ln); k++) {
         dsv4_layer_state *ls = &s->L[k];
         /* ring: positions [first, end) overwrite live slots; consecutive
@@ -121,7 +121,7 @@ static int plan_lane(region_list *l, const dsv4_model *m, const dsv4_lane *ln)
         if (W > first) first = W;
         if (first < end) {
             int64_t s0 = first % W, n = end - first, n1 = n < W - s0 ? n : W - s0;
-            if (!region_add(l, ls->ring + s0 * c->head_dim, (size_t)n1 * row) ||
+            if (!region_add(l, ls->ring + s0 * row, (size_t)n1 * row) ||
                 !region_add(l, ls->ring, (size_t)(n - n1) * row))
                 return 0;
         }

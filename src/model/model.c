@@ -51,6 +51,7 @@ static dsv4_status model_finish(dsv4_model *m, const dsv4_load_options *opt, con
         return dsv4_fail(DSV4_ERR_ARG, "unknown cache mode %d", (int)cm);
     m->cache_official = cm == DSV4_CACHE_OFFICIAL ||
                         (cm == DSV4_CACHE_AUTO && (c->weight_format != WFMT_PLAIN || c->expert_format != WFMT_PLAIN));
+    m->layout = state_layout(c, m->cache_official);
     if (m->cache_official && (c->idx_head_dim & (c->idx_head_dim - 1)))
         return dsv4_fail(DSV4_ERR_UNSUPPORTED, "the official cache numerics need index_head_dim a power of two "
                          "(Hadamard rotation), not %d; use --cache exact", c->idx_head_dim);
@@ -169,7 +170,7 @@ uint64_t dsv4_model_identity(const dsv4_model *m)
     uint64_t h = 0xcbf29ce484222325ull;
     int dims[] = {c->vocab, c->dim, c->n_layers, c->n_heads, c->head_dim, c->rope_dim, c->window,
                   c->ratio_csa, c->ratio_hca, c->idx_heads, c->idx_head_dim, c->idx_topk, c->n_experts,
-                  c->n_active, c->hc_mult, c->max_pos};
+                  c->n_active, c->hc_mult, c->max_pos, m->cache_official /* the numerics and the row layout */};
     h = fnv(h, dims, sizeof dims);
     h = fnv(h, c->attn_kind, (size_t)c->n_layers * sizeof c->attn_kind[0]);
     for (int i = 0; i < st_count(m->st); i++) {
@@ -191,8 +192,8 @@ void dsv4_model_memory(const dsv4_model *m, dsv4_memory_info *out)
 {
     double per_tok;
     uint64_t fixed;
-    config_state_size(&m->cfg, STATE_FP32, &per_tok, &fixed);
-    if (m->has_mtp) fixed += (uint64_t)m->cfg.window * (uint64_t)m->cfg.head_dim * sizeof(float); /* its SWA ring */
+    config_state_size(&m->cfg, m->cache_official ? STATE_OFFICIAL : STATE_FP32, &per_tok, &fixed);
+    if (m->has_mtp) fixed += (uint64_t)m->cfg.window * (uint64_t)m->layout.kv.bytes; /* its SWA ring */
     out->fixed_bytes = fixed;
     out->bytes_per_token = per_tok;
     tensor_source src = {m->st, m->gg};

@@ -39,6 +39,16 @@ typedef struct {
     dsv4_mat hc_head_fn, hc_head_base, hc_head_scale;
 } dsv4_mtp_w;
 
+/* The row formats of a session's state (state_layout.c): window-ring rows
+ * and main-compressor entries, indexer keys. */
+typedef struct {
+    dsv4_row_fmt kv, idx;
+} dsv4_state_layout;
+
+/* ROW_F32 rows (--cache exact), or the packed official ones: ROW_FP8 KV
+ * rows and entries, ROW_FP4 indexer keys. */
+dsv4_state_layout state_layout(const dsv4_config *c, int official);
+
 struct dsv4_model {
     dsv4_config cfg;
     st_archive *st;       /* the checkpoint's tensors: a safetensors archive, */
@@ -54,6 +64,7 @@ struct dsv4_model {
     int n_mtp_tensors;    /* MTP tensors recognized but not bound (deeper drafters, GGUF nextn blocks) */
     void *owned_image;    /* synthetic checkpoints: the in-memory safetensors or GGUF image */
     int cache_official;   /* 1: DSV4_CACHE_OFFICIAL numerics in the forward pass */
+    dsv4_state_layout layout; /* how its sessions store their rows: state_layout(cfg, cache_official) */
 };
 
 /* Random checkpoint image with the preset's real dimensions ("flash",
@@ -79,12 +90,16 @@ int model_n_hash(const dsv4_model *m);
 
 /* Bytes one decode step reads at context ctx: weights (all dense tensors,
  * `distinct_experts` routed experts per layer, one embedding row) and session
- * state (window, indexer keys, selected/all compressed entries). */
+ * state (window, indexer keys, selected/all compressed entries, as m->layout
+ * stores them). */
 void model_decode_traffic(const dsv4_model *m, int64_t ctx, double distinct_experts, uint64_t *weights,
                           uint64_t *state);
 
-/* Session-state bytes of a config per storage layout (state_size.c): the
- * growing part per token (averaged over the ratios) and the fixed part. */
+/* Session-state bytes of a config per storage layout (state_layout.c): the
+ * growing part per token (averaged over the ratios) and the fixed part of
+ * the main layers (an MTP layer adds one window ring). STATE_FP32 and
+ * STATE_OFFICIAL are what sessions hold (--cache exact, official); the
+ * others are other implementations' storage, for comparison. */
 enum { STATE_FP32, STATE_BF16, STATE_OFFICIAL, STATE_FLASHMLA, STATE_LAYOUTS };
 void config_state_size(const dsv4_config *c, int layout, double *per_token, uint64_t *fixed);
 

@@ -12,7 +12,7 @@ void model_decode_traffic(const dsv4_model *m, int64_t ctx, double distinct_expe
     dsv4_model *mm = (dsv4_model *)m; /* catalog_slot is shared with the binder; nothing is written */
     for (int i = 0; i < k_catalog_count; i++)
         if (k_catalog[i].where == CAT_TOP && k_catalog[i].per_step) w += mat_bytes(catalog_slot(mm, 0, &k_catalog[i]));
-    uint64_t s = 0;
+    uint64_t s = 0, kv = (uint64_t)m->layout.kv.bytes, ik = (uint64_t)m->layout.idx.bytes; /* per stored row */
     int64_t pos = ctx; /* the new token's position */
     for (int l = 0; l < c->n_layers; l++) {
         const dsv4_layer_w *lw = &m->layers[l];
@@ -20,13 +20,13 @@ void model_decode_traffic(const dsv4_model *m, int64_t ctx, double distinct_expe
             if (k_catalog[i].where != CAT_TOP && k_catalog[i].per_step) w += mat_bytes(catalog_slot(mm, l, &k_catalog[i]));
         w += (uint64_t)(distinct_experts * (double)(mat_bytes(&lw->w1[0]) + mat_bytes(&lw->w2[0]) + mat_bytes(&lw->w3[0])));
         int64_t win = pos + 1 < c->window ? pos + 1 : c->window;
-        s += (uint64_t)win * (uint64_t)c->head_dim * sizeof(float);
+        s += (uint64_t)win * kv;
         int r = config_ratio(c, l);
         if (c->attn_kind[l] == ATTN_CSA) {
             int64_t n = (pos + 1) / r, k = n < c->idx_topk ? n : c->idx_topk;
-            s += (uint64_t)n * (uint64_t)c->idx_head_dim * sizeof(float) + (uint64_t)k * (uint64_t)c->head_dim * sizeof(float);
+            s += (uint64_t)n * ik + (uint64_t)k * kv;
         } else if (c->attn_kind[l] == ATTN_HCA) {
-            s += (uint64_t)((pos + 1) / r) * (uint64_t)c->head_dim * sizeof(float);
+            s += (uint64_t)((pos + 1) / r) * kv;
         }
     }
     *weights = w;

@@ -19,15 +19,38 @@
 
 typedef struct dsv4_backend dsv4_backend;
 
+/* How the session state stores a row of `width` values: the window-ring
+ * rows and main-compressor entries (head_dim values), the indexer keys
+ * (idx_head_dim values). model/state_layout.c fills it, once, from the
+ * config and the cache mode; the ops store and read rows by these facts.
+ *   ROW_F32  width fp32 values (--cache exact)
+ *   ROW_FP8  the FlashMLA token layout (spec §6.2): values [0, n_fp8) as
+ *            e4m3 bytes from offset 0, values [n_fp8, width) (the rope
+ *            dims) as little-endian bf16 from rope_off, one UE8M0 scale per
+ *            64 e4m3 values (the last block may be partial) from scale_off,
+ *            zero bytes up to `bytes`
+ *   ROW_FP4  the values Hadamard-rotated (Sylvester order, ·width^-1/2),
+ *            as E2M1 codes two per byte (value 2i in the low nibble) from
+ *            offset 0, one UE8M0 scale per 32 values from scale_off
+ * Storing a row is the official rounding (ROW_FP8: kv_fp8_round with
+ * n_fp8; ROW_FP4: idx_fp4_round): reading it back gives exactly the fp32
+ * values those ops produce, and storing such a value row again gives the
+ * same values. Rows are `bytes` apart. */
+enum { ROW_F32, ROW_FP8, ROW_FP4 };
+typedef struct {
+    int kind, width, n_fp8, rope_off, scale_off, bytes;
+} dsv4_row_fmt;
+
 /* Compressor state of one layer (see engine/session.h for the lifetimes). */
 typedef struct {
     float *open_u, *open_g; /* [ratio][c·width]: rows of the open window, gates incl. ape */
     float *prev_u, *prev_g; /* overlap only, [ratio][width]: series-A half of the last closed window */
-    float *entries;         /* [capacity][width]: emitted entries, normed and roped */
+    uint8_t *entries;       /* [capacity] rows of dsv4_comp_params.fmt: emitted entries, normed and roped */
 } dsv4_comp_state;
 
 typedef struct {
-    int ratio, overlap, width, rope_dim;
+    int ratio, overlap, rope_dim;
+    dsv4_row_fmt fmt;       /* the entries' storage; fmt.width values per entry */
     const dsv4_mat *ape, *norm;
     const float *inv_freq;
     float eps;
@@ -99,31 +122,35 @@ typedef struct {
     void (*hc_head)(dsv4_backend *b, const float *X, int T, int hc, int D,
                     const dsv4_mat *fn, const dsv4_mat *base, const dsv4_mat *scale,
                     float hc_eps, float norm_eps, float *x);
-    /* Writes kv rows of positions pos0..pos0+T-1 into ring slots pos % window
-     * (only the last `window` rows matter). */
-    void (*ring_store)(dsv4_backend *b, float *ring, int window, int width,
+    /* Stores kv rows [T][f->width] of positions pos0..pos0+T-1 in format f
+     * into ring slots pos % window (only the last `window` rows matter;
+     * window >= T with pos0 = 0 stores rows 0..T-1 in order). */
+    void (*ring_store)(dsv4_backend *b, uint8_t *ring, int window, const dsv4_row_fmt *f,
                        const float *kv, int T, int64_t pos0);
     /* Feeds tokens pos0..pos0+T-1 (projections u, g [T][c·width], gates
      * without ape) into a compressor; each window that completes emits entry
-     * pos/ratio into st->entries (normed, roped at window·ratio). */
+     * pos/ratio into st->entries (normed, roped at window·ratio, stored in
+     * p->fmt). */
     void (*compress)(dsv4_backend *b, const float *u, const float *g, int T,
                      int64_t pos0, const dsv4_comp_params *p, dsv4_comp_state *st);
     /* Lightning indexer: for query t (position pos0+t) scores the visible
      * entries s < (pos+1)/ratio as Σ_h (ReLU(q[t][h]·keys[s])·score_scale)·(w[t][h]·w_scale) and
      * selects the top min(topk, visible) (ties: lower index), written in
-     * increasing index order to idx[t·topk ...], count n[t]. */
+     * increasing index order to idx[t·topk ...], count n[t]. q [T][heads]
+     * [kf->width] fp32; keys stored in format kf, read back one by one. */
     void (*indexer)(dsv4_backend *b, const float *q, const float *w, int T,
-                    int64_t pos0, int heads, int head_dim, const float *keys,
+                    int64_t pos0, int heads, const uint8_t *keys, const dsv4_row_fmt *kf,
                     int ratio, int topk, float score_scale, float w_scale,
                     int32_t *idx, int32_t *n);
     /* One softmax with sink per (query, head) over the window keys
-     * max(0,pos−window+1)..pos (positions ≥ pos0 come from kv [T][hd], older
-     * ones from the ring) plus compressed entries: the indexer's selection
-     * when sel_idx != NULL, else (ratio > 0) every entry w < (pos+1)/ratio.
-     * V = K. out [T][H][hd]. */
+     * max(0,pos−window+1)..pos (positions ≥ pos0 come from kv [T][hd] fp32,
+     * older ones from the ring) plus compressed entries: the indexer's
+     * selection when sel_idx != NULL, else (ratio > 0) every entry
+     * w < (pos+1)/ratio. Ring rows and entries are stored in format kf
+     * (kf->width == hd) and read back key by key. V = K. out [T][H][hd]. */
     void (*attention)(dsv4_backend *b, const float *q, int T, int64_t pos0,
-                      int H, int hd, int window, const float *ring, const float *kv,
-                      const float *entries, int ratio, const int32_t *sel_idx,
+                      int H, int hd, int window, const uint8_t *ring, const float *kv,
+                      const uint8_t *entries, const dsv4_row_fmt *kf, int ratio, const int32_t *sel_idx,
                       const int32_t *sel_n, int sel_cap, const dsv4_mat *sinks,
                       float scale, float *out);
     /* Routed experts (router, top-k or hash selection, clamped SwiGLU) plus
@@ -146,7 +173,11 @@ typedef struct {
      * the rest (the rope dims) are rounded to bf16.
      * idx_fp4_round: each row (width a power of two) is Hadamard-rotated
      * (Sylvester order, scaled by width^-1/2), then passes through FP4 E2M1
-     * in blocks of 32 with scale 2^ceil(log2(max(amax,6·2^-126)/6)). */
+     * in blocks of 32 with scale 2^ceil(log2(max(amax,6·2^-126)/6)).
+     * The forward rounds this step's KV rows (its attention reads them as
+     * fp32) and the indexer queries; the stored state rounds by storing
+     * (ROW_FP8, ROW_FP4 above). The backends that implement these
+     * implement the packed row formats too. */
     void (*kv_fp8_round)(dsv4_backend *b, float *x, int T, int width, int n_fp8);
     void (*idx_fp4_round)(dsv4_backend *b, float *x, int rows, int width);
     /* act_fp8_round: y = x (T rows of n values, y == x allowed) through FP8

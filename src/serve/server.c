@@ -164,6 +164,7 @@ static int load(server *S)
     dsv4_load_options lo = {0};
     lo.n_threads = o->threads;
     lo.device = o->device;
+    lo.cache = o->cache;
     if (o->synthetic) {
         if (!o->tokenizer) {
             fprintf(stderr, "dsv4 serve: --synthetic needs --tokenizer PATH\n");

@@ -40,6 +40,7 @@ typedef struct {
     uint64_t cache_bytes;
     int prefill_chunk;
     int spec_k;              /* --spec mtp:K: MTP drafts per step; 0: plain decoding */
+    dsv4_cache_mode cache;   /* --cache: the cache numerics (and state layout) */
     size_t max_body;         /* bytes */
     int max_prompt_tokens;
     int timeout_s;           /* idle connection timeout (slow clients) */

@@ -13,7 +13,7 @@
 #include "base/dtype.h"
 #include "base/error.h"
 #include "base/ggml_quant.h"
-#include "model/config.h"
+#include "model/model.h" /* state_layout */
 #include "ops/ops.h"
 
 static dsv4_backend *gpu;
@@ -226,7 +226,7 @@ static void bench_moe_fmt(int quant)
     else if (quant == 2) { s1 = weight_g(WF_Q8_0, I, D); s2 = weight_g(WF_Q8_0, D, I); s3 = weight_g(WF_Q8_0, I, D); }
     else { s1 = weight(I, D, 0.02f); s2 = weight(D, I, 0.02f); s3 = weight(I, D, 0.02f); }
     moe_ctx c;
-    c.p = (dsv4_moe_params){&gate, &bias, NULL, w1, w2, w3, &s1, &s2, &s3, E, K, I, SCORE_SQRTSOFTPLUS, 1.5f, 10.0f};
+    c.p = (dsv4_moe_params){&gate, &bias, NULL, w1, w2, w3, &s1, &s2, &s3, E, K, I, SCORE_SQRTSOFTPLUS, 1.5f, 10.0f, 0};
     c.x = dev_rand((size_t)8 * D, 1.0f);
     c.out = gpu->ops->alloc(gpu, (size_t)8 * D * 4);
     c.tok = gpu->ops->alloc(gpu, 8 * 4);
@@ -251,57 +251,105 @@ static void bench_moe(void)
     bench_moe_fmt(2);
 }
 
+/* Flash's state rows: kv (512 values, 64 rope) and indexer keys (128), fp32
+ * or as the official cache packs them. */
+static dsv4_state_layout flash_layout(int official)
+{
+    dsv4_config c;
+    memset(&c, 0, sizeof c);
+    c.head_dim = 512;
+    c.rope_dim = 64;
+    c.idx_head_dim = 128;
+    return state_layout(&c, official);
+}
+
+/* n random rows stored in format f by the GPU. */
+static uint8_t *dev_rows(const dsv4_row_fmt *f, int64_t n)
+{
+    float *x = dev_rand((size_t)n * f->width, 1.0f);
+    uint8_t *d = gpu->ops->alloc(gpu, (size_t)n * f->bytes);
+    gpu->ops->ring_store(gpu, d, (int)n, f, x, (int)n, 0);
+    gpu->ops->free(gpu, x);
+    return d;
+}
+
 /* ---- attention ---- */
-typedef struct { float *q, *ring, *kv, *ent, *out; int32_t *sel, *sn; dsv4_mat sinks; int64_t pos0; int ratio, use_sel; } att_ctx;
+typedef struct {
+    float *q, *kv, *out;
+    uint8_t *ring, *ent;
+    dsv4_row_fmt kf;
+    int32_t *sel, *sn;
+    dsv4_mat sinks;
+    int64_t pos0;
+    int ratio, use_sel;
+} att_ctx;
 static void att_body(void *p, int i)
 {
     (void)i;
     att_ctx *c = p;
-    gpu->ops->attention(gpu, c->q, 1, c->pos0, 64, 512, 128, c->ring, c->kv, c->ent, c->use_sel ? 0 : c->ratio,
+    gpu->ops->attention(gpu, c->q, 1, c->pos0, 64, 512, 128, c->ring, c->kv, c->ent, &c->kf, c->use_sel ? 0 : c->ratio,
                         c->use_sel ? c->sel : NULL, c->use_sel ? c->sn : NULL, 512, &c->sinks, 0.044f, c->out);
 }
 
-static void bench_attention(void)
+static void bench_attention_fmt(int official)
 {
     att_ctx c;
     int64_t n_ent = 32768;
-    c.q = dev_rand(64 * 512, 1.0f); c.ring = dev_rand(128 * 512, 1.0f); c.kv = dev_rand(512, 1.0f);
-    c.ent = dev_rand((size_t)n_ent * 512, 1.0f); c.out = gpu->ops->alloc(gpu, 64 * 512 * 4);
+    c.kf = flash_layout(official).kv;
+    double rb = c.kf.bytes;
+    const char *tag = official ? " (packed FP8)" : "";
+    char nm[96];
+    c.q = dev_rand(64 * 512, 1.0f); c.ring = dev_rows(&c.kf, 128); c.kv = dev_rand(512, 1.0f);
+    c.ent = dev_rows(&c.kf, n_ent); c.out = gpu->ops->alloc(gpu, 64 * 512 * 4);
     c.sinks = weight(1, 64, 1.0f);
     int32_t sel[512], sn = 512;
     for (int i = 0; i < 512; i++) sel[i] = i * 15;
     c.sel = gpu->ops->alloc(gpu, sizeof sel); c.sn = gpu->ops->alloc(gpu, 4);
     gpu->ops->upload(gpu, c.sel, sel, sizeof sel); gpu->ops->upload(gpu, c.sn, &sn, 4);
     c.pos0 = 32768; c.ratio = 4; c.use_sel = 1;
-    row("attention CSA 64x512, window 128 + top-512", time_calls(att_body, &c, 16), (128 + 512) * 512 * 4.0);
+    snprintf(nm, sizeof nm, "attention CSA 64x512, window 128 + top-512%s", tag);
+    row(nm, time_calls(att_body, &c, 16), (128 + 512) * rb);
     c.use_sel = 0; c.ratio = 128;
-    row("attention HCA 64x512, window 128 + 256 entries", time_calls(att_body, &c, 16), (128 + 256) * 512 * 4.0);
+    snprintf(nm, sizeof nm, "attention HCA 64x512, window 128 + 256 entries%s", tag);
+    row(nm, time_calls(att_body, &c, 16), (128 + 256) * rb);
     c.pos0 = 131072;
-    row("attention HCA at 128K: window + 1024 entries", time_calls(att_body, &c, 16), (128 + 1024) * 512 * 4.0);
+    snprintf(nm, sizeof nm, "attention HCA at 128K: window + 1024 entries%s", tag);
+    row(nm, time_calls(att_body, &c, 16), (128 + 1024) * rb);
     c.ratio = 0; c.pos0 = 32768;
-    row("attention SWA 64x512, window 128", time_calls(att_body, &c, 16), 128 * 512 * 4.0);
+    snprintf(nm, sizeof nm, "attention SWA 64x512, window 128%s", tag);
+    row(nm, time_calls(att_body, &c, 16), 128 * rb);
+}
+
+static void bench_attention(void)
+{
+    bench_attention_fmt(0);
+    bench_attention_fmt(1);
 }
 
 /* ---- indexer ---- */
-typedef struct { float *q, *w, *keys; int32_t *idx, *n; int64_t pos0; } idx_ctx;
+typedef struct { float *q, *w; uint8_t *keys; dsv4_row_fmt kf; int32_t *idx, *n; int64_t pos0; } idx_ctx;
 static void idx_body(void *p, int i)
 {
     (void)i;
     idx_ctx *c = p;
-    gpu->ops->indexer(gpu, c->q, c->w, 1, c->pos0, 64, 128, c->keys, 4, 512, 0.088f, 0.125f, c->idx, c->n);
+    gpu->ops->indexer(gpu, c->q, c->w, 1, c->pos0, 64, c->keys, &c->kf, 4, 512, 0.088f, 0.125f, c->idx, c->n);
 }
 
 static void bench_indexer(void)
 {
-    idx_ctx c;
-    c.q = dev_rand(64 * 128, 1.0f); c.w = dev_rand(64, 1.0f); c.keys = dev_rand((size_t)32768 * 128, 1.0f);
-    c.idx = gpu->ops->alloc(gpu, 512 * 4); c.n = gpu->ops->alloc(gpu, 4);
-    int64_t ps[] = {4096, 32768, 131068};
-    for (int i = 0; i < 3; i++) {
-        c.pos0 = ps[i];
-        char nm[96];
-        snprintf(nm, sizeof nm, "indexer 64x128 top-512 at pos %lld", (long long)ps[i]);
-        row(nm, time_calls(idx_body, &c, 16), (double)(ps[i] / 4) * 128 * 4);
+    for (int official = 0; official < 2; official++) {
+        idx_ctx c;
+        c.kf = flash_layout(official).idx;
+        c.q = dev_rand(64 * 128, 1.0f); c.w = dev_rand(64, 1.0f); c.keys = dev_rows(&c.kf, 32768);
+        c.idx = gpu->ops->alloc(gpu, 512 * 4); c.n = gpu->ops->alloc(gpu, 4);
+        int64_t ps[] = {4096, 32768, 131068};
+        for (int i = 0; i < 3; i++) {
+            c.pos0 = ps[i];
+            char nm[96];
+            snprintf(nm, sizeof nm, "indexer 64x128 top-512 at pos %lld%s", (long long)ps[i],
+                     official ? " (packed FP4)" : "");
+            row(nm, time_calls(idx_body, &c, 16), (double)(ps[i] / 4) * c.kf.bytes);
+        }
     }
 }
 

@@ -12,7 +12,8 @@
 #include "base/dtype.h"
 #include "base/error.h"
 #include "base/ggml_quant.h"
-#include "model/config.h"
+#include "cpu/cpu.h" /* cpu_row_store: the packed state rows' reference */
+#include "model/model.h" /* state_layout */
 #include "ops/ops.h"
 #include "test.h"
 
@@ -47,6 +48,36 @@ static void *devb(const void *h, size_t bytes)
     void *d = gpu->ops->alloc(gpu, bytes + 16);
     gpu->ops->upload(gpu, d, h, bytes);
     return d;
+}
+
+static uint8_t *backb(const void *d, size_t bytes)
+{
+    uint8_t *h = malloc(bytes + 1);
+    gpu->ops->download(gpu, h, d, bytes);
+    CHECKF(gpu->ops->sync(gpu) == DSV4_OK, "sync: %s", dsv4_last_error());
+    return h;
+}
+
+/* The session layout's format of rows of `width` values: ROW_F32, ROW_FP8
+ * (the last `rope` values bf16) or ROW_FP4. */
+static dsv4_row_fmt row_fmt(int kind, int width, int rope)
+{
+    dsv4_config c;
+    memset(&c, 0, sizeof c);
+    c.head_dim = c.idx_head_dim = width;
+    c.rope_dim = rope;
+    dsv4_state_layout L = state_layout(&c, kind != ROW_F32);
+    return kind == ROW_FP4 ? L.idx : L.kv;
+}
+
+/* n rows of x stored in format f by the CPU (calloc'd). */
+static uint8_t *packed(const dsv4_row_fmt *f, const float *x, int n)
+{
+    uint8_t *p = calloc((size_t)n * (size_t)f->bytes + 16, 1);
+    float *tmp = malloc((size_t)f->width * sizeof *tmp);
+    for (int i = 0; i < n; i++) cpu_row_store(f, x + (size_t)i * f->width, p + (size_t)i * f->bytes, tmp);
+    free(tmp);
+    return p;
 }
 
 static float *back(const float *d, size_t n)
@@ -417,19 +448,30 @@ static void test_embed_ring(void)
         free(gg); free(Xg);
         gpu->ops->free(gpu, dXg);
     }
-    /* ring: T below and above the window */
-    int W = 5, width = 8;
+    /* ring: T below and above the window, in every row format (the packed
+     * ones: the CPU's bytes, padding included) */
+    int W = 5;
     int Ts[] = {3, 12};
-    for (int i = 0; i < 2; i++) {
-        float *ring = rnd((size_t)W * width, 1.0f), *kv = rnd((size_t)Ts[i] * width, 1.0f);
-        float *dr = dev(ring, (size_t)W * width), *dk = dev(kv, (size_t)Ts[i] * width);
-        cpu->ops->ring_store(cpu, ring, W, width, kv, Ts[i], 13);
-        gpu->ops->ring_store(gpu, dr, W, width, dk, Ts[i], 13);
-        float *gr = back(dr, (size_t)W * width);
-        CHECK(!memcmp(gr, ring, (size_t)W * width * 4));
-        free(ring); free(kv); free(gr);
-        gpu->ops->free(gpu, dr); gpu->ops->free(gpu, dk);
-    }
+    dsv4_row_fmt fm[] = {row_fmt(ROW_F32, 8, 0), row_fmt(ROW_FP8, 96, 32), row_fmt(ROW_FP8, 512, 64),
+                         row_fmt(ROW_FP4, 128, 0), row_fmt(ROW_FP4, 32, 0)};
+    for (int fi = 0; fi < 5; fi++)
+        for (int i = 0; i < 2; i++) {
+            const dsv4_row_fmt *f = &fm[fi];
+            size_t rb = (size_t)W * f->bytes;
+            float *kv = rnd((size_t)Ts[i] * f->width, 1.0f);
+            for (int k = 0; k < Ts[i] * f->width; k += 7) kv[k] *= 1000.0f; /* blocks of very different scales */
+            for (int k = 3; k < Ts[i] * f->width; k += 11) kv[k] *= 1e-6f;
+            uint8_t *ring = calloc(rb, 1);
+            uint8_t *dr = devb(ring, rb);
+            float *dk = dev(kv, (size_t)Ts[i] * f->width);
+            cpu->ops->ring_store(cpu, ring, W, f, kv, Ts[i], 13);
+            gpu->ops->ring_store(gpu, dr, W, f, dk, Ts[i], 13);
+            uint8_t *gr = backb(dr, rb);
+            CHECKF(!memcmp(gr, ring, rb), "ring_store, format %d of %d values, T %d: bytes differ from the CPU",
+                   f->kind, f->width, Ts[i]);
+            free(ring); free(kv); free(gr);
+            gpu->ops->free(gpu, dr); gpu->ops->free(gpu, dk);
+        }
     gpu->ops->free(gpu, dt); gpu->ops->free(gpu, dX);
 }
 
@@ -479,96 +521,149 @@ static void test_hc(void)
     for (int wi = GG_FIRST; wi < N_WCASES; wi++) hc_case(4, &k_wcases[wi]); /* GGUF files may quantize hc_*_fn */
 }
 
-/* af: the position bias's format (NULL: F32) */
-static void compress_case(int ratio, int overlap, const wcase *af)
+/* One compressor's state on one backend (entries in `fmt`). */
+typedef struct { dsv4_comp_state st; dsv4_comp_params p; size_t nopen, nprev, nent; } comp_run;
+
+static comp_run comp_new(dsv4_backend *b, int ratio, int overlap, int rd, dsv4_row_fmt fmt, const dsv4_mat *ape,
+                         const dsv4_mat *norm, const float *f, int cap)
+{
+    comp_run r;
+    memset(&r, 0, sizeof r);
+    int d = fmt.width, cw = d * (overlap ? 2 : 1);
+    r.nopen = (size_t)ratio * cw * 4;
+    r.nprev = (size_t)ratio * d * 4;
+    r.nent = (size_t)cap * fmt.bytes;
+    r.st.open_u = b->ops->alloc(b, r.nopen);
+    r.st.open_g = b->ops->alloc(b, r.nopen);
+    r.st.prev_u = overlap ? b->ops->alloc(b, r.nprev) : NULL;
+    r.st.prev_g = overlap ? b->ops->alloc(b, r.nprev) : NULL;
+    r.st.entries = b->ops->alloc(b, r.nent);
+    r.p = (dsv4_comp_params){ratio, overlap, rd, fmt, ape, norm, f, 1e-6f};
+    return r;
+}
+
+static void comp_free(dsv4_backend *b, comp_run *r)
+{
+    b->ops->free(b, r->st.open_u); b->ops->free(b, r->st.open_g); b->ops->free(b, r->st.prev_u);
+    b->ops->free(b, r->st.prev_g); b->ops->free(b, r->st.entries);
+}
+
+/* af: the position bias's format (NULL: F32); kind: the entries' row
+ * format. The fp32 entries of the two backends agree to rounding; packed,
+ * each backend's entries are the CPU packer's bytes of its own fp32 ones
+ * (the same inputs fed to both formats). */
+static void compress_case(int ratio, int overlap, const wcase *af, int kind)
 {
     int d = 32, rd = 16, cw = d * (overlap ? 2 : 1), cap = 64;
     tmat ape = af ? mkw(af, ratio, cw, 0.5f) : mk(DT_F32, ratio, cw, 0.5f), norm = mk(DT_BF16, 1, d, 1.0f);
     float *f = rnd(rd / 2, 0.3f);
     for (int i = 0; i < rd / 2; i++) f[i] = fabsf(f[i]);
     float *df = dev(f, rd / 2);
-    dsv4_comp_state hs, ds;
-    size_t nopen = (size_t)ratio * cw, nprev = (size_t)ratio * d, nent = (size_t)cap * d;
-    hs.open_u = calloc(nopen, 4); hs.open_g = calloc(nopen, 4);
-    hs.prev_u = overlap ? calloc(nprev, 4) : NULL; hs.prev_g = overlap ? calloc(nprev, 4) : NULL;
-    hs.entries = calloc(nent, 4);
-    ds.open_u = gpu->ops->alloc(gpu, nopen * 4); ds.open_g = gpu->ops->alloc(gpu, nopen * 4);
-    ds.prev_u = overlap ? gpu->ops->alloc(gpu, nprev * 4) : NULL;
-    ds.prev_g = overlap ? gpu->ops->alloc(gpu, nprev * 4) : NULL;
-    ds.entries = gpu->ops->alloc(gpu, nent * 4);
-    dsv4_comp_params hp = {ratio, overlap, d, rd, &ape.h, &norm.h, f, 1e-6f};
-    dsv4_comp_params dp = {ratio, overlap, d, rd, &ape.d, &norm.d, df, 1e-6f};
+    dsv4_row_fmt f32 = row_fmt(ROW_F32, d, rd), pk = row_fmt(kind, d, rd);
+    comp_run h = comp_new(cpu, ratio, overlap, rd, f32, &ape.h, &norm.h, f, cap);
+    comp_run g = comp_new(gpu, ratio, overlap, rd, f32, &ape.d, &norm.d, df, cap);
+    comp_run hp = comp_new(cpu, ratio, overlap, rd, pk, &ape.h, &norm.h, f, cap);
+    comp_run gp = comp_new(gpu, ratio, overlap, rd, pk, &ape.d, &norm.d, df, cap);
     int chunks[] = {1, 3, 7, 1, 1, 20, 2, 9};
     int64_t pos = 0;
     for (int i = 0; i < 8; i++) {
         int T = chunks[i];
-        float *u = rnd((size_t)T * cw, 1.0f), *g = rnd((size_t)T * cw, 2.0f);
-        float *du = dev(u, (size_t)T * cw), *dg = dev(g, (size_t)T * cw);
-        cpu->ops->compress(cpu, u, g, T, pos, &hp, &hs);
-        gpu->ops->compress(gpu, du, dg, T, pos, &dp, &ds);
+        float *u = rnd((size_t)T * cw, 1.0f), *gg = rnd((size_t)T * cw, 2.0f);
+        float *du = dev(u, (size_t)T * cw), *dg = dev(gg, (size_t)T * cw);
+        cpu->ops->compress(cpu, u, gg, T, pos, &h.p, &h.st);
+        gpu->ops->compress(gpu, du, dg, T, pos, &g.p, &g.st);
+        if (kind != ROW_F32) {
+            cpu->ops->compress(cpu, u, gg, T, pos, &hp.p, &hp.st);
+            gpu->ops->compress(gpu, du, dg, T, pos, &gp.p, &gp.st);
+        }
         pos += T;
-        free(u); free(g);
+        free(u); free(gg);
         gpu->ops->free(gpu, du); gpu->ops->free(gpu, dg);
     }
-    float *ge = back(ds.entries, nent), *gu = back(ds.open_u, nopen), *gg = back(ds.open_g, nopen);
-    CLOSE(ge, hs.entries, (size_t)(pos / ratio) * d, 1e-5);
-    CHECK(!memcmp(gu, hs.open_u, nopen * 4));
-    CLOSE(gg, hs.open_g, nopen, 1e-6);
-    free(ge); free(gu); free(gg);
+    int n = (int)(pos / ratio);
+    float *ge = back((float *)g.st.entries, (size_t)n * d), *gu = back(g.st.open_u, g.nopen / 4);
+    float *go = back(g.st.open_g, g.nopen / 4);
+    CLOSE(ge, (float *)h.st.entries, (size_t)n * d, 1e-5);
+    CHECK(!memcmp(gu, h.st.open_u, g.nopen));
+    CLOSE(go, h.st.open_g, g.nopen / 4, 1e-6);
+    if (kind != ROW_F32) {
+        uint8_t *want_g = packed(&pk, ge, n), *want_h = packed(&pk, (float *)h.st.entries, n);
+        uint8_t *got_g = backb(gp.st.entries, (size_t)n * pk.bytes);
+        CHECKF(!memcmp(got_g, want_g, (size_t)n * pk.bytes), "compress: the GPU's packed entries (format %d)", kind);
+        CHECKF(!memcmp(hp.st.entries, want_h, (size_t)n * pk.bytes), "compress: the CPU's packed entries (format %d)",
+               kind);
+        free(want_g); free(want_h); free(got_g);
+    }
+    free(ge); free(gu); free(go);
     if (overlap) {
-        float *pu = back(ds.prev_u, nprev);
-        CHECK(!memcmp(pu, hs.prev_u, nprev * 4));
+        float *pu = back(g.st.prev_u, g.nprev / 4);
+        CHECK(!memcmp(pu, h.st.prev_u, g.nprev));
         free(pu);
     }
-    free(hs.open_u); free(hs.open_g); free(hs.prev_u); free(hs.prev_g); free(hs.entries); free(f);
-   
-    gpu->ops->free(gpu, ds.open_u); gpu->ops->free(gpu, ds.open_g); gpu->ops->free(gpu, ds.prev_u);
-    gpu->ops->free(gpu, ds.prev_g); gpu->ops->free(gpu, ds.entries); gpu->ops->free(gpu, df);
+    free(f);
+    comp_free(cpu, &h); comp_free(gpu, &g); comp_free(cpu, &hp); comp_free(gpu, &gp);
+    gpu->ops->free(gpu, df);
 }
 
 static void test_compress(void)
 {
-    compress_case(4, 1, NULL);
-    compress_case(16, 0, NULL);
-    compress_case(1, 0, NULL);
-    compress_case(4, 1, &k_wcases[GG_FIRST]); /* Q8_0 */
+    compress_case(4, 1, NULL, ROW_F32);
+    compress_case(16, 0, NULL, ROW_F32);
+    compress_case(1, 0, NULL, ROW_F32);
+    compress_case(4, 1, &k_wcases[GG_FIRST], ROW_F32); /* Q8_0 */
+    compress_case(4, 1, NULL, ROW_FP8);  /* CSA main compressor, official */
+    compress_case(16, 0, NULL, ROW_FP8); /* HCA, official */
+    compress_case(4, 1, NULL, ROW_FP4);  /* the indexer's keys, official */
 }
 
-static void indexer_case(int n_ent, int T, int64_t pos0, int ratio, int topk, int ties)
+/* kind: the keys' row format (ROW_F32, or ROW_FP4 as the official cache
+ * stores them) */
+static void indexer_case(int n_ent, int T, int64_t pos0, int ratio, int topk, int ties, int kind)
 {
     int H = 8, hd = 32;
-    float *q = rnd((size_t)T * H * hd, 1.0f), *w = rnd((size_t)T * H, 1.0f), *keys = rnd((size_t)n_ent * hd, 1.0f);
+    float *q = rnd((size_t)T * H * hd, 1.0f), *w = rnd((size_t)T * H, 1.0f), *kf = rnd((size_t)n_ent * hd, 1.0f);
     if (ties) /* every other key repeats key 0: equal scores, lower index wins */
-        for (int s = 2; s < n_ent; s += 2) memcpy(keys + (size_t)s * hd, keys, (size_t)hd * 4);
+        for (int s = 2; s < n_ent; s += 2) memcpy(kf + (size_t)s * hd, kf, (size_t)hd * 4);
+    dsv4_row_fmt fm = row_fmt(kind, hd, 0);
+    uint8_t *keys = packed(&fm, kf, n_ent);
     int32_t *idx = calloc((size_t)T * topk, 4), *n = calloc((size_t)T, 4);
-    cpu->ops->indexer(cpu, q, w, T, pos0, H, hd, keys, ratio, topk, 0.2f, 0.35f, idx, n);
-    float *dq = dev(q, (size_t)T * H * hd), *dw = dev(w, (size_t)T * H), *dk = dev(keys, (size_t)n_ent * hd);
+    cpu->ops->indexer(cpu, q, w, T, pos0, H, keys, &fm, ratio, topk, 0.2f, 0.35f, idx, n);
+    float *dq = dev(q, (size_t)T * H * hd), *dw = dev(w, (size_t)T * H);
+    uint8_t *dk = devb(keys, (size_t)n_ent * fm.bytes);
     int32_t *di = gpu->ops->alloc(gpu, (size_t)T * topk * 4), *dn = gpu->ops->alloc(gpu, (size_t)T * 4);
-    gpu->ops->indexer(gpu, dq, dw, T, pos0, H, hd, dk, ratio, topk, 0.2f, 0.35f, di, dn);
+    gpu->ops->indexer(gpu, dq, dw, T, pos0, H, dk, &fm, ratio, topk, 0.2f, 0.35f, di, dn);
     int32_t *gi = (int32_t *)back((float *)di, (size_t)T * topk), *gn = (int32_t *)back((float *)dn, (size_t)T);
     for (int t = 0; t < T; t++) {
         CHECKF(gn[t] == n[t], "query %d: count %d vs %d", t, gn[t], n[t]);
         CHECKF(!memcmp(gi + (size_t)t * topk, idx + (size_t)t * topk, (size_t)n[t] * 4),
-               "query %d: selection differs (n_ent %d topk %d ties %d)", t, n_ent, topk, ties);
+               "query %d: selection differs (n_ent %d topk %d ties %d format %d)", t, n_ent, topk, ties, kind);
     }
-    free(q); free(w); free(keys); free(idx); free(n); free(gi); free(gn);
+    free(q); free(w); free(kf); free(keys); free(idx); free(n); free(gi); free(gn);
     gpu->ops->free(gpu, dq); gpu->ops->free(gpu, dw); gpu->ops->free(gpu, dk);
     gpu->ops->free(gpu, di); gpu->ops->free(gpu, dn);
 }
 
 static void test_indexer(void)
 {
-    indexer_case(10, 3, 30, 4, 4, 0);      /* few entries: nvis <= topk for some */
-    indexer_case(300, 5, 1190, 4, 16, 0);  /* radix select */
-    indexer_case(300, 5, 1190, 4, 16, 1);  /* ties at the threshold */
-    indexer_case(5000, 2, 19990, 4, 512, 0);
+    static const int kinds[] = {ROW_F32, ROW_FP4};
+    for (int i = 0; i < 2; i++) {
+        int kind = kinds[i];
+        indexer_case(10, 3, 30, 4, 4, 0, kind);      /* few entries: nvis <= topk for some */
+        indexer_case(300, 5, 1190, 4, 16, 0, kind);  /* radix select */
+        indexer_case(300, 5, 1190, 4, 16, 1, kind);  /* ties at the threshold */
+        indexer_case(5000, 2, 19990, 4, 512, 0, kind);
+    }
 }
 
-static void attention_case(int T, int64_t pos0, int window, int ratio, int use_sel)
+/* kind: the ring's and the entries' row format (ROW_F32, or ROW_FP8 as the
+ * official cache stores them) */
+static void attention_case(int T, int64_t pos0, int window, int ratio, int use_sel, int kind)
 {
     int H = 4, hd = 64, n_ent = (int)((pos0 + T) / (ratio > 0 ? ratio : 4)) + 1, cap = 6;
+    dsv4_row_fmt fm = row_fmt(kind, hd, 16);
     float *q = rnd((size_t)T * H * hd, 1.0f), *kv = rnd((size_t)T * hd, 1.0f);
-    float *ring = rnd((size_t)window * hd, 1.0f), *ent = rnd((size_t)n_ent * hd, 1.0f);
+    float *rf = rnd((size_t)window * hd, 1.0f), *ef = rnd((size_t)n_ent * hd, 1.0f);
+    uint8_t *ring = packed(&fm, rf, window), *ent = packed(&fm, ef, n_ent);
     tmat sinks = mk(DT_F32, 1, H, 1.0f);
     int32_t *sel = calloc((size_t)T * cap, 4), *sn = calloc((size_t)T, 4);
     for (int t = 0; t < T; t++) {
@@ -577,28 +672,30 @@ static void attention_case(int T, int64_t pos0, int window, int ratio, int use_s
         for (int k = 0; k < sn[t]; k++) sel[t * cap + k] = (int32_t)((k * 7 + t) % (nvis ? nvis : 1));
     }
     float *out = calloc((size_t)T * H * hd, 4);
-    cpu->ops->attention(cpu, q, T, pos0, H, hd, window, ring, kv, ent, use_sel ? 0 : ratio, use_sel ? sel : NULL,
+    cpu->ops->attention(cpu, q, T, pos0, H, hd, window, ring, kv, ent, &fm, use_sel ? 0 : ratio, use_sel ? sel : NULL,
                         use_sel ? sn : NULL, cap, &sinks.h, 0.125f, out);
-    float *dq = dev(q, (size_t)T * H * hd), *dkv = dev(kv, (size_t)T * hd), *dr = dev(ring, (size_t)window * hd);
-    float *de = dev(ent, (size_t)n_ent * hd), *dout = dev(out, (size_t)T * H * hd);
+    float *dq = dev(q, (size_t)T * H * hd), *dkv = dev(kv, (size_t)T * hd), *dout = dev(out, (size_t)T * H * hd);
+    uint8_t *dr = devb(ring, (size_t)window * fm.bytes), *de = devb(ent, (size_t)n_ent * fm.bytes);
     int32_t *dsel = devb(sel, (size_t)T * cap * 4), *dsn = devb(sn, (size_t)T * 4);
-    gpu->ops->attention(gpu, dq, T, pos0, H, hd, window, dr, dkv, de, use_sel ? 0 : ratio, use_sel ? dsel : NULL,
-                        use_sel ? dsn : NULL, cap, &sinks.d, 0.125f, dout);
+    gpu->ops->attention(gpu, dq, T, pos0, H, hd, window, dr, dkv, de, &fm, use_sel ? 0 : ratio,
+                        use_sel ? dsel : NULL, use_sel ? dsn : NULL, cap, &sinks.d, 0.125f, dout);
     float *g = back(dout, (size_t)T * H * hd);
     CLOSE(g, out, (size_t)T * H * hd, 1e-5);
-    free(q); free(kv); free(ring); free(ent); free(sel); free(sn); free(out); free(g);
+    free(q); free(kv); free(rf); free(ef); free(ring); free(ent); free(sel); free(sn); free(out); free(g);
     gpu->ops->free(gpu, dq); gpu->ops->free(gpu, dkv); gpu->ops->free(gpu, dr); gpu->ops->free(gpu, de);
     gpu->ops->free(gpu, dout); gpu->ops->free(gpu, dsel); gpu->ops->free(gpu, dsn);
 }
 
 static void test_attention(void)
 {
-    attention_case(1, 0, 10, 0, 0);
-    attention_case(7, 3, 10, 0, 0);
-    attention_case(1, 50, 10, 0, 0);    /* ring + window */
-    attention_case(5, 300, 128, 16, 0); /* HCA: all entries */
-    attention_case(3, 40, 10, 0, 1);    /* CSA: selected entries */
-    attention_case(20, 8, 10, 4, 0);    /* T above the window */
+    for (int kind = ROW_F32; kind <= ROW_FP8; kind++) {
+        attention_case(1, 0, 10, 0, 0, kind);
+        attention_case(7, 3, 10, 0, 0, kind);
+        attention_case(1, 50, 10, 0, 0, kind);    /* ring + window */
+        attention_case(5, 300, 128, 16, 0, kind); /* HCA: all entries */
+        attention_case(3, 40, 10, 0, 1, kind);    /* CSA: selected entries */
+        attention_case(20, 8, 10, 4, 0, kind);    /* T above the window */
+    }
 }
 
 /* ew[3], sw[3]: the formats of the routed experts' and the shared expert's
@@ -781,8 +878,9 @@ static void test_cache_quant(void)
 static void test_graph_replay(void)
 {
     int T = 1, H = 2, hd = 32, rd = 8, W = 6;
+    dsv4_row_fmt fm = row_fmt(ROW_FP8, hd, rd); /* the packed ring: its kernel stages rows in shared memory */
     float *f = rnd(rd / 2, 0.5f), *df = dev(f, rd / 2);
-    float *ring_e = gpu->ops->alloc(gpu, (size_t)W * hd * 4), *ring_g = gpu->ops->alloc(gpu, (size_t)W * hd * 4);
+    uint8_t *ring_e = gpu->ops->alloc(gpu, (size_t)W * fm.bytes), *ring_g = gpu->ops->alloc(gpu, (size_t)W * fm.bytes);
     float *dx = gpu->ops->alloc(gpu, (size_t)H * hd * 4);
     float *host_out = malloc((size_t)H * hd * 4), *eager_out = malloc((size_t)H * hd * 4);
     for (int step = 0; step < 12; step++) {
@@ -790,22 +888,22 @@ static void test_graph_replay(void)
         /* eager */
         gpu->ops->upload(gpu, dx, x, (size_t)H * hd * 4);
         gpu->ops->rope(gpu, dx, T, H, hd, rd, step, 1, df, 0);
-        gpu->ops->ring_store(gpu, ring_e, W, hd, dx, T, step);
+        gpu->ops->ring_store(gpu, ring_e, W, &fm, dx, T, step);
         gpu->ops->download(gpu, eager_out, dx, (size_t)H * hd * 4);
         CHECK(gpu->ops->sync(gpu) == DSV4_OK);
         /* recorded */
         gpu->ops->step_begin(gpu, T);
         gpu->ops->upload(gpu, dx, x, (size_t)H * hd * 4);
         gpu->ops->rope(gpu, dx, T, H, hd, rd, step, 1, df, 0);
-        gpu->ops->ring_store(gpu, ring_g, W, hd, dx, T, step);
+        gpu->ops->ring_store(gpu, ring_g, W, &fm, dx, T, step);
         gpu->ops->download(gpu, host_out, dx, (size_t)H * hd * 4);
         gpu->ops->step_end(gpu);
         CHECK(gpu->ops->sync(gpu) == DSV4_OK);
         CHECKF(!memcmp(host_out, eager_out, (size_t)H * hd * 4), "step %d: graph output differs", step);
         free(x);
     }
-    float *re = back(ring_e, (size_t)W * hd), *rg = back(ring_g, (size_t)W * hd);
-    CHECK(!memcmp(re, rg, (size_t)W * hd * 4));
+    uint8_t *re = backb(ring_e, (size_t)W * fm.bytes), *rg = backb(ring_g, (size_t)W * fm.bytes);
+    CHECK(!memcmp(re, rg, (size_t)W * fm.bytes));
     free(re); free(rg); free(f); free(host_out); free(eager_out);
     gpu->ops->free(gpu, df); gpu->ops->free(gpu, ring_e); gpu->ops->free(gpu, ring_g); gpu->ops->free(gpu, dx);
 }

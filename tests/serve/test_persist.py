@@ -2,7 +2,9 @@
 of a load leaves only whole state files; a restarted server loads them and
 continues a stored conversation exactly as a fresh server computes it; files
 that are corrupt, truncated, of another format version or of another model
-are rejected with a log line and never loaded."""
+are rejected with a log line and never loaded. With --cache official the
+files hold the packed state (FP8 KV, FP4 indexer keys) and reload alike;
+they are another model's to a server in the exact mode."""
 import glob
 import os
 import shutil
@@ -30,8 +32,8 @@ def turn2(a1):
     return TURN1 + [{"role": "assistant", "content": a1}, {"role": "user", "content": "Another one?"}]
 
 
-def fresh_answer(msgs):
-    f = Server()
+def fresh_answer(msgs, *args):
+    f = Server(*args)
     try:
         r = client(f).chat.completions.create(model="x", messages=msgs, max_tokens=12, **G)
     finally:
@@ -164,7 +166,30 @@ def test_evicted_sessions_reload():
     s.stop()
 
 
+def test_official_state_reloads():
+    kv = os.path.join(tmp, "official")
+    a = Server("--kv-dir", kv, "--cache", "official")
+    r1 = client(a).chat.completions.create(model="x", messages=TURN1, max_tokens=12, **G)
+    a1 = r1.choices[0].message.content
+    a.stop()
+    b = Server("--kv-dir", kv, "--cache", "official")
+    r2 = client(b).chat.completions.create(model="x", messages=turn2(a1), max_tokens=12, **G)
+    m = b.metrics()
+    b.stop()
+    want = fresh_answer(turn2(a1), "--cache", "official")
+    check("persist_official_continues_exactly", r2.choices[0].message.content == want.choices[0].message.content
+          and r2.usage.prompt_tokens_details.cached_tokens > 0 and m["dsv4_kv_disk_loads_total"] >= 1,
+          "%r vs %r, cached %d" % (r2.choices[0].message.content, want.choices[0].message.content,
+                                   r2.usage.prompt_tokens_details.cached_tokens))
+    e = Server("--kv-dir", kv, "--cache", "exact")
+    log = e.read_log()
+    m = e.metrics()
+    e.stop()
+    check("persist_official_not_exact", "another model" in log and m["dsv4_kv_disk_rejects_total"] >= 1, log[-500:])
+
+
 try:
-    run_tests([test_kill_during_load_then_reload, test_bad_files_rejected, test_evicted_sessions_reload])
+    run_tests([test_kill_during_load_then_reload, test_bad_files_rejected, test_evicted_sessions_reload,
+               test_official_state_reloads])
 finally:
     shutil.rmtree(tmp, ignore_errors=True)

@@ -435,10 +435,6 @@ static void test_load(void)
     rmdir(dir);
 }
 
-/* Spec §6.2's table for Flash (21 CSA, 20 HCA): 6880 B/token in bf16,
- * 3850.25 B/token FlashMLA-style (584-byte FP8 entries + 132-byte FP8
- * indexer keys); the official FP4 indexer keys are 64 + 4 bytes; fp32 is
- * twice bf16. Window rings: 43·128·512·2 bytes in bf16. */
 /* config_to_gguf writes what config_from_gguf reads back (the synthetic
  * GGUF checkpoints rely on it): V4-Flash with its MTP block, as llama.cpp's
  * deepseek4 metadata; the CSA layers marked by an indexer tensor, the MTP
@@ -482,6 +478,12 @@ static void test_gguf_round_trip(void)
     free(img);
 }
 
+/* Spec §6.2's table for Flash (21 CSA, 20 HCA): 6880 B/token in bf16,
+ * 3850.25 B/token FlashMLA-style (584-byte FP8 entries + 132-byte FP8
+ * indexer keys); what official-mode sessions hold (the layout they allocate
+ * by, model/state_layout.c): the same entries and FP4 indexer keys of
+ * 64 + 4 bytes; exact-mode sessions: fp32, twice bf16. Window rings:
+ * 43·128·512·2 bytes in bf16. */
 static void test_flash_state_sizes(void)
 {
     static dsv4_config c;

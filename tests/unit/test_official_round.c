@@ -7,10 +7,17 @@
  * rows put values on e4m3 rounding midpoints (normal and subnormal), amax
  * on and just above 448·2^k, and blocks under the 1e-4 floor. Every value
  * must be bit-identical. The CUDA backend is held to these bits by
- * tests/cuda/test_cuda_ops.c. */
+ * tests/cuda/test_cuda_ops.c.
+ *
+ * The packed session rows (ROW_FP8, ROW_FP4) store what the roundings
+ * compute: a stored row reads back as exactly kv_fp8_round's (or
+ * idx_fp4_round's) values, storing those values again gives the same
+ * values, and the bytes sit where the layout (FlashMLA's, for Flash) says. */
 #include <stdint.h>
 #include <string.h>
 
+#include "cpu/cpu.h"
+#include "model/model.h"
 #include "ops/ops.h"
 #include "test.h"
 
@@ -62,10 +69,95 @@ static void test_vectors_bitwise(void)
     b->ops->destroy(b);
 }
 
+static dsv4_state_layout layout_of(int head_dim, int rope_dim, int idx_head_dim)
+{
+    dsv4_config c;
+    memset(&c, 0, sizeof c);
+    c.head_dim = head_dim;
+    c.rope_dim = rope_dim;
+    c.idx_head_dim = idx_head_dim;
+    return state_layout(&c, 1);
+}
+
+static void test_flash_row_layout(void)
+{
+    dsv4_state_layout L = layout_of(512, 64, 128);
+    CHECK(L.kv.kind == ROW_FP8 && L.kv.n_fp8 == 448 && L.kv.rope_off == 448 && L.kv.scale_off == 576 &&
+          L.kv.bytes == 584);
+    CHECK(L.idx.kind == ROW_FP4 && L.idx.scale_off == 64 && L.idx.bytes == 68);
+    L = layout_of(128, 32, 32); /* tiny-fp8-official: a partial FP8 block, padding */
+    CHECK(L.kv.n_fp8 == 96 && L.kv.scale_off == 160 && L.kv.bytes == 168 && L.idx.bytes == 17);
+}
+
+/* rows [n][f->width]: store, load back, compare with the rounding op's
+ * bits; then store the rounded values again: the same values. */
+static void check_rows(dsv4_backend *b, const dsv4_row_fmt *f, const float *x, int n)
+{
+    size_t w = (size_t)f->width;
+    float *want = malloc(n * w * sizeof *want), *got = malloc(w * sizeof *got), *tmp = malloc(w * sizeof *tmp);
+    uint8_t *row = malloc((size_t)f->bytes), *again = malloc((size_t)f->bytes);
+    memcpy(want, x, n * w * sizeof *want);
+    if (f->kind == ROW_FP8) b->ops->kv_fp8_round(b, want, n, f->width, f->n_fp8);
+    else b->ops->idx_fp4_round(b, want, n, f->width);
+    int bad = 0;
+    for (int r = 0; r < n && !bad; r++) {
+        cpu_row_store(f, x + r * w, row, tmp);
+        cpu_row_load(f, row, got);
+        bad += !!memcmp(got, want + r * w, w * sizeof *got);
+        CHECKF(!bad, "format %d, %zu values, row %d: the stored row reads back other values than the rounding", f->kind,
+               w, r);
+        if (f->kind == ROW_FP8) { /* FP4 is not idempotent: it rotates first */
+            cpu_row_store(f, got, again, tmp);
+            cpu_row_load(f, again, got);
+            bad += !!memcmp(got, want + r * w, w * sizeof *got);
+            CHECKF(!bad, "format %d row %d: storing the rounded values changes them", f->kind, r);
+        }
+    }
+    free(want); free(got); free(tmp); free(row); free(again);
+}
+
+static void test_packed_rows(void)
+{
+    dsv4_backend *b = cpu_backend_new(1, 1024);
+    CHECK(b != NULL);
+    if (!b) return;
+    /* the kv records of the vector file, then random rows of very different block scales */
+    size_t off = 0;
+    int n_kv = 0;
+    while (g_buf && off + 16 <= g_len) {
+        uint32_t h[4];
+        memcpy(h, g_buf + off, sizeof h);
+        off += sizeof h;
+        size_t n = (size_t)h[1] * h[2];
+        if (h[0] == 1 && off + 8 * n <= g_len) {
+            dsv4_row_fmt f = layout_of((int)h[2], (int)(h[2] - h[3]), 32).kv; /* h[3] e4m3 values, the rest bf16 */
+            check_rows(b, &f, (const float *)(g_buf + off), (int)h[1]);
+            n_kv++;
+        }
+        off += 8 * n;
+    }
+    CHECK(n_kv >= 3);
+    uint32_t r = 12345u;
+    float *x = malloc((size_t)16 * 512 * sizeof *x);
+    for (int i = 0; i < 16 * 512; i++) {
+        r = r * 1664525u + 1013904223u;
+        x[i] = ((float)(r >> 8) / 8388608.0f - 1.0f) * (i % 7 == 0 ? 1000.0f : i % 11 == 3 ? 1e-6f : 1.0f);
+    }
+    dsv4_state_layout L[] = {layout_of(512, 64, 128), layout_of(128, 32, 32), layout_of(64, 16, 1024)};
+    for (int k = 0; k < 3; k++) {
+        check_rows(b, &L[k].kv, x, 16 * 512 / L[k].kv.width);
+        check_rows(b, &L[k].idx, x, 16 * 512 / L[k].idx.width);
+    }
+    free(x);
+    b->ops->destroy(b);
+}
+
 int main(void)
 {
     g_buf = (uint8_t *)test_read_file("tests/data/official_round_vectors.bin", &g_len);
     RUN(test_vectors_bitwise);
+    RUN(test_flash_row_layout);
+    RUN(test_packed_rows);
     free(g_buf);
     return t_fail ? 1 : 0;
 }

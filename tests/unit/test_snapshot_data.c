@@ -3,21 +3,28 @@
  * back, restores a session that continues bit-identically; images of the
  * wrong length or position are refused; with an MTP head the image
  * carries the head's own position and window (read back the same way); the
- * model identity tells two checkpoints apart and is stable across loads. */
+ * model identity tells two checkpoints apart, and the two cache modes of
+ * one, and is stable across loads. All in both cache modes: the official
+ * one's images hold the packed rows, and a session's growing part costs
+ * exactly the packed bytes per token that dsv4 info reports. */
 #include <stdint.h>
 
 #include "dsv4.h"
+#include "model/model.h"
 #include "test.h"
 
 #define FX "tests/fixtures/tiny-mixed-f32"
 #define FX2 "tests/fixtures/tiny-chat"
 #define FX_MTP "tests/fixtures/tiny-mtp-f32"
 
+static dsv4_cache_mode g_cache; /* of the models load() makes */
+
 static dsv4_model *load(const char *dir)
 {
     dsv4_load_options o = {0};
     o.n_threads = 1;
     o.device = "cpu";
+    o.cache = g_cache;
     dsv4_model *m = NULL;
     if (dsv4_model_load(dir, &o, &m)) printf("load %s: %s\n", dir, dsv4_last_error());
     return m;
@@ -113,7 +120,7 @@ static void test_mtp_image(void)
     /* the MTP position lies after the main layers' regions: the last 8 bytes
      * before the MTP ring rows; out of range or inconsistent with the length */
     int64_t mp;
-    size_t at = len - (size_t)9 * 64 * sizeof(float) - sizeof mp; /* 9 ring rows of head_dim 64 */
+    size_t at = len - (size_t)9 * (size_t)m->layout.kv.bytes - sizeof mp; /* 9 ring rows */
     memcpy(&mp, copy + at, sizeof mp);
     CHECKF(mp == 14, "MTP position field at %zu reads %lld (head_dim or window of the fixture changed?)", at,
            (long long)mp);
@@ -138,12 +145,76 @@ static void test_mtp_image(void)
 static void test_identity(void)
 {
     dsv4_model *again = load(FX), *other = load(FX2);
-    CHECK(again && other);
-    if (!again || !other) return;
+    g_cache = DSV4_CACHE_OFFICIAL;
+    dsv4_model *official = load(FX);
+    g_cache = DSV4_CACHE_AUTO;
+    CHECK(again && other && official);
+    if (!again || !other || !official) return;
     CHECK(dsv4_model_identity(again) == dsv4_model_identity(g_m));
     CHECK(dsv4_model_identity(other) != dsv4_model_identity(g_m));
+    CHECK(dsv4_model_identity(official) != dsv4_model_identity(g_m)); /* other numerics, other layout */
     dsv4_model_free(again);
     dsv4_model_free(other);
+    dsv4_model_free(official);
+}
+
+/* Image bytes of a session of model m after n tokens. */
+static size_t image_len(dsv4_model *m, const int32_t *t, int n)
+{
+    dsv4_session *s = NULL;
+    dsv4_snapshot *sn = NULL;
+    size_t len = 0;
+    if (dsv4_session_new(m, &s) == DSV4_OK && dsv4_session_eval_last(s, t, n, NULL) == DSV4_OK &&
+        dsv4_session_snapshot(s, &sn) == DSV4_OK)
+        dsv4_snapshot_data(sn, &len);
+    dsv4_snapshot_free(sn);
+    dsv4_session_free(s);
+    return len;
+}
+
+/* What a real session stores per token is what the layout and dsv4 info
+ * say: between two positions where every window is closed (multiples of
+ * both ratios, past the window), the image grows by exactly
+ * bytes_per_token per token — the packed figure in the official mode
+ * (tiny-fp8-official: (168 + 17) / 4 + 168 / 128 B, FP8 rows of 128 values
+ * with 32 rope dims, FP4 keys of 32), 4 B a value in the exact one. */
+static void test_bytes_per_token(void)
+{
+    static const dsv4_cache_mode modes[] = {DSV4_CACHE_EXACT, DSV4_CACHE_OFFICIAL};
+    static const double want[] = {(4.0 * 128 + 4.0 * 32) / 4 + 4.0 * 128 / 128, (168.0 + 17) / 4 + 168.0 / 128};
+    for (int k = 0; k < 2; k++) {
+        g_cache = modes[k];
+        dsv4_model *m = load("tests/fixtures/tiny-fp8-official");
+        g_cache = DSV4_CACHE_AUTO;
+        CHECK(m != NULL);
+        if (!m) return;
+        CHECK(dsv4_model_cache_mode(m) == modes[k]);
+        dsv4_memory_info mi;
+        dsv4_model_memory(m, &mi);
+        CHECKF(mi.bytes_per_token == want[k], "mode %d: %g bytes per token, want %g", k, mi.bytes_per_token, want[k]);
+        int32_t t[384];
+        for (int i = 0; i < 384; i++) t[i] = (int32_t)((i * 37 + 11) % dsv4_model_vocab(m));
+        size_t a = image_len(m, t, 128), b = image_len(m, t, 384);
+        CHECKF(a && b && (double)(b - a) == 256 * mi.bytes_per_token,
+               "mode %d: the image grows by %zu bytes over 256 tokens, the layout says %g", k, b - a,
+               256 * mi.bytes_per_token);
+        dsv4_model_free(m);
+    }
+}
+
+static void test_official_round_trip(void)
+{
+    dsv4_model *exact = g_m;
+    g_cache = DSV4_CACHE_OFFICIAL;
+    g_m = load(FX);
+    CHECK(g_m && g_m->layout.kv.kind == ROW_FP8);
+    if (g_m) {
+        test_round_trip_continues_exactly();
+        test_mtp_image();
+        dsv4_model_free(g_m);
+    }
+    g_cache = DSV4_CACHE_AUTO;
+    g_m = exact;
 }
 
 int main(void)
@@ -153,6 +224,8 @@ int main(void)
     RUN(test_round_trip_continues_exactly);
     RUN(test_mtp_image);
     RUN(test_identity);
+    RUN(test_bytes_per_token);
+    RUN(test_official_round_trip);
     dsv4_model_free(g_m);
     TEST_MAIN_END();
 }

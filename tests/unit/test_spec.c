@@ -5,7 +5,8 @@
  * distribution (chi-square against the exact distribution); a veto or a
  * fault during a verify step leaves every lane as before or poisoned, and a
  * veto takes the samplers' draws back; prompts fed in parts and tokens
- * forced by the caller (spec_prefill, spec_force) change nothing either. */
+ * forced by the caller (spec_prefill, spec_force) change nothing either.
+ * The greedy, veto/fault and prefill cases run in both cache modes. */
 #include <stdint.h>
 
 #include "dsv4.h"
@@ -473,6 +474,15 @@ int main(void)
     RUN(test_sampling_distribution);
     RUN(test_prefill_and_force);
     RUN(test_veto_keeps_sampling);
+    dsv4_model_free(g_m);
+    /* again over packed state (FP8 KV rows and entries, FP4 indexer keys):
+     * rejected drafts roll the packed rows back by the same replay */
+    o.cache = DSV4_CACHE_OFFICIAL;
+    if (dsv4_model_load(FX, &o, &g_m)) { printf("FAIL test_spec: load (official): %s\n", dsv4_last_error()); return 1; }
+    RUN(test_greedy_identity_alone);
+    RUN(test_greedy_identity_cohort);
+    RUN(test_veto_and_fault_in_verify);
+    RUN(test_prefill_and_force);
     dsv4_model_free(g_m);
     TEST_MAIN_END();
 }

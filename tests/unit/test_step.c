@@ -3,7 +3,8 @@
  * decode mixed) and however its tokens are chunked; publishing the first j of
  * T tokens gives exactly the state of feeding only those j; vetoes, refused
  * acceptance and failed allocations change nothing, faults poison the step's
- * lanes — all with multi-token lanes. */
+ * lanes — all with multi-token lanes, in both cache modes (the official one
+ * stores its rows packed: FP8 KV and entries, FP4 indexer keys). */
 #include <stdint.h>
 
 #include "dsv4.h"
@@ -18,12 +19,14 @@
 
 static dsv4_model *g_m;
 static int V, HS;
+static dsv4_cache_mode g_cache; /* of the models load() makes */
 
 static dsv4_model *load(const char *dir)
 {
     dsv4_load_options o = {0};
     o.device = getenv("DSV4_TEST_DEVICE") ? getenv("DSV4_TEST_DEVICE") : "cpu";
     o.n_threads = 2;
+    o.cache = g_cache;
     dsv4_model *m = NULL;
     if (dsv4_model_load(dir, &o, &m)) { printf("load %s: %s\n", dir, dsv4_last_error()); return NULL; }
     return m;
@@ -87,6 +90,14 @@ static void chunking(const char *dir, int N)
 
 static void test_chunking_invariance(void) { chunking(FX, 700); }
 static void test_chunking_invariance_hca128(void) { chunking(FX_HCA, 600); }
+static void test_chunking_invariance_official(void)
+{
+    g_cache = DSV4_CACHE_OFFICIAL;
+    chunking(FX, 700);
+    chunking(FX_HCA, 600);
+    chunking("tests/fixtures/tiny-fp8-official", 400);
+    g_cache = DSV4_CACHE_AUTO;
+}
 
 /* Steps of L lanes (1..64), mixing prefill chunks and decode tokens at
  * different positions: every lane's logits (last or all rows), streams and
@@ -403,6 +414,20 @@ int main(void)
     RUN(test_fault_poisons_all_lanes_multi);
     RUN(test_long_lane_with_decodes);
     RUN(test_bad_lanes_refused);
+    dsv4_model_free(g_m);
+    /* the same transactions over packed state */
+    RUN(test_chunking_invariance_official);
+    g_cache = DSV4_CACHE_OFFICIAL;
+    use(load(FX));
+    if (!g_m) { printf("FAIL test_step: cannot load %s in the official cache mode\n", FX); return 1; }
+    CHECK(g_m->cache_official && g_m->layout.kv.kind == ROW_FP8 && g_m->layout.idx.kind == ROW_FP4);
+    RUN(test_lane_count_invariance);
+    RUN(test_partial_acceptance);
+    RUN(test_partial_acceptance_cohort);
+    RUN(test_veto_changes_nothing_multi);
+    RUN(test_alloc_failure_changes_nothing_multi);
+    RUN(test_fault_poisons_all_lanes_multi);
+    RUN(test_long_lane_with_decodes);
     dsv4_model_free(g_m);
     TEST_MAIN_END();
 }

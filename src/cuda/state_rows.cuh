@@ -1,0 +1,166 @@
+/* Packed session rows on the GPU (dsv4_row_fmt, ops.h): storing a row
+ * (block-cooperative, for ring_store and the compressor's entries) and
+ * reading single values back (in registers, for attention and the indexer).
+ * The CPU's cache_quant.c step for step: the same block maxima (order-free),
+ * the same power-of-two scales, the same round-to-nearest-even encoders
+ * written with exact operations (frexpf, rintf, integer bf16 rounding), so
+ * both backends store the same bytes and read back the same floats. */
+#ifndef DSV4_CUDA_STATE_ROWS_CUH
+#define DSV4_CUDA_STATE_ROWS_CUH
+#include "cuda/cuda_internal.cuh"
+
+/* The widest row a kernel stages in shared memory (48 KB of floats). */
+#define CU_ROW_MAX 12288
+
+/* 2^ceil(log2(v)) for v > 0 (pow2_ceil). */
+__device__ __forceinline__ float cq_pow2_ceil(float v)
+{
+    int e;
+    float m = frexpf(v, &e);
+    return ldexpf(1.0f, m == 0.5f ? e - 1 : e);
+}
+
+/* e8m0_to_f32: 2^(e-127); 0 is the subnormal 2^-127, 255 NaN. */
+__device__ __forceinline__ float sr_e8m0(uint8_t e)
+{
+    return e == 255 ? __uint_as_float(0x7fc00000u) : __uint_as_float(e ? (uint32_t)e << 23 : 0x00400000u);
+}
+
+/* The byte of a normal power-of-two scale: its biased exponent. */
+__device__ __forceinline__ uint8_t sr_e8m0_of(float s) { return (uint8_t)(__float_as_uint(s) >> 23); }
+
+/* e4m3_to_f32: bias 7, S.1111.111 NaN, subnormals m·2^-9. */
+__device__ __forceinline__ float sr_e4m3(uint8_t b)
+{
+    uint32_t s = (uint32_t)(b & 0x80) << 24, e = (b >> 3) & 15, m = b & 7;
+    if ((b & 0x7f) == 0x7f) return __uint_as_float(0x7fc00000u);
+    if (e) return __uint_as_float(s | ((e + 120) << 23) | (m << 20));
+    float f = (float)m * 0x1p-9f;
+    return s ? -f : f;
+}
+
+/* f32_to_e4m3: round to nearest even, 448 and beyond saturate. */
+__device__ __forceinline__ uint8_t sr_to_e4m3(float f)
+{
+    uint8_t s = signbit(f) ? 0x80 : 0;
+    float a = fabsf(f);
+    if (!(a < 464.0f)) return s | 0x7e;
+    if (a < 0x1p-6f) return s | (uint8_t)(int)rintf(a * 0x1p9f);
+    int e;
+    float m = frexpf(a, &e);
+    int q = (int)rintf(m * 16.0f);
+    if (q == 16) { q = 8; e++; }
+    return s | (uint8_t)(((e - 1 + 7) << 3) | (q - 8));
+}
+
+/* k_e2m1_values[c]: magnitudes 0, .5, 1, 1.5, 2, 3, 4, 6; bit 3 the sign. */
+__device__ __forceinline__ float sr_e2m1(int c)
+{
+    int m = c & 7;
+    float a = m < 4 ? 0.5f * (float)m : m == 7 ? 6.0f : (float)(m - 2);
+    return c & 8 ? -a : a;
+}
+
+/* f32_to_e2m1: ties go to the even code. */
+__device__ __forceinline__ int sr_to_e2m1(float f)
+{
+    const float mid[7] = {0.25f, 0.75f, 1.25f, 1.75f, 2.5f, 3.5f, 5.0f};
+    float a = fabsf(f);
+    int c = 0;
+#pragma unroll
+    for (int i = 0; i < 7; i++)
+        if (a > mid[i] || (a == mid[i] && (i & 1))) c = i + 1;
+    return (signbit(f) ? 8 : 0) | c;
+}
+
+/* f32_to_bf16 (round to nearest even, NaN kept quiet), in integers. */
+__device__ __forceinline__ uint16_t sr_to_bf16(float f)
+{
+    uint32_t u = __float_as_uint(f);
+    if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x40);
+    u += 0x7fffu + ((u >> 16) & 1);
+    return (uint16_t)(u >> 16);
+}
+
+/* Value c of a stored row. */
+__device__ __forceinline__ float sr_load(const dsv4_row_fmt &f, const uint8_t *row, int c)
+{
+    if (f.kind == ROW_F32) return ((const float *)row)[c];
+    if (f.kind == ROW_FP8) {
+        if (c < f.n_fp8) return sr_e4m3(row[c]) * sr_e8m0(row[f.scale_off + c / 64]);
+        const uint8_t *h = row + f.rope_off + 2 * (c - f.n_fp8);
+        return __uint_as_float((uint32_t)(h[0] | h[1] << 8) << 16);
+    }
+    return sr_e2m1((row[c / 2] >> (4 * (c & 1))) & 15) * sr_e8m0(row[f.scale_off + c / 32]);
+}
+
+/* Values c .. c+3 (c a multiple of 4; ROW_F32 rows then 16-byte aligned;
+ * ROW_FP4: two bytes and one scale). */
+__device__ __forceinline__ float4 sr_load4(const dsv4_row_fmt &f, const uint8_t *row, int c)
+{
+    if (f.kind == ROW_F32) return ((const float4 *)row)[c / 4];
+    if (f.kind == ROW_FP4) {
+        uint8_t b0 = row[c / 2], b1 = row[c / 2 + 1];
+        float s = sr_e8m0(row[f.scale_off + c / 32]);
+        return make_float4(sr_e2m1(b0 & 15) * s, sr_e2m1(b0 >> 4) * s, sr_e2m1(b1 & 15) * s, sr_e2m1(b1 >> 4) * s);
+    }
+    return make_float4(sr_load(f, row, c), sr_load(f, row, c + 1), sr_load(f, row, c + 2), sr_load(f, row, c + 3));
+}
+
+/* Stores the row x (f.width values in shared memory; ROW_FP4 rotates them
+ * in place) at dst in format f. Every thread of the block calls it; it
+ * ends with a barrier. */
+static __device__ void sr_store_block(const dsv4_row_fmt &f, float *x, uint8_t *dst)
+{
+    int w = f.width, tid = threadIdx.x, nt = blockDim.x, nb;
+    if (f.kind == ROW_F32) {
+        for (int c = tid; c < w; c += nt) ((float *)dst)[c] = x[c];
+        __syncthreads();
+        return;
+    }
+    if (f.kind == ROW_FP8) {
+        nb = (f.n_fp8 + 63) / 64;
+        for (int b = tid; b < nb; b += nt) {
+            int c0 = 64 * b, n = f.n_fp8 - c0 < 64 ? f.n_fp8 - c0 : 64;
+            float amax = 1e-4f;
+            for (int c = 0; c < n; c++) amax = fmaxf(amax, fabsf(x[c0 + c]));
+            float s = cq_pow2_ceil(amax / 448.0f), inv = 1.0f / s;
+            for (int c = 0; c < n; c++) dst[c0 + c] = sr_to_e4m3(x[c0 + c] * inv);
+            dst[f.scale_off + b] = sr_e8m0_of(s);
+        }
+        for (int c = f.n_fp8 + tid; c < w; c += nt) {
+            uint16_t h = sr_to_bf16(x[c]);
+            dst[f.rope_off + 2 * (c - f.n_fp8)] = (uint8_t)(h & 0xff);
+            dst[f.rope_off + 2 * (c - f.n_fp8) + 1] = (uint8_t)(h >> 8);
+        }
+    } else { /* ROW_FP4: Hadamard butterflies stage by stage, the scale, then blocks of 32 */
+        for (int h = 1; h < w; h *= 2) {
+            for (int p = tid; p < w / 2; p += nt) {
+                int j = (p / h) * 2 * h + p % h;
+                float x0 = x[j], x1 = x[j + h];
+                x[j] = x0 + x1;
+                x[j + h] = x0 - x1;
+            }
+            __syncthreads();
+        }
+        float sc = 1.0f / sqrtf((float)w);
+        for (int c = tid; c < w; c += nt) x[c] *= sc;
+        __syncthreads();
+        nb = (w + 31) / 32;
+        for (int b = tid; b < nb; b += nt) {
+            int c0 = 32 * b, n = w - c0 < 32 ? w - c0 : 32;
+            float amax = 6.0f * 0x1p-126f;
+            for (int c = 0; c < n; c++) amax = fmaxf(amax, fabsf(x[c0 + c]));
+            float s = cq_pow2_ceil(amax / 6.0f), inv = 1.0f / s;
+            for (int c = 0; c < n; c += 2) {
+                int lo = sr_to_e2m1(x[c0 + c] * inv), hi = c + 1 < n ? sr_to_e2m1(x[c0 + c + 1] * inv) : 0;
+                dst[(c0 + c) / 2] = (uint8_t)(lo | hi << 4);
+            }
+            dst[f.scale_off + b] = sr_e8m0_of(s);
+        }
+    }
+    for (int i = f.scale_off + nb + tid; i < f.bytes; i += nt) dst[i] = 0; /* padding */
+    __syncthreads();
+}
+
+#endif
