@@ -190,6 +190,8 @@ int dsv4_model_has_dspark(const dsv4_model *m);
  * streams after each DSpark target layer, concatenated (L · dim); 0 without
  * a DSpark drafter. */
 int dsv4_model_feature_size(const dsv4_model *m);
+/* Rows of a DSpark block = the most drafts one block gives (0 without one). */
+int dsv4_model_dspark_block(const dsv4_model *m);
 /* MTP rows the session has consumed: row i stands for position i and reads
  * token i + 1, so after the model consumed n tokens the MTP can take rows
  * up to n − 1 (the last one needs the token sampled from the model's last

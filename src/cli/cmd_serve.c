@@ -132,7 +132,7 @@ int cmd_serve(int argc, char **argv)
         case O_LAYERS: bad = num("layers", optarg, 1, 4096, &v); o.synth_layers = (int)v; break;
         case O_EXPERTS: bad = num("experts", optarg, 1, 1 << 16, &v); o.synth_experts = (int)v; break;
         case O_WEIGHTS: o.synth_weights = optarg; break;
-        case O_SPEC: bad = cli_parse_spec("serve", optarg, &o.spec_k) != 0; break;
+        case O_SPEC: bad = cli_parse_spec("serve", optarg, &o.spec_k, NULL) != 0; break;
         case O_HELP: usage(stdout); free(key_file_text); return 0;
         default: bad = 1;
         }

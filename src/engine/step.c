@@ -415,5 +415,6 @@ dsv4_status dsv4_decode_batch(dsv4_model *m, dsv4_session *const *sessions, cons
 int dsv4_model_hidden_size(const dsv4_model *m) { return m->cfg.hc_mult * m->cfg.dim; }
 int dsv4_model_has_mtp(const dsv4_model *m) { return m->has_mtp; }
 int dsv4_model_has_dspark(const dsv4_model *m) { return m->has_dspark; }
+int dsv4_model_dspark_block(const dsv4_model *m) { return m->has_dspark ? m->cfg.dspark_block : 0; }
 int dsv4_model_feature_size(const dsv4_model *m) { return m->has_dspark ? m->cfg.dspark_n_targets * m->cfg.dim : 0; }
 int64_t dsv4_session_mtp_pos(const dsv4_session *s) { return s->mtp_pos; }
