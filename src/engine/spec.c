@@ -319,8 +319,9 @@ static dsv4_status draft_round(dsv4_model *m, spec_lane *const *L, const int *k,
  * at the session's position over its context rings), then the Markov head
  * row by row, every lane's row i in one call: draft i+1 is drawn from block
  * row i's logits plus the bias of the token before it (next, then the
- * drafts so far, replacements included). Writes no state. */
-static dsv4_status dspark_draft(dsv4_model *m, spec_lane *const *L, const int *k, int n)
+ * drafts so far, replacements included); a lane whose confidence falls
+ * below its conf_min stops there (k[a] cut). Writes no state. */
+static dsv4_status dspark_draft(dsv4_model *m, spec_lane *const *L, int *k, int n)
 {
     int B = m->cfg.dspark_block, V = m->cfg.vocab, nl = 0, deepest = 0, who[DSV4_MAX_LANES];
     for (int a = 0; a < n; a++)
@@ -354,12 +355,17 @@ static dsv4_status dspark_draft(dsv4_model *m, spec_lane *const *L, const int *k
             row[nr] = j * B + i;
             of[nr++] = j;
         }
+        if (!nr) break; /* every lane's proposal ended */
         st = forward_dspark_markov(m, sc, prev, row, nr, bias, conf);
         for (int r = 0; r < nr && !st; r++) {
             spec_lane *l = L[who[of[r]]];
             float *lg = base + (size_t)row[r] * V, *q = l->q + (size_t)i * V;
             for (int v = 0; v < V; v++) lg[v] += bias[(size_t)r * V + v];
             l->conf[i] = conf[r];
+            if (conf[r] < l->conf_min) { /* not confident: the proposal is the drafts so far */
+                k[who[of[r]]] = i;
+                continue;
+            }
             if ((st = dist(l, lg, l->drafts, i, q))) break;
             int32_t d = pick(l, q);
             if (l->draft_fn) d = l->draft_fn(l->draft_user, l, i + 1, d);

@@ -60,6 +60,9 @@ struct spec_lane {
     void *draft_user;
     double force_accept;    /* benchmarks only (>= 0): keep each draft with this probability, whatever
                                the model says; the output is then not the model's */
+    float conf_min;         /* DSpark: the proposal ends before the first draft whose confidence is
+                               below this (0: never); decides how many drafts are verified, never
+                               which tokens come out */
     /* out of the last spec_feed / spec_step: the new tokens, in order (the
      * last one is `next`, not consumed yet) */
     int32_t out[SPEC_MAX_K + 1];

@@ -190,6 +190,32 @@ static void test_greedy_identity_alone(void)
         }
 }
 
+/* DSpark's confidence cut changes how many drafts are verified, not the
+ * output or the state: a threshold above 1 verifies none, one in between
+ * some (the fixture's confidences spread around 0.5). */
+static void test_confidence_cut(void)
+{
+    static const float cut[2] = {2.0f, 0.5f};
+    for (int c = 0; c < 2; c++) {
+        run r;
+        run_start(&r, 4, KMAX, 0);
+        r.sl.conf_min = cut[c];
+        while (r.n < NGEN) {
+            spec_lane *l = &r.sl;
+            dsv4_status st = spec_step(g_m, &l, 1, NULL);
+            CHECKF(st == DSV4_OK, "%s", dsv4_last_error());
+            if (st) break;
+            run_take(&r);
+        }
+        char what[64];
+        snprintf(what, sizeof what, "confidence cut %.1f", (double)cut[c]);
+        run_check(&r, what);
+        printf("  %s: %lld drafts verified in %lld steps\n", what, r.sl.n_drafted, r.sl.n_steps);
+        CHECK(c ? r.sl.n_drafted > 0 && r.sl.n_drafted < (long long)KMAX * r.sl.n_steps : r.sl.n_drafted == 0);
+        run_free(&r);
+    }
+}
+
 /* Four lanes with k = 1, 2, 3 (DSpark: 5), 0, their own prompts, one cohort step at a time. */
 static void test_greedy_identity_cohort(void)
 {
@@ -500,6 +526,7 @@ int main(void)
         RUN_ON(tag[f], test_sampling_distribution);
         RUN_ON(tag[f], test_prefill_and_force);
         RUN_ON(tag[f], test_veto_keeps_sampling);
+        if (dsv4_model_has_dspark(g_m)) RUN_ON(tag[f], test_confidence_cut);
         dsv4_model_free(g_m);
     }
     TEST_MAIN_END();
