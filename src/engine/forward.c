@@ -358,7 +358,7 @@ void forward_scratch_free(dsv4_model *m, fwd_scratch *sc)
 /* The one finiteness policy of every path (eval, batch, speculative): a NaN
  * or infinite logit, from corrupt weights or state, fails the step and names
  * where. A lane's out_rows rows are its last ones. */
-static dsv4_status check_finite(const dsv4_config *c, const fwd_lane *lanes, int n_lanes, int mtp)
+static dsv4_status check_finite(const dsv4_config *c, const fwd_lane *lanes, int n_lanes, const char *what)
 {
     for (int i = 0; i < n_lanes; i++) {
         const fwd_lane *ln = &lanes[i];
@@ -368,7 +368,7 @@ static dsv4_status check_finite(const dsv4_config *c, const fwd_lane *lanes, int
                 if (!isfinite(row[v])) {
                     int64_t pos = ln->pos0 + ln->T - ln->out_rows + r;
                     return dsv4_fail(DSV4_ERR_DEVICE, "lane %d, %sposition %lld: non-finite logit (%g) for token %d",
-                                     ln->id, mtp ? "mtp " : "", (long long)pos, (double)row[v], v);
+                                     ln->id, what, (long long)pos, (double)row[v], v);
                 }
         }
     }
@@ -531,10 +531,13 @@ static dsv4_status forward_run(dsv4_model *m, fwd_scratch *scp, const fwd_lane *
     const dsv4_ops *op = b->ops;
     int out_rows = 0;
     for (int i = 0; i < n_lanes; i++) out_rows += lanes[i].out_rows;
-    if (rows > scp->rows || out_rows > scp->out_rows || (kind != FWD_MAIN && scp->kind != kind))
+    if (rows > scp->rows || out_rows > scp->out_rows)
         return dsv4_fail(DSV4_ERR_ARG, "forward: %d rows exceed the scratch for %d", rows, scp->rows);
+    if (kind != FWD_MAIN && scp->kind != kind)
+        return dsv4_fail(DSV4_ERR_ARG, "forward: a scratch of kind %d for a forward of kind %d", scp->kind, kind);
     scratch sc = *scp;
     dsv4_status st;
+    const char *what = kind == FWD_MAIN ? "" : m->has_dspark ? "dspark " : "mtp "; /* in messages */
     feat_stage fs = {0};
     if (kind == FWD_MAIN && m->has_dspark) {
         size_t n = 0;
@@ -596,7 +599,6 @@ static dsv4_status forward_run(dsv4_model *m, fwd_scratch *scp, const fwd_lane *
         for (int i = 0; i < n_lanes && b->sticky_row >= 0; i++)
             if (b->sticky_row >= lanes[i].row0 && b->sticky_row < lanes[i].row0 + lanes[i].T) lane = i;
         char where[64] = "";
-        const char *what = kind == FWD_MAIN ? "" : m->has_dspark ? "dspark " : "mtp ";
         if (lane >= 0 && b->sticky_layer >= 0)
             snprintf(where, sizeof where, "lane %d, %slayer %d: ", lanes[lane].id, what, b->sticky_layer);
         else if (b->sticky_layer >= 0) snprintf(where, sizeof where, "%slayer %d: ", what, b->sticky_layer);
@@ -605,7 +607,7 @@ static dsv4_status forward_run(dsv4_model *m, fwd_scratch *scp, const fwd_lane *
     }
     if (!st && fs.buf) features_out(c, lanes, n_lanes, &fs);
     free(fs.buf);
-    if (!st) st = check_finite(c, lanes, n_lanes, kind != FWD_MAIN);
+    if (!st) st = check_finite(c, lanes, n_lanes, what);
     return st;
 }
 

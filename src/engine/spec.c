@@ -63,6 +63,7 @@ dsv4_status spec_lane_init(spec_lane *l, dsv4_session *s, int k, sampler *smp)
     l->row = malloc(V * sizeof *l->row);
     l->p = malloc(V * sizeof *l->p);
     l->chain = malloc((K + 1) * HS * sizeof *l->chain);
+    /* + 1: never an allocation of 0 bytes (no DSpark drafter) */
     l->vfeat = malloc((K + 1) * ((size_t)dsv4_model_feature_size(s->m) + 1) * sizeof *l->vfeat);
     if (!l->q || !l->vlog || !l->vhid || !l->dlog || !l->row || !l->p || !l->chain || !l->vfeat) {
         spec_lane_free(l);
