@@ -125,6 +125,20 @@ static dsv4_comp_params comp_params(const dsv4_model *m, int l, int indexer)
                               c->rope_dim, &cw->ape, &cw->norm, freq, (float)c->norm_eps};
 }
 
+/* Official numerics: the entries layer l's main compressor (or its
+ * indexer's) emitted while taking positions pos0 .. pos0+T-1, as the FP8
+ * cache (FP4 indexer keys) holds them. */
+static void round_emitted(dsv4_model *m, int l, dsv4_layer_state *ls, int64_t pos0, int T, int indexer)
+{
+    const dsv4_config *c = &m->cfg;
+    dsv4_backend *b = m->be;
+    int ratio = config_ratio(c, l);
+    int64_t e0 = pos0 / ratio, e1 = (pos0 + T) / ratio;
+    if (!m->cache_official || e1 <= e0) return;
+    if (indexer) b->ops->idx_fp4_round(b, ls->idx.entries + e0 * c->idx_head_dim, (int)(e1 - e0), c->idx_head_dim);
+    else b->ops->kv_fp8_round(b, ls->comp.entries + e0 * c->head_dim, (int)(e1 - e0), c->head_dim, c->head_dim - c->rope_dim);
+}
+
 /* The state-dependent part of attention for one lane: compressors, indexer,
  * attention over window + compressed keys, ring update. A logged lane keeps
  * copies of the rows those state writes consume. */
@@ -155,10 +169,7 @@ static void attend_lane(dsv4_model *m, int l, const fwd_lane *ln, scratch *sc)
             op->copy(b, lg.cg + (size_t)ln->t0 * cw, sc->g, (size_t)T * cw * f);
         }
         op->compress(b, sc->u, sc->g, T, pos0, &cp, &ls->comp);
-        if (m->cache_official) { /* the entries this chunk emitted */
-            int64_t e0 = pos0 / ratio, e1 = (pos0 + T) / ratio;
-            if (e1 > e0) op->kv_fp8_round(b, ls->comp.entries + e0 * hd, (int)(e1 - e0), hd, hd - rd);
-        }
+        round_emitted(m, l, ls, pos0, T, 0);
     }
     if (kind == ATTN_CSA) {
         int ih = c->idx_heads, ihd = c->idx_head_dim;
@@ -172,11 +183,8 @@ static void attend_lane(dsv4_model *m, int l, const fwd_lane *ln, scratch *sc)
         op->compress(b, sc->u, sc->g, T, pos0, &ip, &ls->idx);
         op->matmul(b, qr, c->q_lora, T, &w->idx_wq_b, sc->qi, (int64_t)ih * ihd);
         op->rope(b, sc->qi, T, ih, ihd, rd, pos0, 1, freq, 0);
-        if (m->cache_official) { /* keys emitted by this chunk, then the queries */
-            int64_t e0 = pos0 / ratio, e1 = (pos0 + T) / ratio;
-            if (e1 > e0) op->idx_fp4_round(b, ls->idx.entries + e0 * ihd, (int)(e1 - e0), ihd);
-            op->idx_fp4_round(b, sc->qi, T * ih, ihd);
-        }
+        round_emitted(m, l, ls, pos0, T, 1); /* keys emitted by this chunk, then the queries */
+        if (m->cache_official) op->idx_fp4_round(b, sc->qi, T * ih, ihd);
         op->matmul(b, xn, D, T, &w->idx_wproj, sc->wi, ih);
         /* head weights carry 1/sqrt(heads); scores carry 1/sqrt(head_dim) */
         op->indexer(b, sc->qi, sc->wi, T, pos0, ih, ihd, ls->idx.entries, ratio, c->idx_topk,
@@ -201,10 +209,12 @@ void forward_replay(dsv4_model *m, dsv4_session *s, int64_t pos0, const fwd_log 
         if (lg.cu) {
             dsv4_comp_params cp = comp_params(m, l, 0);
             b->ops->compress(b, lg.cu, lg.cg, n, pos0, &cp, &ls->comp);
+            round_emitted(m, l, ls, pos0, n, 0);
         }
         if (lg.iu) {
             dsv4_comp_params ip = comp_params(m, l, 1);
             b->ops->compress(b, lg.iu, lg.ig, n, pos0, &ip, &ls->idx);
+            round_emitted(m, l, ls, pos0, n, 1);
         }
         b->ops->ring_store(b, ls->ring, c->window, c->head_dim, lg.kv, n, pos0);
     }

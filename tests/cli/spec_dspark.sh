@@ -20,6 +20,13 @@ done
 if [ $ok = 1 ] && grep -q "^spec dspark:5: [0-9]* verify steps" $tmp/err; then pass dspark_ids_equal_plain
 else fail dspark_ids_equal_plain "$(head -c 300 $tmp/err)"; fi
 
+# official numerics: a rejected draft's emitted compressed entries are rolled
+# back and replayed rounded as the cache holds them
+plain=$(gen --cache official --tokens 3,1,4,1,5 -n 60 2>$tmp/err)
+got=$(gen --cache official --tokens 3,1,4,1,5 -n 60 --spec dspark 2>>$tmp/err)
+if [ -n "$plain" ] && [ "$got" = "$plain" ]; then pass dspark_official_equals_plain
+else fail dspark_official_equals_plain "$(head -c 300 $tmp/err)"; fi
+
 a=$(gen -p "hello world" -n 40 --temperature 0 --ignore-eos 2>$tmp/err | od -c)
 b=$(gen -p "hello world" -n 40 --temperature 0 --ignore-eos --spec dspark:2 2>>$tmp/err | od -c)
 if [ -n "$a" ] && [ "$a" = "$b" ]; then pass dspark_text_equals_plain
