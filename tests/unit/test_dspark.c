@@ -199,6 +199,32 @@ static void test_context_chunking_rollback_snapshot(void)
     dsv4_session_free(b);
 }
 
+/* A step longer than one forward (STEP_ROWS = 256 rows) returns the same
+ * features and writes the same context rows as short steps. */
+static void test_long_steps(void)
+{
+    enum { n = 300 };
+    int32_t t[n];
+    for (int i = 0; i < n; i++) t[i] = (int32_t)((i * 37 + 11) % V);
+    dsv4_session *a = fresh(), *b = fresh();
+    float *fa = model_features(a, t, n), *fb = malloc((size_t)n * F * sizeof *fb);
+    for (int i = 0; i < n; i += 100) {
+        float *f = model_features(b, t + i, 100);
+        if (f) memcpy(fb + (size_t)i * F, f, (size_t)100 * F * sizeof *f);
+        CHECK(f != NULL);
+        free(f);
+    }
+    CHECK(fa && !memcmp(fa, fb, (size_t)n * F * sizeof *fa));
+    CHECK(fa && context_rows(a, fa, t, n) == DSV4_OK);
+    for (int i = 0; i < n; i += 100) CHECK(context_rows(b, fb + (size_t)i * F, t + i, 100) == DSV4_OK);
+    size_t la, lb;
+    unsigned char *x = image(a, &la), *y = image(b, &lb);
+    CHECK(x && y && la == lb && !memcmp(x, y, la) && dsv4_session_mtp_pos(a) == n);
+    free(x); free(y); free(fa); free(fb);
+    dsv4_session_free(a);
+    dsv4_session_free(b);
+}
+
 /* A copy of the fixture with config.json replaced (or one tensor's name
  * changed in place): loading it must fail with one line naming the cause. */
 static int copy_file(const char *from, const char *to, const char *find, const char *repl)
@@ -271,6 +297,7 @@ int main(void)
     RUN(test_loads_drafter);
     RUN(test_dspark_matches_oracle);
     RUN(test_context_chunking_rollback_snapshot);
+    RUN(test_long_steps);
     if (test_tmpdir_make("/tmp/dsv4_dspark_") == 0) {
         RUN(test_bad_input);
         test_tmpdir_remove();
