@@ -1,9 +1,10 @@
 /* The DSpark drafter (docs/DSPARK.md) against the composed transformers
  * oracle (tools/oracle/dspark.py): the Markov-corrected logits of every row
  * of the block after every prefix within 1e-3, and the confidences; its
- * context rows are bit-identical however they are chunked, part of the
- * snapshot, and rolled back exactly on a partial publication; bad
- * checkpoints and configs give one-line errors. */
+ * context rows (and the features they read) are bit-identical however they
+ * are chunked, also past one forward's rows, part of the snapshot, and
+ * rolled back exactly on a partial publication; bad checkpoints and
+ * configs give one-line errors. */
 #include <stdint.h>
 #include <sys/stat.h>
 
