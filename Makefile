@@ -43,7 +43,8 @@ endif
 # Tests of loaders, parsers and weight-format decoders, and the allocation-failure
 # loops: CI runs these under ASan+UBSan too.
 PARSER_TESTS := $(filter %/test_safetensors %/test_gguf %/test_ggml_quant %/test_config %/test_tokenizer %/test_chat \
-                  %/test_dsml %/test_dsml_stream %/test_snapshot_data %/test_wformat %/test_faults %/test_error %/test_limits %/test_scheduler,$(TEST_BIN))
+                  %/test_dsml %/test_dsml_stream %/test_snapshot_data %/test_wformat %/test_faults %/test_error %/test_limits %/test_scheduler \
+                  %/test_dspark,$(TEST_BIN))
 
 .PHONY: all test test-parsers sanitized run clean deps deb-deps demo-fp8 demo-reference
 

@@ -150,14 +150,21 @@ struct dsv4_lane {
     float *hidden;
     dsv4_accept_fn accept;       /* NULL: publish every token */
     void *accept_user;
-    /* non-NULL: the lane runs the session's MTP head (spec §5.2) instead of
-     * the model, at its own position (dsv4_session_mtp_pos): row i reads
-     * mtp_in[i], the model's final streams ([hc_mult][dim], as `hidden`
-     * gives them) of the position the row stands for, and the embedding of
-     * tokens[i], the token after that position; logits and hidden are the
-     * MTP's (its hidden can be fed back to draft further) */
+    /* non-NULL: the lane runs the session's drafter instead of the model, at
+     * its own position (dsv4_session_mtp_pos). MTP head (spec §5.2): row i
+     * reads mtp_in[i], the model's final streams ([hc_mult][dim], as
+     * `hidden` gives them) of the position the row stands for, and the
+     * embedding of tokens[i], the token after that position; logits and
+     * hidden are the MTP's (its hidden can be fed back to draft further).
+     * DSpark drafter: row i is the context row of position mtp_pos + i,
+     * mtp_in[i] its features (as `features` gives them; tokens are not
+     * read); no logits, no hidden. */
     const float *mtp_in;
-    int n_published;             /* out: tokens (or MTP rows) the lane advanced by */
+    /* host, optional, model lanes of a model with a DSpark drafter: every
+     * row's target-layer features [n_tokens][dsv4_model_feature_size]: what
+     * its context rows read */
+    float *features;
+    int n_published;             /* out: tokens (or drafter rows) the lane advanced by */
 };
 
 /* Advance n_lanes distinct sessions (1..DSV4_MAX_LANES; a session may appear
@@ -177,10 +184,20 @@ dsv4_status dsv4_step(dsv4_model *m, dsv4_lane *lanes, int n_lanes, const dsv4_g
 int dsv4_model_hidden_size(const dsv4_model *m);
 /* 1 when the checkpoint has an MTP head (mtp.0.*). */
 int dsv4_model_has_mtp(const dsv4_model *m);
+/* 1 when it has a DSpark drafter (mtp.0 .. mtp.2 and config.json's dspark_*
+ * keys, docs/DSPARK.md). */
+int dsv4_model_has_dspark(const dsv4_model *m);
+/* Floats of one row of dsv4_lane.features: the mean over the residual
+ * streams after each DSpark target layer, concatenated (L · dim); 0 without
+ * a DSpark drafter. */
+int dsv4_model_feature_size(const dsv4_model *m);
+/* Rows of a DSpark block = the most drafts one block gives (0 without one). */
+int dsv4_model_dspark_block(const dsv4_model *m);
 /* MTP rows the session has consumed: row i stands for position i and reads
  * token i + 1, so after the model consumed n tokens the MTP can take rows
  * up to n − 1 (the last one needs the token sampled from the model's last
- * logits) — it drafts token i + 2. */
+ * logits) — it drafts token i + 2. With a DSpark drafter: the context rows
+ * consumed (row i: position i), at most the session's position. */
 int64_t dsv4_session_mtp_pos(const dsv4_session *s);
 
 /* Decode one token for each of n_lanes distinct sessions (1..DSV4_MAX_LANES,

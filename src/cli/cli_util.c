@@ -172,22 +172,38 @@ void cli_report(const char *cmd, const char *what)
     fprintf(stderr, "dsv4 %s: %s%s%s\n", cmd, what ? what : "", what ? ": " : "", dsv4_last_error());
 }
 
-int cli_parse_spec(const char *cmd, const char *arg, int *k)
+int cli_parse_spec(const char *cmd, const char *arg, int *k, int *dspark)
 {
-    if (!strcmp(arg, "mtp")) { *k = 1; return 0; }
-    char *end;
-    long v = 0;
-    if (!strncmp(arg, "mtp:", 4)) {
+    static const char *const kinds[2] = {"mtp", "dspark"};
+    for (int d = 0; d < (dspark ? 2 : 1); d++) {
+        size_t n = strlen(kinds[d]);
+        if (strncmp(arg, kinds[d], n) || (arg[n] && arg[n] != ':')) continue;
+        if (dspark) *dspark = d;
+        if (!arg[n]) { *k = d ? CLI_SPEC_BLOCK : 1; return 0; }
+        char *end;
         errno = 0;
-        v = strtol(arg + 4, &end, 10);
-        if (end != arg + 4 && !*end && !errno && v >= 1 && v <= SPEC_MAX_K) { *k = (int)v; return 0; }
+        long v = strtol(arg + n + 1, &end, 10);
+        if (end != arg + n + 1 && !*end && !errno && v >= 1 && v <= SPEC_MAX_K) { *k = (int)v; return 0; }
     }
-    fprintf(stderr, "dsv4 %s: --spec: '%s' is not mtp or mtp:K with K in 1..%d\n", cmd, arg, SPEC_MAX_K);
+    fprintf(stderr, "dsv4 %s: --spec: '%s' is not mtp or mtp:K%s with K in 1..%d\n", cmd, arg,
+            dspark ? ", dspark or dspark:K" : "", SPEC_MAX_K);
     return -1;
 }
 
-void cli_spec_stats(int k, long long steps, long long kept, long long drafted)
+int cli_spec_k(const char *cmd, const dsv4_model *m, int dspark, int k)
 {
-    fprintf(stderr, "spec mtp:%d: %lld verify steps, %lld of %lld drafts kept (%.1f%%)\n", k, steps, kept, drafted,
-            drafted ? 100.0 * (double)kept / (double)drafted : 0.0);
+    int has_dspark = dsv4_model_has_dspark(m), has_mtp = dsv4_model_has_mtp(m);
+    if (dspark != has_dspark && (has_dspark || has_mtp)) {
+        fprintf(stderr, "dsv4 %s: --spec %s: this checkpoint has %s\n", cmd, dspark ? "dspark" : "mtp",
+                has_dspark ? "a DSpark drafter, not an MTP head (--spec dspark)"
+                           : "an MTP head, not a DSpark drafter (--spec mtp)");
+        return -1;
+    }
+    return k == CLI_SPEC_BLOCK ? (has_dspark ? dsv4_model_dspark_block(m) : 1) : k;
+}
+
+void cli_spec_stats(int dspark, int k, long long steps, long long kept, long long drafted)
+{
+    fprintf(stderr, "spec %s:%d: %lld verify steps, %lld of %lld drafts kept (%.1f%%)\n", dspark ? "dspark" : "mtp",
+            k, steps, kept, drafted, drafted ? 100.0 * (double)kept / (double)drafted : 0.0);
 }

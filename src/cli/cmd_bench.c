@@ -247,7 +247,7 @@ int cmd_bench(int argc, char **argv)
         case 'l': lanes_arg = optarg; break;
         case 'W': weights = optarg; break;
         case 'C': cache = optarg; break;
-        case 'S': if (cli_parse_spec("bench", optarg, &spec)) return 2; break;
+        case 'S': if (cli_parse_spec("bench", optarg, &spec, NULL)) return 2; break;
         case 'A': if (cli_real("bench", "--accept", optarg, 0, 1, &accept)) return 2; break;
         case 'h': usage(stdout); return 0;
         default: usage(stderr); return 2;

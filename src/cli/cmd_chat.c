@@ -87,6 +87,7 @@ typedef struct {
     dsv4_snapshot *snap; /* state after held[0..snap_pos) */
     int snap_pos;
     int spec_k;          /* --spec: the lane feeds the session and drafts */
+    int spec_dspark;
     spec_lane sl;
 } chat;
 
@@ -187,7 +188,7 @@ static int hold(chat *c, const int32_t *ids, int n)
 static int spec_restart(chat *c)
 {
     spec_lane_free(&c->sl);
-    return textgen_spec_lane(&c->g, &c->sl, c->s, c->spec_k, c->smp);
+    return textgen_spec_lane(&c->g, &c->sl, c->s, c->spec_dspark, c->spec_k, c->smp);
 }
 
 static void forget(chat *c)
@@ -457,6 +458,7 @@ int cmd_chat(int argc, char **argv)
         return 2;
     }
     c.spec_k = a.spec_k;
+    c.spec_dspark = a.spec_dspark;
     int rc = 1, tty = isatty(0) && isatty(1);
     if (textgen_open(&c.g, "chat", model, &a)) { textgen_args_free(&a); return 1; }
     if (system) { /* checked now rather than at the first turn */

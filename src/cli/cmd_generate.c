@@ -15,7 +15,7 @@ static void usage(FILE *f)
 {
     fprintf(f,
             "usage: dsv4 generate --model DIR (--tokens 1,2,3 | --tokens-file F | --batch F) [-n N]\n"
-            "                     [--serial] [--step-deadline-ms MS] [--spec mtp[:K]] [--threads N]\n"
+            "                     [--serial] [--step-deadline-ms MS] [--spec mtp[:K]|dspark[:K]] [--threads N]\n"
             "       [--device cpu|cuda|auto]   (default auto: cuda when a GPU is usable)\n"
             CLI_CACHE_USAGE
             "Prefills the prompt, then decodes N tokens greedily (default 16) and prints\n"
@@ -27,7 +27,8 @@ static void usage(FILE *f)
             "advances) and generation stops with an error.\n"
             "--spec mtp[:K]: speculative decoding, the MTP head drafting K tokens per step\n"
             "(default 1), verified in one step (with --batch: all prompts' drafts together);\n"
-            "prints the same ids. Acceptance goes to stderr.\n");
+            "prints the same ids. Acceptance goes to stderr. --spec dspark[:K]: the same with\n"
+            "the DSpark drafter (K default: its block size).\n");
     generate_text_usage(f);
 }
 
@@ -127,7 +128,7 @@ static int generate_spec(dsv4_model *m, int **ids, const int *lens, int n, int n
         kept += l[i].n_kept;
         steps += l[i].n_steps;
     }
-    cli_spec_stats(k, steps, kept, drafted);
+    cli_spec_stats(dsv4_model_has_dspark(m), k, steps, kept, drafted);
     rc = 0;
 done:
     for (int i = 0; l && i < n; i++) spec_lane_free(&l[i]); /* calloc'd: unused lanes are empty */
@@ -239,7 +240,7 @@ int cmd_generate(int argc, char **argv)
         {"threads", required_argument, 0, 'j'}, {"device", required_argument, 0, 'd'},
         {"cache", required_argument, 0, 'c'}, {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
     const char *model = NULL, *tokens = NULL, *file = NULL, *batch = NULL, *device = NULL, *cache = NULL;
-    int n_gen = 16, threads = 0, serial = 0, spec = 0, c;
+    int n_gen = 16, threads = 0, serial = 0, spec = 0, dspark = 0, c;
     double deadline = 0;
     if (text_mode(argc, argv)) return cmd_generate_text(argc, argv);
     optind = 1;
@@ -250,7 +251,7 @@ int cmd_generate(int argc, char **argv)
         case 'f': file = optarg; break;
         case 'b': batch = optarg; break;
         case 'S': serial = 1; break;
-        case 's': if (cli_parse_spec("generate", optarg, &spec)) return 2; break;
+        case 's': if (cli_parse_spec("generate", optarg, &spec, &dspark)) return 2; break;
         case 'D': if (cli_real("generate", "--step-deadline-ms", optarg, 1e-9, 1e9, &deadline)) return 2; break;
         case 'n': if (cli_int32("generate", "-n", optarg, 0, INT_MAX, &n_gen)) return 2; break;
         case 'j': if (cli_int32("generate", "--threads", optarg, 0, CLI_MAX_THREADS, &threads)) return 2; break;
@@ -269,6 +270,10 @@ int cmd_generate(int argc, char **argv)
     if (batch ? read_batch(batch, max_pos, &prompts, &lens, &n) : cli_token_arg("generate", tokens, file, max_pos, &ids, &n))
         return 2;
     dsv4_model *m = cli_load_model("generate", model, threads, device, cache);
+    if (m && spec && (spec = cli_spec_k("generate", m, dspark, spec)) < 0) {
+        dsv4_model_free(m);
+        m = NULL;
+    }
     int rc = !m ? 1 : batch ? generate_batch(m, prompts, lens, n, n_gen, serial, deadline, spec)
                       : spec && n_gen > 0 ? generate_batch(m, &ids, &n, 1, n_gen, 0, 0, spec)
                                           : generate_one(m, ids, n, n_gen);

@@ -130,10 +130,10 @@ int cmd_generate_text(int argc, char **argv)
     int bad;
     if (a.spec_k) {
         spec_lane l;
-        if (textgen_spec_lane(&g, &l, s, a.spec_k, smp)) goto done;
+        if (textgen_spec_lane(&g, &l, s, a.spec_dspark, a.spec_k, smp)) goto done;
         if (spec_feed(&l, ids, (int)n)) { cli_report("generate", "prompt"); spec_lane_free(&l); goto done; }
         bad = textgen_run_spec(&g, &l, n_gen, stdout, NULL, &res);
-        cli_spec_stats(a.spec_k, l.n_steps, l.n_kept, l.n_drafted);
+        cli_spec_stats(a.spec_dspark, l.k, l.n_steps, l.n_kept, l.n_drafted);
         spec_lane_free(&l);
     } else {
         if (dsv4_session_eval_last(s, ids, (int)n, logits)) { cli_report("generate", "prompt"); goto done; }

@@ -188,7 +188,17 @@ int cmd_info(int argc, char **argv)
                                        : "none (the built-in V4 encoder renders chats)");
     }
     printf("mtp head:         %s\n", dsv4_model_has_mtp(m) ? "yes (mtp.0, speculative decoding with --spec mtp)" : "no");
-    printf("mtp tensors:      %d known, not bound (GGUF nextn blocks, MTP heads after mtp.0)\n", m->n_mtp_tensors);
+    if (dsv4_model_has_dspark(m)) {
+        const dsv4_config *c = &m->cfg;
+        printf("dspark drafter:   yes (%d stages mtp.0..mtp.%d, B=%d, target layers", m->n_draft, m->n_draft - 1,
+               c->dspark_block);
+        for (int i = 0; i < c->dspark_n_targets; i++) printf("%s%d", i ? "," : " ", c->dspark_targets[i]);
+        printf(", Markov rank %d; speculative decoding with --spec dspark)\n", c->dspark_rank);
+    } else {
+        printf("dspark drafter:   no\n");
+    }
+    printf("mtp tensors:      %d known, not bound (GGUF nextn blocks, MTP heads after mtp.0, a DSpark drafter "
+           "without its config keys)\n", m->n_mtp_tensors);
     printf("unknown tensors:  %d\n", dsv4_model_unknown_count(m));
     dsv4_model_free(m);
     return 0;

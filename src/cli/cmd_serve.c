@@ -28,6 +28,7 @@ static void usage(FILE *f)
             "                       per step and one verify step keeps those the model agrees with; greedy\n"
             "                       output is unchanged, sampled output has the same distribution; at most\n"
             "                       %d sessions (each is two lanes of a step)\n"
+            "  --spec dspark[:K]    the same with the checkpoint's DSpark drafter (K default: its block size)\n"
             "  --max-body BYTES     request body limit (default 4194304)\n"
             "  --max-depth N --max-messages N --max-prompt-tokens N --max-tokens N --max-stops N\n"
             "                       request limits (defaults 64, 1024, the context, 4096, 16)\n"
@@ -134,7 +135,7 @@ int cmd_serve(int argc, char **argv)
         case O_LAYERS: bad = num("layers", optarg, 1, 4096, &v); o.synth_layers = (int)v; break;
         case O_EXPERTS: bad = num("experts", optarg, 1, 1 << 16, &v); o.synth_experts = (int)v; break;
         case O_WEIGHTS: o.synth_weights = optarg; break;
-        case O_SPEC: bad = cli_parse_spec("serve", optarg, &o.spec_k) != 0; break;
+        case O_SPEC: bad = cli_parse_spec("serve", optarg, &o.spec_k, &o.spec_dspark) != 0; break;
         case O_CACHE_MODE: bad = cli_cache_arg("serve", optarg, &o.cache) != 0; break;
         case O_HELP: usage(stdout); free(key_file_text); return 0;
         default: bad = 1;

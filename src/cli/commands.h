@@ -78,9 +78,16 @@ int cli_model_context(const char *cmd, const char *dir);
  * max_pos of them. */
 int cli_token_arg(const char *cmd, const char *tokens, const char *file, int max_pos, int **ids, int *n);
 /* --spec mtp[:K]: speculative decoding with K drafts per step (default 1,
- * the MTP head's trained depth). 0, or -1 with a message. */
-int cli_parse_spec(const char *cmd, const char *arg, int *k);
+ * the MTP head's trained depth); dspark[:K] (dspark non-NULL: the command
+ * takes it) with the DSpark drafter, K default CLI_SPEC_BLOCK (as many as
+ * its block drafts). 0, or -1 with a message. */
+#define CLI_SPEC_BLOCK (-1)
+int cli_parse_spec(const char *cmd, const char *arg, int *k, int *dspark);
+/* The drafts per step --spec asks of model m: k, or the DSpark block's for
+ * CLI_SPEC_BLOCK; -1 with a message when the drafter named is not the
+ * checkpoint's (a checkpoint without any is left to spec_lane_init). */
+int cli_spec_k(const char *cmd, const dsv4_model *m, int dspark, int k);
 /* The --spec statistics line on stderr (verify steps, drafts kept). */
-void cli_spec_stats(int k, long long steps, long long kept, long long drafted);
+void cli_spec_stats(int dspark, int k, long long steps, long long kept, long long drafted);
 
 #endif

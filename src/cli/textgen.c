@@ -84,7 +84,7 @@ int textgen_option(const char *cmd, textgen_args *a, int c, const char *arg)
     case TG_THREADS: return cli_int32(cmd, "--threads", arg, 0, CLI_MAX_THREADS, &a->threads) ? -1 : 1;
     case TG_DEVICE: a->device = arg; return 1;
     case TG_CACHE: a->cache = arg; return 1;
-    case TG_SPEC: return cli_parse_spec(cmd, arg, &a->spec_k) ? -1 : 1;
+    case TG_SPEC: return cli_parse_spec(cmd, arg, &a->spec_k, &a->spec_dspark) ? -1 : 1;
     default: return 0;
     }
 }
@@ -108,6 +108,8 @@ void textgen_usage(FILE *f)
             "  --spec mtp[:K]       speculative decoding: the checkpoint's MTP head drafts K tokens\n"
             "                       (default 1), one step verifies them; same output as without\n"
             "                       (greedy: identical; sampling: the same distribution)\n"
+            "  --spec dspark[:K]    the same with the checkpoint's DSpark drafter: one block drafts\n"
+            "                       K tokens (default: its block size, dspark_block_size)\n"
             "  --threads N --device cpu|cuda|auto --cache exact|official|auto\n");
 }
 
@@ -358,8 +360,10 @@ int textgen_run(const textgen *g, dsv4_session *s, sampler *smp, float *logits, 
     return rc;
 }
 
-int textgen_spec_lane(const textgen *g, spec_lane *l, dsv4_session *s, int k, sampler *smp)
+int textgen_spec_lane(const textgen *g, spec_lane *l, dsv4_session *s, int dspark, int k, sampler *smp)
 {
+    memset(l, 0, sizeof *l);
+    if ((k = cli_spec_k(g->cmd, g->model, dspark, k)) < 0) return -1;
     if (spec_lane_init(l, s, k, smp)) { cli_report(g->cmd, "--spec"); return -1; }
     l->mask = g->masked;
     l->n_mask = g->n_masked;

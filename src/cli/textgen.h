@@ -47,7 +47,8 @@ typedef struct {
     int threads;
     const char *device;
     const char *cache;  /* --cache exact|official|auto */
-    int spec_k;         /* --spec mtp[:K]: drafts per step; 0 = off */
+    int spec_k;         /* --spec mtp[:K] / dspark[:K]: drafts per step (CLI_SPEC_BLOCK: the block's); 0 = off */
+    int spec_dspark;    /* 1: --spec dspark */
 } textgen_args;
 
 void textgen_args_init(textgen_args *a);
@@ -117,8 +118,10 @@ int textgen_run(const textgen *g, dsv4_session *s, sampler *smp, float *logits, 
  * same as textgen_run's; sampled output has the same distribution. */
 int textgen_run_spec(const textgen *g, spec_lane *l, int max_tokens, FILE *out, volatile sig_atomic_t *cancel,
                      textgen_result *r);
-/* A spec lane on s with --spec's k, the sampler, and g's mask and stop ids. */
-int textgen_spec_lane(const textgen *g, spec_lane *l, dsv4_session *s, int k, sampler *smp);
+/* A spec lane on s with --spec's drafter and k (CLI_SPEC_BLOCK: the DSpark
+ * block's), the sampler, and g's mask and stop ids; the drafter named must
+ * be the checkpoint's. */
+int textgen_spec_lane(const textgen *g, spec_lane *l, dsv4_session *s, int dspark, int k, sampler *smp);
 void textgen_result_free(textgen_result *r);
 
 #endif

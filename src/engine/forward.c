@@ -24,38 +24,51 @@ struct fwd_scratch {
     /* MTP scratch only: the main model's streams as read, and the constants
      * that make hc_post add e_proj·e to every stream (post = 1, comb = I) */
     float *Xin, *ones, *eye;
+    /* DSpark context rows: the target features as read [rows][L·D] */
+    float *feat;
+    /* DSpark block: each lane's keys (its stage ring, then its block rows:
+     * [window + T][head_dim] at row0 + lane·window), the Markov rows e
+     * [rows][R], the confidence inputs [h, e] [rows][D + R] and logits [rows] */
+    float *keys, *me, *mcat, *mconf;
     void *block;
-    int rows, out_rows;
+    int rows, out_rows, kind;
 };
 typedef fwd_scratch scratch;
 
-static dsv4_status scratch_alloc(dsv4_backend *b, scratch *sc, const dsv4_config *c, int rows, int out_rows, int mtp)
+static dsv4_status scratch_alloc(dsv4_backend *b, scratch *sc, const dsv4_model *m, int rows, int out_rows, int kind)
 {
+    const dsv4_config *c = &m->cfg;
     sc->rows = rows;
     sc->out_rows = out_rows;
+    sc->kind = kind;
+    int mtp = kind == FWD_DRAFTER && m->has_mtp, ctx = kind == FWD_DRAFTER && m->has_dspark, blk = kind == FWD_BLOCK;
     size_t hc = (size_t)c->hc_mult, D = (size_t)c->dim, H = (size_t)c->n_heads, hd = (size_t)c->head_dim;
     size_t ih = (size_t)c->idx_heads, ihd = (size_t)c->idx_head_dim, k = (size_t)c->idx_topk;
     size_t cw = 2 * (hd > ihd ? hd : ihd), z = (size_t)c->o_groups * (size_t)c->o_lora, R = (size_t)rows;
+    size_t W = (size_t)c->window, F = (size_t)c->dspark_n_targets * D, MR = (size_t)c->dspark_rank;
+    size_t sel = blk && W + (size_t)c->dspark_block > k ? W + (size_t)c->dspark_block : k; /* block: W + B - 1 keys */
     size_t sizes[] = {hc * D * R, D * R, D * R, hc * R, hc * hc * R, (size_t)c->q_lora * R, H * hd * R, hd * R,
                       H * hd * R, z * R, D * R, cw * R, cw * R, ih * ihd * R, ih * R, D * R,
-                      (size_t)c->vocab * (size_t)out_rows, R, k * R, R,
-                      mtp ? hc * D * R : 0, mtp ? hc * R : 0, mtp ? hc * hc * R : 0, D * R};
+                      (size_t)c->vocab * (size_t)out_rows, R, sel * R, R,
+                      mtp ? hc * D * R : 0, mtp ? hc * R : 0, mtp ? hc * hc * R : 0, D * R,
+                      ctx ? F * R : 0, blk ? (W + 1) * hd * R : 0, blk ? MR * R : 0, blk ? (D + MR) * R : 0,
+                      blk ? R : 0};
     void **slots[] = {(void **)&sc->X, (void **)&sc->x, (void **)&sc->xn, (void **)&sc->post, (void **)&sc->comb,
                       (void **)&sc->qr, (void **)&sc->q, (void **)&sc->kv, (void **)&sc->o, (void **)&sc->z,
                       (void **)&sc->a, (void **)&sc->u, (void **)&sc->g, (void **)&sc->qi, (void **)&sc->wi,
                       (void **)&sc->y, (void **)&sc->logits, (void **)&sc->tok, (void **)&sc->sel_idx,
                       (void **)&sc->sel_n, (void **)&sc->Xin, (void **)&sc->ones, (void **)&sc->eye,
-                      (void **)&sc->xq};
+                      (void **)&sc->xq, (void **)&sc->feat, (void **)&sc->keys, (void **)&sc->me,
+                      (void **)&sc->mcat, (void **)&sc->mconf};
     size_t n = sizeof sizes / sizeof sizes[0], total = 0;
     for (size_t i = 0; i < n; i++) total += (sizes[i] + 63) & ~(size_t)63; /* 256-byte aligned slots */
     sc->block = b->ops->alloc(b, total * 4);
     if (!sc->block) return dsv4_fail(DSV4_ERR_NOMEM, "out of memory for the activations of %d rows", rows);
     char *p = sc->block;
     for (size_t i = 0; i < n; i++) {
-        *slots[i] = p;
+        *slots[i] = sizes[i] ? (void *)p : NULL;
         p += ((sizes[i] + 63) & ~(size_t)63) * 4;
     }
-    if (!mtp) sc->Xin = sc->ones = sc->eye = NULL;
     if (mtp) {
         float *h = malloc(hc * hc * R * sizeof *h);
         if (!h) { b->ops->free(b, sc->block); return dsv4_fail(DSV4_ERR_NOMEM, "out of memory"); }
@@ -189,7 +202,66 @@ void forward_replay(dsv4_model *m, dsv4_session *s, int64_t pos0, const fwd_log 
     }
 }
 
-static void attention_block(dsv4_model *m, int l, const fwd_lane *lanes, int n_lanes, int rows, scratch *sc)
+/* A DSpark block's attention for one lane (docs/DSPARK.md §4.2): its B rows
+ * at positions pos0.. (pos0 = the context rows consumed) each see the
+ * stage's min(pos0, window) context keys and all B block rows, one softmax
+ * with the sink. The attention op's window of 1 gives each row its own key;
+ * the others come as a selection from the lane's key buffer (ring slots
+ * 0..n_ctx-1, which hold exactly the live context, then the block rows),
+ * listed by forward_run (block_selection). The block writes no state. */
+static void block_attend_lane(dsv4_model *m, int l, int lane, const fwd_lane *ln, scratch *sc)
+{
+    const dsv4_config *c = &m->cfg;
+    const dsv4_layer_w *w = &m->layers[l];
+    dsv4_backend *b = m->be;
+    const dsv4_ops *op = b->ops;
+    const dsv4_row_fmt *kf = &m->layout.kv;
+    int64_t r0 = ln->row0, hd = c->head_dim, H = c->n_heads, W = c->window, cap = W + c->dspark_block - 1;
+    /* rows in the ring's format (kf.bytes <= hd floats, so the lane's region holds them) */
+    uint8_t *keys = (uint8_t *)(sc->keys + (r0 + (int64_t)lane * W) * hd);
+    op->copy(b, keys, ln->s->L[l].ring, (size_t)W * (size_t)kf->bytes);
+    op->ring_store(b, keys + W * kf->bytes, ln->T, kf, sc->kv + r0 * hd, ln->T, 0);
+    op->attention(b, sc->q + r0 * H * hd, ln->T, ln->pos0, (int)H, (int)hd, 1, keys, sc->kv + r0 * hd, keys, kf, 0,
+                  sc->sel_idx + r0 * cap, sc->sel_n + r0, (int)cap, &w->sinks, 1.0f / sqrtf((float)hd),
+                  sc->o + r0 * H * hd);
+}
+
+/* The selection block_attend_lane reads: for row t of each lane, the ring
+ * slots 0..n_ctx-1, then the lane's other block rows. 0, or NOMEM. */
+static dsv4_status block_selection(dsv4_model *m, const fwd_lane *lanes, int n_lanes, int rows, scratch *sc)
+{
+    const dsv4_config *c = &m->cfg;
+    int W = c->window, cap = W + c->dspark_block - 1;
+    int32_t *idx = malloc((size_t)rows * (size_t)cap * sizeof *idx), *cnt = malloc((size_t)rows * sizeof *cnt);
+    if (!idx || !cnt) {
+        free(idx);
+        free(cnt);
+        return dsv4_fail(DSV4_ERR_NOMEM, "out of memory for the DSpark key lists");
+    }
+    for (int i = 0; i < n_lanes; i++) {
+        const fwd_lane *ln = &lanes[i];
+        int n_ctx = ln->pos0 < W ? (int)ln->pos0 : W;
+        for (int t = 0; t < ln->T; t++) {
+            int32_t *e = idx + (size_t)(ln->row0 + t) * cap;
+            int n = 0;
+            for (int j = 0; j < n_ctx; j++) e[n++] = j;
+            for (int j = 0; j < ln->T; j++)
+                if (j != t) e[n++] = W + j;
+            cnt[ln->row0 + t] = n;
+        }
+    }
+    dsv4_backend *b = m->be;
+    b->ops->upload(b, sc->sel_idx, idx, (size_t)rows * (size_t)cap * sizeof *idx);
+    b->ops->upload(b, sc->sel_n, cnt, (size_t)rows * sizeof *cnt);
+    free(idx);
+    free(cnt);
+    return DSV4_OK;
+}
+
+/* block: the lanes are DSpark blocks (block_attend_lane), else each lane
+ * attends over its state and writes it (attend_lane). */
+static void attention_block(dsv4_model *m, int l, const fwd_lane *lanes, int n_lanes, int rows, scratch *sc,
+                            int block)
 {
     const dsv4_config *c = &m->cfg;
     const dsv4_layer_w *w = &m->layers[l];
@@ -226,7 +298,10 @@ static void attention_block(dsv4_model *m, int l, const fwd_lane *lanes, int n_l
     /* official numerics: the window KV as the FP8 cache holds it, for this
      * step's attention (the ring stores these values packed: exactly) */
     if (m->cache_official) op->kv_fp8_round(b, sc->kv, rows, hd, hd - rd);
-    for (int i = 0; i < n_lanes; i++) attend_lane(m, l, &lanes[i], sc);
+    for (int i = 0; i < n_lanes; i++) {
+        if (block) block_attend_lane(m, l, i, &lanes[i], sc);
+        else attend_lane(m, l, &lanes[i], sc);
+    }
     /* undo the keys' rotation at the query position, then the grouped
      * low-rank output projection (block-diagonal wo_a, then wo_b) */
     for (int i = 0; i < n_lanes; i++)
@@ -256,12 +331,12 @@ static void ffn_block(dsv4_model *m, int l, int rows, scratch *sc)
     op->hc_post(b, sc->X, rows, c->hc_mult, D, sc->y, sc->post, sc->comb);
 }
 
-dsv4_status forward_scratch_new(dsv4_model *m, int rows, int out_rows, int mtp, fwd_scratch **out)
+dsv4_status forward_scratch_new(dsv4_model *m, int rows, int out_rows, int kind, fwd_scratch **out)
 {
     *out = NULL;
     scratch *sc = calloc(1, sizeof *sc);
     if (!sc) return dsv4_fail(DSV4_ERR_NOMEM, "out of memory");
-    dsv4_status st = scratch_alloc(m->be, sc, &m->cfg, rows, out_rows, mtp);
+    dsv4_status st = scratch_alloc(m->be, sc, m, rows, out_rows, kind);
     if (st) { free(sc); return st; }
     *out = sc;
     return DSV4_OK;
@@ -277,7 +352,7 @@ void forward_scratch_free(dsv4_model *m, fwd_scratch *sc)
 /* The one finiteness policy of every path (eval, batch, speculative): a NaN
  * or infinite logit, from corrupt weights or state, fails the step and names
  * where. A lane's out_rows rows are its last ones. */
-static dsv4_status check_finite(const dsv4_config *c, const fwd_lane *lanes, int n_lanes, int mtp)
+static dsv4_status check_finite(const dsv4_config *c, const fwd_lane *lanes, int n_lanes, const char *what)
 {
     for (int i = 0; i < n_lanes; i++) {
         const fwd_lane *ln = &lanes[i];
@@ -287,7 +362,7 @@ static dsv4_status check_finite(const dsv4_config *c, const fwd_lane *lanes, int
                 if (!isfinite(row[v])) {
                     int64_t pos = ln->pos0 + ln->T - ln->out_rows + r;
                     return dsv4_fail(DSV4_ERR_DEVICE, "lane %d, %sposition %lld: non-finite logit (%g) for token %d",
-                                     ln->id, mtp ? "mtp " : "", (long long)pos, (double)row[v], v);
+                                     ln->id, what, (long long)pos, (double)row[v], v);
                 }
         }
     }
@@ -352,46 +427,164 @@ static void mtp_input(dsv4_model *m, const fwd_lane *lanes, int n_lanes, int row
     op->hc_post(b, sc->X, rows, hc, D, sc->a, sc->ones, sc->eye);
 }
 
-/* The main model (mtp = 0: embedding, every layer, hc head, norm) or the MTP
- * head (mtp = 1: input fusion, its block, its own hc head and norm), then the
- * shared output head. */
+/* DSpark context rows (docs/DSPARK.md §4.1): row t of a lane, the target
+ * features c of position pos0 + t, becomes each stage's context key
+ *   kv_s = rope_pos(RMSNorm_kv_norm_s(wkv_s · RMSNorm_main_norm(main_proj · c)))
+ * stored in the stage's ring (and the lane's log, for a partial publication). */
+static void dspark_context(dsv4_model *m, const fwd_lane *lanes, int n_lanes, int rows, scratch *sc)
+{
+    const dsv4_config *c = &m->cfg;
+    dsv4_backend *b = m->be;
+    const dsv4_ops *op = b->ops;
+    const dsv4_dspark_w *w = &m->dspark;
+    int D = c->dim, hd = c->head_dim, rd = c->rope_dim;
+    int64_t F = (int64_t)c->dspark_n_targets * D;
+    float eps = (float)c->norm_eps;
+    for (int i = 0; i < n_lanes; i++)
+        op->upload(b, sc->feat + (int64_t)lanes[i].row0 * F, lanes[i].x_in, (size_t)lanes[i].T * (size_t)F * sizeof(float));
+    /* official numerics: main_proj and wkv are FP8 (their inputs through act_fp8_round) */
+    if (m->cache_official) op->act_fp8_round(b, sc->feat, rows, (int)F, sc->feat);
+    op->matmul(b, sc->feat, F, rows, &w->main_proj, sc->x, D);
+    op->rmsnorm(b, sc->x, rows, D, &w->main_norm, eps, sc->xn);
+    const float *xp = sc->xn;
+    if (m->cache_official) {
+        op->act_fp8_round(b, sc->xn, rows, D, sc->xq);
+        xp = sc->xq;
+    }
+    for (int st = 0; st < m->n_draft; st++) {
+        int l = c->n_layers + st;
+        const dsv4_layer_w *lw = &m->layers[l];
+        b->cur_layer = l;
+        op->matmul(b, xp, D, rows, &lw->wkv, sc->kv, hd);
+        op->rmsnorm(b, sc->kv, rows, hd, &lw->kv_norm, eps, sc->kv);
+        for (int i = 0; i < n_lanes; i++)
+            op->rope(b, sc->kv + (int64_t)lanes[i].row0 * hd, lanes[i].T, 1, hd, rd, lanes[i].pos0, 1, m->inv_freq_main, 0);
+        for (int i = 0; i < n_lanes; i++) { /* storing a row rounds it as the official FP8 cache does */
+            const fwd_lane *ln = &lanes[i];
+            const float *kv = sc->kv + (int64_t)ln->row0 * hd;
+            if (ln->log) op->copy(b, log_at(c, ln->log, l).kv + (size_t)ln->t0 * hd, kv, (size_t)ln->T * hd * sizeof(float));
+            op->ring_store(b, ln->s->L[l].ring, c->window, &m->layout.kv, kv, ln->T, ln->pos0);
+        }
+    }
+}
+
+/* Host staging of the main model's streams after the DSpark target layers,
+ * for the lanes that want features: [L][T][hc·D] per lane, lane by lane;
+ * after the sync each row's mean over the streams goes to the lane's feat. */
+typedef struct { float *buf; size_t off[DSV4_MAX_LANES]; } feat_stage;
+
+static int capture_slot(const dsv4_config *c, int l)
+{
+    for (int i = 0; i < c->dspark_n_targets; i++)
+        if (c->dspark_targets[i] == l) return i;
+    return -1;
+}
+
+static void capture(dsv4_model *m, int slot, const fwd_lane *lanes, int n_lanes, const scratch *sc, feat_stage *fs)
+{
+    const dsv4_config *c = &m->cfg;
+    int64_t hcD = (int64_t)c->hc_mult * c->dim;
+    for (int i = 0; i < n_lanes; i++)
+        if (lanes[i].feat)
+            m->be->ops->download(m->be, fs->buf + fs->off[i] + (size_t)slot * lanes[i].T * hcD,
+                                 sc->X + (int64_t)lanes[i].row0 * hcD, (size_t)lanes[i].T * (size_t)hcD * sizeof(float));
+}
+
+/* c[t] = concat over the target layers of (X[t][0] + ... + X[t][hc-1]) / hc,
+ * summed in stream order in fp32 (the same bits on every backend). */
+static void features_out(const dsv4_config *c, const fwd_lane *lanes, int n_lanes, const feat_stage *fs)
+{
+    int hc = c->hc_mult, D = c->dim, L = c->dspark_n_targets;
+    for (int i = 0; i < n_lanes; i++) {
+        const fwd_lane *ln = &lanes[i];
+        if (!ln->feat) continue;
+        for (int s = 0; s < L; s++)
+            for (int t = 0; t < ln->T; t++) {
+                const float *X = fs->buf + fs->off[i] + ((size_t)s * ln->T + t) * hc * D;
+                float *out = ln->feat + ((size_t)t * L + s) * D;
+                for (int d = 0; d < D; d++) {
+                    float acc = X[d];
+                    for (int k = 1; k < hc; k++) acc += X[(size_t)k * D + d];
+                    out[d] = acc / (float)hc;
+                }
+            }
+    }
+}
+
+/* The main model (FWD_MAIN: embedding, every layer, hc head, norm), the
+ * drafter's rows (FWD_DRAFTER: the MTP head's input fusion, block, own hc
+ * head and norm; or DSpark's context rows, no output), or DSpark blocks
+ * (FWD_BLOCK: embedding, the stages, own hc head and norm); then the shared
+ * output head. */
 static dsv4_status forward_run(dsv4_model *m, fwd_scratch *scp, const fwd_lane *lanes, int n_lanes,
-                               const int32_t *tok, int rows, int mtp)
+                               const int32_t *tok, int rows, int kind)
 {
     const dsv4_config *c = &m->cfg;
     dsv4_backend *b = m->be;
     const dsv4_ops *op = b->ops;
     int out_rows = 0;
     for (int i = 0; i < n_lanes; i++) out_rows += lanes[i].out_rows;
-    if (rows > scp->rows || out_rows > scp->out_rows || (mtp && !scp->Xin))
+    if (rows > scp->rows || out_rows > scp->out_rows)
         return dsv4_fail(DSV4_ERR_ARG, "forward: %d rows exceed the scratch for %d", rows, scp->rows);
+    if (kind != FWD_MAIN && scp->kind != kind)
+        return dsv4_fail(DSV4_ERR_ARG, "forward: a scratch of kind %d for a forward of kind %d", scp->kind, kind);
     scratch sc = *scp;
     dsv4_status st;
+    const char *what = kind == FWD_MAIN ? "" : m->has_dspark ? "dspark " : "mtp "; /* in messages */
+    feat_stage fs = {0};
+    if (kind == FWD_MAIN && m->has_dspark) {
+        size_t n = 0;
+        for (int i = 0; i < n_lanes; i++) {
+            fs.off[i] = n;
+            if (lanes[i].feat) n += (size_t)c->dspark_n_targets * lanes[i].T * c->hc_mult * c->dim;
+        }
+        if (n && !(fs.buf = malloc(n * sizeof *fs.buf)))
+            return dsv4_fail(DSV4_ERR_NOMEM, "out of memory for the DSpark features of %d rows", rows);
+    }
+    if (kind == FWD_BLOCK && (st = block_selection(m, lanes, n_lanes, rows, &sc))) return st;
     if (op->step_begin) op->step_begin(b, rows);
     op->upload(b, sc.tok, tok, (size_t)rows * sizeof *tok);
     head_w hw = {&m->hc_head_fn, &m->hc_head_base, &m->hc_head_scale, &m->norm};
-    if (mtp) {
+    const head_w draft_hw = {&m->mtp.hc_head_fn, &m->mtp.hc_head_base, &m->mtp.hc_head_scale, &m->mtp.norm};
+    if (kind == FWD_DRAFTER && m->has_dspark) {
+        dspark_context(m, lanes, n_lanes, rows, &sc);
+    } else if (kind == FWD_DRAFTER) {
         int l = c->n_layers;
         b->cur_layer = l;
         mtp_input(m, lanes, n_lanes, rows, &sc);
-        attention_block(m, l, lanes, n_lanes, rows, &sc);
+        attention_block(m, l, lanes, n_lanes, rows, &sc, 0);
         ffn_block(m, l, rows, &sc);
-        hw = (head_w){&m->mtp.hc_head_fn, &m->mtp.hc_head_base, &m->mtp.hc_head_scale, &m->mtp.norm};
+        hw = draft_hw;
+    } else if (kind == FWD_BLOCK) { /* every row's token on every stream, then the stages */
+        op->embed(b, &m->embed, sc.tok, rows, c->hc_mult, sc.X);
+        for (int l = c->n_layers; l < c->n_layers + m->n_draft; l++) {
+            b->cur_layer = l;
+            attention_block(m, l, lanes, n_lanes, rows, &sc, 1);
+            ffn_block(m, l, rows, &sc);
+        }
+        hw = draft_hw;
     } else {
         op->embed(b, &m->embed, sc.tok, rows, c->hc_mult, sc.X);
         for (int l = 0; l < c->n_layers; l++) {
             b->cur_layer = l;
-            attention_block(m, l, lanes, n_lanes, rows, &sc);
+            attention_block(m, l, lanes, n_lanes, rows, &sc, 0);
             ffn_block(m, l, rows, &sc);
+            int slot = fs.buf ? capture_slot(c, l) : -1;
+            if (slot >= 0) capture(m, slot, lanes, n_lanes, &sc, &fs);
         }
     }
     b->cur_layer = -1;
     int64_t hcD = (int64_t)c->hc_mult * c->dim;
-    for (int i = 0; i < n_lanes; i++)
+    for (int i = 0; i < n_lanes && kind != FWD_BLOCK; i++)
         if (lanes[i].hidden)
             op->download(b, lanes[i].hidden, sc.X + (int64_t)lanes[i].row0 * hcD,
                          (size_t)lanes[i].T * (size_t)hcD * sizeof(float));
     logits_out(m, &hw, lanes, n_lanes, &sc);
+    /* a block's hidden: its rows after the final norm (every row is an output row, stacked lane by lane) */
+    for (int i = 0; i < n_lanes && kind == FWD_BLOCK; i++)
+        if (lanes[i].hidden)
+            op->download(b, lanes[i].hidden, sc.x + (int64_t)lanes[i].row0 * c->dim,
+                         (size_t)lanes[i].T * (size_t)c->dim * sizeof(float));
     if (op->step_end) op->step_end(b);
     st = op->sync(b);
     if (st) { /* name the lane and layer the fault came from */
@@ -399,25 +592,77 @@ static dsv4_status forward_run(dsv4_model *m, fwd_scratch *scp, const fwd_lane *
         for (int i = 0; i < n_lanes && b->sticky_row >= 0; i++)
             if (b->sticky_row >= lanes[i].row0 && b->sticky_row < lanes[i].row0 + lanes[i].T) lane = i;
         char where[64] = "";
-        const char *what = mtp ? "mtp " : "";
         if (lane >= 0 && b->sticky_layer >= 0)
             snprintf(where, sizeof where, "lane %d, %slayer %d: ", lanes[lane].id, what, b->sticky_layer);
         else if (b->sticky_layer >= 0) snprintf(where, sizeof where, "%slayer %d: ", what, b->sticky_layer);
         st = dsv4_fail(st, "%s%s", where, b->sticky_msg);
         backend_clear_error(b);
     }
-    if (!st) st = check_finite(c, lanes, n_lanes, mtp);
+    if (!st && fs.buf) features_out(c, lanes, n_lanes, &fs);
+    free(fs.buf);
+    if (!st) st = check_finite(c, lanes, n_lanes, what);
     return st;
 }
 
 dsv4_status forward_step(dsv4_model *m, fwd_scratch *sc, const fwd_lane *lanes, int n_lanes, const int32_t *tok,
                          int rows)
 {
-    return forward_run(m, sc, lanes, n_lanes, tok, rows, 0);
+    return forward_run(m, sc, lanes, n_lanes, tok, rows, FWD_MAIN);
 }
 
 dsv4_status forward_mtp(dsv4_model *m, fwd_scratch *sc, const fwd_lane *lanes, int n_lanes, const int32_t *tok,
                         int rows)
 {
-    return forward_run(m, sc, lanes, n_lanes, tok, rows, 1);
+    return forward_run(m, sc, lanes, n_lanes, tok, rows, FWD_DRAFTER);
+}
+
+dsv4_status forward_dspark_block(dsv4_model *m, fwd_scratch *sc, const fwd_lane *lanes, int n_lanes,
+                                 const int32_t *tok, int rows)
+{
+    for (int i = 0; i < n_lanes; i++)
+        if (lanes[i].T != m->cfg.dspark_block || lanes[i].out_rows != lanes[i].T || lanes[i].log)
+            return dsv4_fail(DSV4_ERR_ARG, "forward: a DSpark block lane has %d rows (%d wanted), every one an "
+                             "output row", lanes[i].T, m->cfg.dspark_block);
+    return forward_run(m, sc, lanes, n_lanes, tok, rows, FWD_BLOCK);
+}
+
+dsv4_status forward_dspark_markov(dsv4_model *m, fwd_scratch *sc, const int32_t *prev, const int *row, int n,
+                                  float *bias, float *conf)
+{
+    const dsv4_config *c = &m->cfg;
+    dsv4_backend *b = m->be;
+    const dsv4_ops *op = b->ops;
+    const dsv4_dspark_w *w = &m->dspark;
+    int D = c->dim, R = c->dspark_rank, V = c->vocab;
+    if (sc->kind != FWD_BLOCK || n < 1 || n > sc->rows || n > sc->out_rows)
+        return dsv4_fail(DSV4_ERR_ARG, "forward: %d Markov rows for a scratch of %d block rows", n, sc->rows);
+    for (int i = 0; i < n; i++)
+        if (prev[i] < 0 || prev[i] >= V || row[i] < 0 || row[i] >= sc->rows)
+            return dsv4_fail(DSV4_ERR_ARG, "forward: Markov row %d (token %d, block row %d) out of range", i, prev[i],
+                             row[i]);
+    op->upload(b, sc->tok, prev, (size_t)n * sizeof *prev);
+    op->embed(b, &w->markov_w1, sc->tok, n, 1, sc->me);
+    op->matmul(b, sc->me, R, n, &w->markov_w2, sc->logits, V);
+    for (int i = 0; i < n; i++) { /* [h, e]: the block row after the final norm, then its Markov row */
+        float *cat = sc->mcat + (size_t)i * (D + R);
+        op->copy(b, cat, sc->x + (size_t)row[i] * D, (size_t)D * sizeof(float));
+        op->copy(b, cat + D, sc->me + (size_t)i * R, (size_t)R * sizeof(float));
+    }
+    op->matmul(b, sc->mcat, D + R, n, &w->conf, sc->mconf, 1);
+    op->download(b, bias, sc->logits, (size_t)n * V * sizeof(float));
+    op->download(b, conf, sc->mconf, (size_t)n * sizeof(float));
+    dsv4_status st = op->sync(b);
+    if (st) {
+        st = dsv4_fail(st, "dspark markov head: %s", b->sticky_msg);
+        backend_clear_error(b);
+        return st;
+    }
+    for (int i = 0; i < n; i++) {
+        if (!isfinite(conf[i])) return dsv4_fail(DSV4_ERR_DEVICE, "dspark confidence head: non-finite logit");
+        conf[i] = 1.0f / (1.0f + expf(-conf[i]));
+        for (int v = 0; v < V; v++)
+            if (!isfinite(bias[(size_t)i * V + v]))
+                return dsv4_fail(DSV4_ERR_DEVICE, "dspark markov head: non-finite bias for token %d", v);
+    }
+    return DSV4_OK;
 }

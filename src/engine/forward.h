@@ -25,14 +25,22 @@ typedef struct {
     float *hidden;    /* host or NULL: final residual streams of its T rows */
     const fwd_log *log; /* NULL, or the lane's log; these rows are rows t0.. of it */
     int t0;
-    const float *x_in;  /* MTP lanes: host, the main model's streams of the T rows */
+    /* drafter lanes: host, the T rows' input: the MTP head's, the main
+     * model's streams [T][hc·D]; DSpark context rows, the target features
+     * [T][L·D] */
+    const float *x_in;
+    float *feat;        /* main lanes, host or NULL: the rows' DSpark target features [T][L·D] */
 } fwd_lane;
 
+/* What a scratch is for: main-model forwards only, also the drafter's rows
+ * (MTP head, DSpark context rows), or DSpark blocks and their Markov head. */
+enum { FWD_MAIN, FWD_DRAFTER, FWD_BLOCK };
+
 /* Activation memory for forwards of up to `rows` rows and `out_rows` logits
- * rows (mtp: also for the MTP head); allocating it is the last fallible thing
- * before a step writes state. */
+ * rows (kind FWD_*); allocating it is the last fallible thing before a step
+ * writes state. */
 typedef struct fwd_scratch fwd_scratch;
-dsv4_status forward_scratch_new(dsv4_model *m, int rows, int out_rows, int mtp, fwd_scratch **out);
+dsv4_status forward_scratch_new(dsv4_model *m, int rows, int out_rows, int kind, fwd_scratch **out);
 void forward_scratch_free(dsv4_model *m, fwd_scratch *sc);
 
 /* tok: `rows` host token ids, lane by lane. Writes every lane's state in
@@ -41,11 +49,28 @@ void forward_scratch_free(dsv4_model *m, fwd_scratch *sc);
  * state partly written. */
 dsv4_status forward_step(dsv4_model *m, fwd_scratch *sc, const fwd_lane *lanes, int n_lanes, const int32_t *tok,
                          int rows);
-/* The same for the MTP head (spec §5.2) over the lanes' MTP state at pos0
- * (their mtp_pos): row t reads x_in[t] and the embedding of tok[t]; logits
- * and hidden are the MTP's. */
+/* The same for the drafter's rows over the lanes' drafter state at pos0
+ * (their mtp_pos). MTP head (spec §5.2): row t reads x_in[t] and the
+ * embedding of tok[t]; logits and hidden are the MTP's. DSpark: row t, the
+ * features x_in[t] of position pos0 + t, becomes one context key per stage
+ * (docs/DSPARK.md §4.1); no logits, no hidden. */
 dsv4_status forward_mtp(dsv4_model *m, fwd_scratch *sc, const fwd_lane *lanes, int n_lanes, const int32_t *tok,
                         int rows);
+
+/* DSpark blocks (docs/DSPARK.md §4.2) on a FWD_BLOCK scratch: each lane has
+ * T = dspark_block rows at positions pos0 .. (pos0: its context rows) with
+ * ids tok, every one an output row: logits are the base logits (head of the
+ * final-normed rows), hidden (optional) the final-normed rows [T][D].
+ * Reads the lanes' stage rings, writes no state. */
+dsv4_status forward_dspark_block(dsv4_model *m, fwd_scratch *sc, const fwd_lane *lanes, int n_lanes,
+                                 const int32_t *tok, int rows);
+/* One serial step of the Markov and confidence heads (docs/DSPARK.md §4.3,
+ * §4.4) for n rows of the last forward_dspark_block on sc: row[i] (its index
+ * among that forward's rows) conditioned on the token before it, prev[i]:
+ * bias[i] = markov_w2 · markov_w1[prev[i]] (host, [n][V]; the row's logits
+ * are base + bias) and conf[i] = sigmoid(conf · [h_row, markov_w1[prev[i]]]). */
+dsv4_status forward_dspark_markov(dsv4_model *m, fwd_scratch *sc, const int32_t *prev, const int *row, int n,
+                                  float *bias, float *conf);
 
 /* Queues the state writes of the first n logged rows of a lane again (ring
  * rows, compressor inputs: the ops the forward ran on them) onto the state

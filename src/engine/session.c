@@ -38,7 +38,7 @@ dsv4_status dsv4_session_new(dsv4_model *m, dsv4_session **out)
     if (!m) return dsv4_fail(DSV4_ERR_ARG, "session_new: no model");
     const dsv4_config *c = &m->cfg;
     dsv4_session *s = calloc(1, sizeof *s);
-    if (!s || !(s->L = calloc((size_t)c->n_layers + 1, sizeof *s->L))) {
+    if (!s || !(s->L = calloc((size_t)c->n_layers + (size_t)m->n_draft, sizeof *s->L))) {
         free(s);
         return dsv4_fail(DSV4_ERR_NOMEM, "out of memory for a session");
     }
@@ -116,7 +116,7 @@ dsv4_status session_reserve(dsv4_session *s, int64_t n_tokens)
     if (n_tokens > c->max_pos)
         return dsv4_fail(DSV4_ERR_ARG, "%lld positions pass the context of %d (max_position_embeddings)",
                          (long long)n_tokens, c->max_pos);
-    for (int l = 0; l < c->n_layers; l++) { /* the MTP layer is SWA-only: no entries */
+    for (int l = 0; l < c->n_layers; l++) { /* the drafter's layers are SWA-only: no entries */
         dsv4_layer_state *ls = &s->L[l];
         int kind = c->attn_kind[l];
         if (kind == ATTN_SWA) continue;

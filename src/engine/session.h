@@ -15,7 +15,14 @@
  * With an MTP head the state has one more layer, L[n_layers], at its own
  * position mtp_pos (the MTP rows consumed; row i reads the main model's
  * streams of position i and token i+1, so it trails pos): the window ring of
- * its SWA-only attention (spec §6.1). */
+ * its SWA-only attention (spec §6.1).
+ *
+ * With a DSpark drafter it has one ring per stage, L[n_layers + s], at
+ * mtp_pos (the context rows consumed: every verified position, written from
+ * its target-layer features; docs/DSPARK.md §4.1): ring slot j % window holds
+ * stage s's context key of position j. The block attends to all `window`
+ * of them (the main model's rings keep window - 1 older rows live, the
+ * incoming token being the window's last). */
 #ifndef DSV4_ENGINE_SESSION_H
 #define DSV4_ENGINE_SESSION_H
 #include "model/model.h"
@@ -29,13 +36,20 @@ typedef struct {
 struct dsv4_session {
     dsv4_model *m;
     int64_t pos;      /* tokens consumed */
-    int64_t mtp_pos;  /* MTP rows consumed */
+    int64_t mtp_pos;  /* drafter rows consumed (MTP rows, DSpark context rows) */
     int poisoned;
-    dsv4_layer_state *L; /* n_layers (+ 1: the MTP layer) */
+    dsv4_layer_state *L; /* n_layers, then the drafter's n_draft layers */
 };
 
-/* Layers of state: the main ones, plus the MTP layer when the model has one. */
-static inline int session_n_layers(const dsv4_session *s) { return s->m->cfg.n_layers + s->m->has_mtp; }
+/* Layers of state: the main ones, plus the drafter's (MTP layer, DSpark stages). */
+static inline int session_n_layers(const dsv4_session *s) { return s->m->cfg.n_layers + s->m->n_draft; }
+
+/* Ring rows of layer l that stay live before the row at a session's
+ * position is written: window - 1, or all window rows for a DSpark stage. */
+static inline int session_ring_live(const dsv4_model *m, int l)
+{
+    return m->cfg.window - (m->has_dspark && l >= m->cfg.n_layers ? 0 : 1);
+}
 
 /* Grow entry storage so `n_tokens` total positions fit. Fails with
  * DSV4_ERR_NOMEM leaving the state as it was. */

@@ -6,8 +6,9 @@
  *   compressor (CSA/HCA): the pos % ratio open rows (u, then g), the series-A
  *     rows of the last closed window (CSA, once one exists), entries [pos/ratio]
  *   indexer compressor (CSA): the same at the indexer's width
- * then, with an MTP head: mtp_pos, and its ring rows of positions
- *   max(0,mtp_pos-window+1) .. mtp_pos-1
+ * then, with a drafter: mtp_pos, and per drafter layer its ring rows: the
+ *   MTP's of positions max(0,mtp_pos-window+1) .. mtp_pos-1, a DSpark
+ *   stage's of max(0,mtp_pos-window) .. mtp_pos-1 (session_ring_live)
  * Dead bytes (ring slots outside the window, rows of closed windows, entry
  * capacity) are not part of it, so two sessions with equal images behave
  * identically, and memcmp of images is the state comparison of the tests. */
@@ -65,12 +66,12 @@ static size_t walk(dsv4_session *s, int64_t pos, int64_t mtp_pos, unsigned char 
     size_t row = (size_t)L->kv.bytes;
     for (int l = 0; l < session_n_layers(s); l++) {
         dsv4_layer_state *ls = &s->L[l];
-        if (l == c->n_layers) { /* the MTP layer (SWA-only), at its own position */
+        if (l == c->n_layers) { /* the drafter's layers (SWA-only), at their own position */
             if (img && save) memcpy(img + cu.off, &mtp_pos, sizeof mtp_pos);
             cu.off += sizeof mtp_pos;
             pos = mtp_pos;
         }
-        int64_t first = pos - c->window + 1 < 0 ? 0 : pos - c->window + 1;
+        int64_t live = session_ring_live(s->m, l), first = pos - live < 0 ? 0 : pos - live;
         for (int64_t p = first; p < pos; p++)
             region(&cu, ls->ring ? ls->ring + (p % c->window) * row : NULL, row);
         int kind = config_kind(c, l), r = config_ratio(c, l);
@@ -138,13 +139,13 @@ dsv4_status dsv4_snapshot_from_data(const dsv4_model *m, const void *data, size_
     /* Measure with a stand-in session: walk reads only the config then. With
      * an MTP head, mtp_pos follows the main layers' regions: measuring at
      * mtp_pos 0 puts it in the last 8 bytes of that size. */
-    int n_state = m->cfg.n_layers + m->has_mtp;
+    int n_state = m->cfg.n_layers + m->n_draft;
     dsv4_layer_state *L = calloc((size_t)n_state, sizeof *L);
     if (!L) return dsv4_fail(DSV4_ERR_NOMEM, "out of memory");
     dsv4_session probe = {.m = (dsv4_model *)m, .pos = pos, .L = L};
     int64_t mtp_pos = 0;
     size_t want = walk(&probe, pos, 0, NULL, 1);
-    if (m->has_mtp && len >= want) {
+    if (m->n_draft && len >= want) {
         memcpy(&mtp_pos, (const unsigned char *)data + want - sizeof mtp_pos, sizeof mtp_pos);
         if (mtp_pos < 0 || mtp_pos > m->cfg.max_pos) {
             free(L);

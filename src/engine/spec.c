@@ -1,5 +1,5 @@
-/* Speculative decoding with the MTP head: drafting, verification in one
- * step, acceptance (see engine/spec.h for the protocol). */
+/* Speculative decoding with the MTP head or the DSpark drafter: drafting,
+ * verification in one step, acceptance (see engine/spec.h for the protocol). */
 #include "engine/spec.h"
 
 #include <math.h>
@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "base/error.h"
+#include "engine/forward.h"
 #include "engine/session.h"
 
 /* Rows of the prompt fed per step (bounds the streams kept for the MTP). */
@@ -41,8 +42,12 @@ dsv4_status spec_lane_init(spec_lane *l, dsv4_session *s, int k, sampler *smp)
     memset(l, 0, sizeof *l);
     if (!s) return dsv4_fail(DSV4_ERR_ARG, "spec: no session");
     if (k < 0 || k > SPEC_MAX_K) return dsv4_fail(DSV4_ERR_ARG, "spec: %d drafts per step (0..%d)", k, SPEC_MAX_K);
-    if (k && !s->m->has_mtp)
-        return dsv4_fail(DSV4_ERR_UNSUPPORTED, "spec: this checkpoint has no MTP head (mtp.0.*) to draft with");
+    if (k && !s->m->n_draft)
+        return dsv4_fail(DSV4_ERR_UNSUPPORTED, "spec: this checkpoint has no MTP head (mtp.0.*) or DSpark drafter "
+                         "to draft with");
+    if (s->m->has_dspark && k > s->m->cfg.dspark_block)
+        return dsv4_fail(DSV4_ERR_ARG, "spec: %d drafts per step, the DSpark block drafts at most %d", k,
+                         s->m->cfg.dspark_block);
     l->s = s;
     l->k = k;
     l->smp = smp;
@@ -58,7 +63,9 @@ dsv4_status spec_lane_init(spec_lane *l, dsv4_session *s, int k, sampler *smp)
     l->row = malloc(V * sizeof *l->row);
     l->p = malloc(V * sizeof *l->p);
     l->chain = malloc((K + 1) * HS * sizeof *l->chain);
-    if (!l->q || !l->vlog || !l->vhid || !l->dlog || !l->row || !l->p || !l->chain) {
+    /* + 1: never an allocation of 0 bytes (no DSpark drafter) */
+    l->vfeat = malloc((K + 1) * ((size_t)dsv4_model_feature_size(s->m) + 1) * sizeof *l->vfeat);
+    if (!l->q || !l->vlog || !l->vhid || !l->dlog || !l->row || !l->p || !l->chain || !l->vfeat) {
         spec_lane_free(l);
         return dsv4_fail(DSV4_ERR_NOMEM, "out of memory for a speculative lane");
     }
@@ -78,6 +85,7 @@ void spec_lane_free(spec_lane *l)
     free(l->row);
     free(l->p);
     free(l->chain);
+    free(l->vfeat);
     memset(l, 0, sizeof *l);
 }
 
@@ -147,11 +155,35 @@ static dsv4_status emit(spec_lane *l, const int32_t *t, int n)
     return DSV4_OK;
 }
 
+/* DSpark: t[0..n) at the session's position with their context rows in
+ * the same steps (drafting lanes only); the last row's logits go to dlog. */
+static dsv4_status feed_dspark(spec_lane *l, const int32_t *t, int n)
+{
+    dsv4_model *m = l->s->m;
+    size_t F = (size_t)dsv4_model_feature_size(m);
+    for (int done = 0; done < n;) {
+        int T = n - done < FEED_ROWS ? n - done : FEED_ROWS;
+        float *f = l->k ? malloc((size_t)T * F * sizeof *f) : NULL;
+        if (l->k && !f) return dsv4_fail(DSV4_ERR_NOMEM, "out of memory");
+        dsv4_lane ln[2] = {{.session = l->s, .tokens = t + done, .n_tokens = T, .logits_mode = DSV4_LOGITS_LAST,
+                            .logits = l->dlog, .features = f},
+                           {.session = l->s, .tokens = t + done, .n_tokens = T, .mtp_in = f}};
+        dsv4_status st = dsv4_step(m, ln, l->k ? 2 : 1, NULL);
+        free(f);
+        if (st) return st;
+        done += T;
+    }
+    l->has_next = 0;
+    l->n_out = 0;
+    return DSV4_OK;
+}
+
 /* Feeds t[0..n) at the session's position, the MTP's owed rows with the
  * first chunk; the last row's logits go to dlog. */
 static dsv4_status feed(spec_lane *l, const int32_t *t, int n)
 {
     dsv4_model *m = l->s->m;
+    if (m->has_dspark) return feed_dspark(l, t, n);
     /* in chunks: each chunk's streams are what the MTP needs next; the
      * previous chunk's rows go to the MTP with the same step */
     for (int done = 0; done < n;) {
@@ -194,7 +226,7 @@ static dsv4_status sample_first(spec_lane *l, const int32_t *allow, int n_allow)
     dsv4_status st = dist(l, l->dlog, NULL, 0, l->p);
     if (st) return st;
     int32_t first = pick(l, l->p);
-    l->pend_tok[l->n_pend - 1] = first;
+    if (l->n_pend) l->pend_tok[l->n_pend - 1] = first; /* the MTP's last owed row reads it */
     l->out_logits = l->dlog;
     return emit(l, &first, 1);
 }
@@ -283,6 +315,71 @@ static dsv4_status draft_round(dsv4_model *m, spec_lane *const *L, const int *k,
     return st;
 }
 
+/* DSpark drafts (docs/DSPARK.md §4.2-4.4) for every lane that drafts: one
+ * block forward over all of them (B rows each: next, then the noise token,
+ * at the session's position over its context rings), then the Markov head
+ * row by row, every lane's row i in one call: draft i+1 is drawn from block
+ * row i's logits plus the bias of the token before it (next, then the
+ * drafts so far, replacements included); a lane whose confidence falls
+ * below its conf_min stops there (k[a] cut). Writes no state. */
+static dsv4_status dspark_draft(dsv4_model *m, spec_lane *const *L, int *k, int n)
+{
+    int B = m->cfg.dspark_block, V = m->cfg.vocab, nl = 0, deepest = 0, who[DSV4_MAX_LANES];
+    for (int a = 0; a < n; a++)
+        if (k[a] > 0) {
+            who[nl++] = a;
+            if (k[a] > deepest) deepest = k[a];
+        }
+    if (!nl) return DSV4_OK;
+    fwd_scratch *sc = NULL;
+    dsv4_status st = forward_scratch_new(m, nl * B, nl * B, FWD_BLOCK, &sc);
+    if (st) return st;
+    int32_t *tok = malloc((size_t)nl * B * sizeof *tok);
+    float *base = malloc((size_t)nl * B * V * sizeof *base), *bias = malloc((size_t)nl * V * sizeof *bias);
+    fwd_lane fl[DSV4_MAX_LANES];
+    if (!tok || !base || !bias) st = dsv4_fail(DSV4_ERR_NOMEM, "out of memory for DSpark drafts");
+    for (int j = 0; j < nl && !st; j++) {
+        spec_lane *l = L[who[j]];
+        fl[j] = (fwd_lane){.s = l->s, .id = who[j], .pos0 = l->s->mtp_pos, .T = B, .row0 = j * B, .out_rows = B,
+                           .logits = base + (size_t)j * B * V};
+        for (int i = 0; i < B; i++) tok[j * B + i] = i ? m->cfg.dspark_noise : l->next;
+    }
+    if (!st) st = forward_dspark_block(m, sc, fl, nl, tok, nl * B);
+    for (int i = 0; i < deepest && !st; i++) {
+        int32_t prev[DSV4_MAX_LANES];
+        int row[DSV4_MAX_LANES], of[DSV4_MAX_LANES], nr = 0;
+        float conf[DSV4_MAX_LANES];
+        for (int j = 0; j < nl; j++) {
+            spec_lane *l = L[who[j]];
+            if (k[who[j]] <= i) continue;
+            prev[nr] = i ? l->drafts[i - 1] : l->next;
+            row[nr] = j * B + i;
+            of[nr++] = j;
+        }
+        if (!nr) break; /* every lane's proposal ended */
+        st = forward_dspark_markov(m, sc, prev, row, nr, bias, conf);
+        for (int r = 0; r < nr && !st; r++) {
+            spec_lane *l = L[who[of[r]]];
+            float *lg = base + (size_t)row[r] * V, *q = l->q + (size_t)i * V;
+            for (int v = 0; v < V; v++) lg[v] += bias[(size_t)r * V + v];
+            l->conf[i] = conf[r];
+            if (conf[r] < l->conf_min) { /* not confident: the proposal is the drafts so far */
+                k[who[of[r]]] = i;
+                continue;
+            }
+            if ((st = dist(l, lg, l->drafts, i, q))) break;
+            int32_t d = pick(l, q);
+            if (l->draft_fn) d = l->draft_fn(l->draft_user, l, i + 1, d);
+            l->drafts[i] = d;
+        }
+    }
+    free(tok);
+    free(base);
+    free(bias);
+    forward_scratch_free(m, sc);
+    return st;
+}
+
 /* The verify step's acceptance of one lane: walks its rows, keeps drafts,
  * ends with the correction or the bonus token; the tokens it keeps are next
  * and the kept drafts, as many as it outputs. */
@@ -337,6 +434,14 @@ static int accept_drafts(void *user, const dsv4_lane *ln)
     return v->n_out;
 }
 
+/* A DSpark context lane keeps the rows its model lane kept (the model
+ * lane's acceptance ran first: it comes first in the step). */
+static int accept_same(void *user, const dsv4_lane *ln)
+{
+    (void)ln;
+    return ((const verdict *)user)->n_out;
+}
+
 /* A step that did not commit: every lane's sampler goes back to where it
  * was, so the redrawn drafts are the same and the lane's output does not
  * depend on whether a step beside it was vetoed. */
@@ -365,7 +470,8 @@ dsv4_status spec_step(dsv4_model *m, spec_lane *const *L, int n, const dsv4_gate
     for (int a = 0; a < n; a++)
         if (L[a]->smp) rng[a] = sampler_rng_state(L[a]->smp);
     dsv4_status st = DSV4_OK;
-    for (int i = 1; i <= deepest && !st; i++) st = draft_round(m, L, k, n, i);
+    if (m->has_dspark) st = dspark_draft(m, L, k, n);
+    for (int i = 1; i <= deepest && !st && !m->has_dspark; i++) st = draft_round(m, L, k, n, i);
     if (st) return undraw(L, n, rng, st);
 
     /* verify: per lane the model's k+1 rows and the MTP rows it owes */
@@ -378,10 +484,14 @@ dsv4_status spec_step(dsv4_model *m, spec_lane *const *L, int n, const dsv4_gate
         v[a] = (verdict){.l = l, .k = k[a]};
         vt[a][0] = l->next;
         memcpy(vt[a] + 1, l->drafts, (size_t)k[a] * sizeof(int32_t));
+        int ds = m->has_dspark && l->k;
         ln[nl++] = (dsv4_lane){.session = l->s, .tokens = vt[a], .n_tokens = k[a] + 1,
-                               .logits_mode = DSV4_LOGITS_ALL, .logits = l->vlog, .hidden = l->vhid,
-                               .accept = accept_drafts, .accept_user = &v[a]};
-        if (l->k) /* the MTP's rows: positions mtp_pos .. pos-1, real streams and tokens */
+                               .logits_mode = DSV4_LOGITS_ALL, .logits = l->vlog, .hidden = m->has_dspark ? NULL : l->vhid,
+                               .accept = accept_drafts, .accept_user = &v[a], .features = ds ? l->vfeat : NULL};
+        if (ds) /* DSpark's context rows of the same positions, kept as the model lane keeps them */
+            ln[nl++] = (dsv4_lane){.session = l->s, .tokens = vt[a], .n_tokens = k[a] + 1, .mtp_in = l->vfeat,
+                                   .accept = accept_same, .accept_user = &v[a]};
+        else if (l->k) /* the MTP's rows: positions mtp_pos .. pos-1, real streams and tokens */
             ln[nl++] = (dsv4_lane){.session = l->s, .tokens = l->pend_tok, .n_tokens = l->n_pend,
                                    .mtp_in = l->pend_h};
     }
@@ -392,11 +502,13 @@ dsv4_status spec_step(dsv4_model *m, spec_lane *const *L, int n, const dsv4_gate
     for (int a = 0; a < n; a++) {
         spec_lane *l = L[a];
         int j = v[a].n_out; /* tokens kept = next + kept drafts = tokens out */
-        if (!pend_reserve(l, j)) return dsv4_fail(DSV4_ERR_NOMEM, "out of memory");
-        /* the MTP now owes rows pos-j .. pos-1: their streams, and the token after each */
-        memcpy(l->pend_h, l->vhid, (size_t)j * l->HS * sizeof *l->pend_h);
-        memcpy(l->pend_tok, v[a].out, (size_t)j * sizeof *l->pend_tok);
-        l->n_pend = j;
+        if (!m->has_dspark) {
+            if (!pend_reserve(l, j)) return dsv4_fail(DSV4_ERR_NOMEM, "out of memory");
+            /* the MTP now owes rows pos-j .. pos-1: their streams, and the token after each */
+            memcpy(l->pend_h, l->vhid, (size_t)j * l->HS * sizeof *l->pend_h);
+            memcpy(l->pend_tok, v[a].out, (size_t)j * sizeof *l->pend_tok);
+            l->n_pend = j;
+        }
         l->out_logits = l->vlog;
         l->n_steps++;
         l->n_drafted += k[a];

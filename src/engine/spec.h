@@ -1,4 +1,5 @@
-/* Speculative decoding with the MTP head (spec §5.2) on the general step.
+/* Speculative decoding with the drafter (the MTP head, spec §5.2, or the
+ * DSpark drafter, docs/DSPARK.md) on the general step.
  *
  * A spec lane wraps a session that generates: after its prompt it always
  * holds one sampled token it has not consumed (`next`). Each spec_step, for a
@@ -23,7 +24,16 @@
  * keeps the model's streams of the positions the MTP has not consumed (one
  * step's worth) and feeds them in the next verify step; a veto or failure of
  * any step leaves every session and sampler as it was (the same drafts are
- * drawn again). */
+ * drawn again).
+ *
+ * DSpark (k <= dspark_block): the drafts are one block forward (next, then
+ * the noise token, at the session's position, over the context rings) and
+ * the Markov head row by row (draft i from block row i−1 and the token
+ * before it); q_i are the sampler's distributions of those rows. The drafter
+ * never trails: the verify step's model lane returns its rows' target
+ * features and a DSpark context lane beside it writes them into the rings,
+ * its acceptance keeping exactly the rows the model lane keeps, so the
+ * rings hold the accepted positions only (mtp_pos == pos). */
 #ifndef DSV4_ENGINE_SPEC_H
 #define DSV4_ENGINE_SPEC_H
 #include "dsv4.h"
@@ -46,10 +56,13 @@ struct spec_lane {
     const int32_t *stop_ids; /* a kept stop token ends the step's output (it is not fed) */
     int n_stop;
     int budget;             /* > 0: at most this many tokens out of the next step */
-    spec_draft_fn draft_fn; /* NULL: the MTP's drafts */
+    spec_draft_fn draft_fn; /* NULL: the drafter's drafts */
     void *draft_user;
     double force_accept;    /* benchmarks only (>= 0): keep each draft with this probability, whatever
                                the model says; the output is then not the model's */
+    float conf_min;         /* DSpark: the proposal ends before the first draft whose confidence is
+                               below this (0: never); decides how many drafts are verified, never
+                               which tokens come out */
     /* out of the last spec_feed / spec_step: the new tokens, in order (the
      * last one is `next`, not consumed yet) */
     int32_t out[SPEC_MAX_K + 1];
@@ -70,13 +83,16 @@ struct spec_lane {
     float *dlog, *dhid;     /* draft outputs: [V], [n_pend + k][HS] */
     float *row, *p;         /* [V] scratch */
     float *chain;           /* [k][HS]: the MTP's own streams fed back as the model's */
+    float *vfeat;           /* DSpark: the verify rows' target features [k+1][L·D] */
+    float conf[SPEC_MAX_K]; /* DSpark: the confidence head's estimate for each draft of the last step */
     const float *out_logits; /* the rows out[] were chosen from (vlog or dlog) */
     uint64_t force_rng;
 };
 
-/* k drafts per step (0..SPEC_MAX_K); smp may be NULL (greedy). The lane
- * feeds the session from here on; on a session fed before without it, the
- * MTP lacks the rows of that past (its drafts are then worse, never wrong). */
+/* k drafts per step (0..SPEC_MAX_K; DSpark: at most dspark_block); smp may
+ * be NULL (greedy). The lane feeds the session from here on; on a session
+ * fed before without it, the drafter lacks the rows of that past (its
+ * drafts are then worse, never wrong). */
 dsv4_status spec_lane_init(spec_lane *l, dsv4_session *s, int k, sampler *smp);
 void spec_lane_free(spec_lane *l);
 

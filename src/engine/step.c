@@ -17,6 +17,7 @@
  * What a step at pos0 of T tokens overwrites (spec §6.1, §6.4):
  *   ring slot p % window for each fed position p: it held position
  *     p − window, live iff p − window > pos0 − window (so p > pos0) and >= 0
+ *     (a DSpark stage keeps one row more live: p >= pos0)
  *   open compressor row p % ratio: it held a row of the open window of pos0
  *     iff it is one of its pos0 % ratio rows, which happens once the step
  *     crosses into the next window
@@ -25,8 +26,10 @@
  * Only live bytes are copied, so a one-token step copies just the series-A
  * rows of the CSA layers whose window it closes.
  *
- * An MTP lane (dsv4_lane.mtp_in) is the same over the session's MTP layer at
- * mtp_pos, run by the MTP head's forward after the model's lanes.
+ * A drafter lane (dsv4_lane.mtp_in) is the same over the session's drafter
+ * layers at mtp_pos (the MTP layer, or the DSpark stages' context rings),
+ * run by the drafter's forward after the model's lanes (so a DSpark context
+ * lane may read the features a model lane of the same step returns).
  *
  * Publishing j < T tokens restores the undo copy and replays the state writes
  * of the first j rows from the log (forward_replay): the same ops on the same
@@ -99,10 +102,10 @@ static int plan_comp(region_list *l, dsv4_comp_state *cs, int64_t pos0, int T, i
     return ok;
 }
 
-/* A lane's state: the main layers at pos, or the MTP layer at mtp_pos. */
+/* A lane's state: the main layers at pos, or the drafter's layers at mtp_pos. */
 static int64_t lane_pos(const dsv4_lane *l) { return l->mtp_in ? l->session->mtp_pos : l->session->pos; }
 static int lane_l0(const dsv4_model *m, const dsv4_lane *l) { return l->mtp_in ? m->cfg.n_layers : 0; }
-static int lane_l1(const dsv4_model *m, const dsv4_lane *l) { return m->cfg.n_layers + (l->mtp_in ? 1 : 0); }
+static int lane_l1(const dsv4_model *m, const dsv4_lane *l) { return m->cfg.n_layers + (l->mtp_in ? m->n_draft : 0); }
 
 /* The plan of one lane (pure: its position, T and the config). */
 static int plan_lane(region_list *l, const dsv4_model *m, const dsv4_lane *ln)
@@ -114,9 +117,10 @@ static int plan_lane(region_list *l, const dsv4_model *m, const dsv4_lane *ln)
     size_t row = (size_t)m->layout.kv.bytes;
     for (int k = lane_l0(m, ln); k < lane_l1(m, ln); k++) {
         dsv4_layer_state *ls = &s->L[k];
-        /* ring: positions [first, end) overwrite live slots; consecutive
-         * positions are consecutive slots, wrapping at most once */
-        int64_t first = pos0 + 1;
+        /* ring: positions [first, end) overwrite live slots (position p
+         * overwrites p - W, live among the last session_ring_live rows);
+         * consecutive positions are consecutive slots, wrapping at most once */
+        int64_t first = pos0 + W - session_ring_live(m, k);
         if (end - W > first) first = end - W;
         if (W > first) first = W;
         if (first < end) {
@@ -166,8 +170,12 @@ static dsv4_status check_lanes(dsv4_model *m, const dsv4_lane *ln, int n)
         if (!s || s->m != m) return dsv4_fail(DSV4_ERR_ARG, "step: lane %d has no session of this model", i);
         if (s->poisoned)
             return dsv4_fail(DSV4_ERR_POISONED, "lane %d: session is poisoned by an earlier failed step; reset or restore it", i);
-        if (l->mtp_in && !m->has_mtp)
-            return dsv4_fail(DSV4_ERR_UNSUPPORTED, "lane %d: this checkpoint has no MTP head (mtp.0.*)", i);
+        if (l->mtp_in && !m->n_draft)
+            return dsv4_fail(DSV4_ERR_UNSUPPORTED, "lane %d: this checkpoint has no MTP head (mtp.0.*) or DSpark drafter", i);
+        if (l->mtp_in && m->has_dspark && (l->logits_mode != DSV4_LOGITS_NONE || l->hidden))
+            return dsv4_fail(DSV4_ERR_ARG, "step: lane %d: DSpark context rows have no logits or streams", i);
+        if (l->features && (l->mtp_in || !m->has_dspark))
+            return dsv4_fail(DSV4_ERR_ARG, "step: lane %d: features are a model lane's, with a DSpark drafter", i);
         if (l->n_tokens < 1 || !l->tokens) return dsv4_fail(DSV4_ERR_ARG, "step: lane %d has no tokens", i);
         if (lane_pos(l) >= m->cfg.max_pos)
             return dsv4_fail(DSV4_ERR_ARG, "lane %d: the session holds %lld %s, the whole context "
@@ -226,7 +234,7 @@ static dsv4_status prepare(dsv4_model *m, dsv4_lane *ln, int n, step_ctx *x)
             x->log[i] = (fwd_log){(float *)((char *)x->block + log_off[i]), ln[i].n_tokens, lane_l0(m, &ln[i]),
                                   lane_l1(m, &ln[i])};
     int rows = total < STEP_ROWS ? (int)total : STEP_ROWS, out_rows = outs < rows ? (int)outs : rows;
-    dsv4_status st = forward_scratch_new(m, rows, out_rows, any_mtp, &x->sc);
+    dsv4_status st = forward_scratch_new(m, rows, out_rows, any_mtp ? FWD_DRAFTER : FWD_MAIN, &x->sc);
     if (st) return st;
     if (!(x->tok = malloc((size_t)rows * sizeof *x->tok))) return dsv4_fail(DSV4_ERR_NOMEM, "out of memory");
     for (int k = 0; k < x->undo.n; k++)
@@ -236,13 +244,14 @@ static dsv4_status prepare(dsv4_model *m, dsv4_lane *ln, int n, step_ctx *x)
     return st;
 }
 
-/* The forwards of the step: the model's lanes, then the MTP head's; rows
+/* The forwards of the step: the model's lanes, then the drafter's; rows
  * packed lane by lane, at most STEP_ROWS per forward; a lane longer than
  * what is left continues in the next one. */
 static dsv4_status run_kind(dsv4_model *m, dsv4_lane *ln, int n, step_ctx *x, int mtp)
 {
     const dsv4_config *c = &m->cfg;
     size_t hcD = (size_t)c->hc_mult * (size_t)c->dim, V = (size_t)c->vocab;
+    size_t F = (size_t)c->dspark_n_targets * (size_t)c->dim;
     int done[DSV4_MAX_LANES] = {0};
     for (int k = 0; k < n; k++)
         if ((ln[k].mtp_in != NULL) != mtp) done[k] = ln[k].n_tokens; /* the other kind's */
@@ -259,7 +268,8 @@ static dsv4_status run_kind(dsv4_model *m, dsv4_lane *ln, int n, step_ctx *x, in
             fwd_lane *f = &fl[nf];
             *f = (fwd_lane){.s = l->session, .id = k, .pos0 = lane_pos(l) + done[k], .T = T, .row0 = rows,
                             .t0 = done[k]};
-            if (mtp) f->x_in = l->mtp_in + (size_t)done[k] * hcD;
+            if (mtp) f->x_in = l->mtp_in + (size_t)done[k] * (m->has_dspark ? F : hcD);
+            if (l->features) f->feat = l->features + (size_t)done[k] * F;
             if (l->logits_mode == DSV4_LOGITS_ALL) {
                 f->out_rows = T;
                 f->logits = l->logits + (size_t)done[k] * V;
@@ -404,4 +414,7 @@ dsv4_status dsv4_decode_batch(dsv4_model *m, dsv4_session *const *sessions, cons
 
 int dsv4_model_hidden_size(const dsv4_model *m) { return m->cfg.hc_mult * m->cfg.dim; }
 int dsv4_model_has_mtp(const dsv4_model *m) { return m->has_mtp; }
+int dsv4_model_has_dspark(const dsv4_model *m) { return m->has_dspark; }
+int dsv4_model_dspark_block(const dsv4_model *m) { return m->has_dspark ? m->cfg.dspark_block : 0; }
+int dsv4_model_feature_size(const dsv4_model *m) { return m->has_dspark ? m->cfg.dspark_n_targets * m->cfg.dim : 0; }
 int64_t dsv4_session_mtp_pos(const dsv4_session *s) { return s->mtp_pos; }

@@ -10,6 +10,9 @@
 
 #define TOP(f) CAT_TOP, offsetof(dsv4_model, f)
 #define MTP(f) CAT_MTP, offsetof(dsv4_model, mtp.f)
+#define HEAD(f) CAT_DRAFT_HEAD, offsetof(dsv4_model, mtp.f)
+#define DSI(f) CAT_DSPARK_IN, offsetof(dsv4_model, dspark.f)
+#define DSO(f) CAT_DSPARK_OUT, offsetof(dsv4_model, dspark.f)
 #define LW(w, f) w, offsetof(dsv4_layer_w, f)
 
 const cat_tensor k_catalog[] = {
@@ -21,15 +24,25 @@ const cat_tensor k_catalog[] = {
     {{"hc_head_scale", "hc_head.hc_scale"}, TOP(hc_head_scale), DM_1, DM_NONE, Q_PLAIN, 0},
 
     /* the MTP head's input fusion (FP8 in the released checkpoints, spec
-     * §5.2) and its own hc head and norm; a plain decode step reads none */
+     * §5.2) and the drafter's own hc head and norm; a plain decode step
+     * reads none of the drafter's tensors */
     {{"e_proj.weight"}, MTP(e_proj), DM_DIM, DM_DIM, Q_DENSE, 0},
     {{"h_proj.weight"}, MTP(h_proj), DM_DIM, DM_DIM, Q_DENSE, 0},
     {{"enorm.weight"}, MTP(enorm), DM_DIM, DM_NONE, Q_PLAIN, 0},
     {{"hnorm.weight"}, MTP(hnorm), DM_DIM, DM_NONE, Q_PLAIN, 0},
-    {{"norm.weight"}, MTP(norm), DM_DIM, DM_NONE, Q_PLAIN, 0},
-    {{"hc_head_fn", "hc_head.hc_fn"}, MTP(hc_head_fn), DM_HC, DM_HC_DIM, Q_PLAIN, 0},
-    {{"hc_head_base", "hc_head.hc_base"}, MTP(hc_head_base), DM_HC, DM_NONE, Q_PLAIN, 0},
-    {{"hc_head_scale", "hc_head.hc_scale"}, MTP(hc_head_scale), DM_1, DM_NONE, Q_PLAIN, 0},
+    {{"norm.weight"}, HEAD(norm), DM_DIM, DM_NONE, Q_PLAIN, 0},
+    {{"hc_head_fn", "hc_head.hc_fn"}, HEAD(hc_head_fn), DM_HC, DM_HC_DIM, Q_PLAIN, 0},
+    {{"hc_head_base", "hc_head.hc_base"}, HEAD(hc_head_base), DM_HC, DM_NONE, Q_PLAIN, 0},
+    {{"hc_head_scale", "hc_head.hc_scale"}, HEAD(hc_head_scale), DM_1, DM_NONE, Q_PLAIN, 0},
+
+    /* DSpark (docs/DSPARK.md §3): the context fusion of stage 0 (FP8
+     * main_proj in the release), the Markov head (BF16 tables) and the
+     * confidence head of the last stage */
+    {{"main_proj.weight"}, DSI(main_proj), DM_DIM, DM_DSPARK_CTX, Q_DENSE, 0},
+    {{"main_norm.weight"}, DSI(main_norm), DM_DIM, DM_NONE, Q_PLAIN, 0},
+    {{"markov_head.markov_w1.weight"}, DSO(markov_w1), DM_VOCAB, DM_MARKOV, Q_PLAIN, 0},
+    {{"markov_head.markov_w2.weight"}, DSO(markov_w2), DM_VOCAB, DM_MARKOV, Q_DENSE, 0},
+    {{"confidence_head.proj.weight"}, DSO(conf), DM_1, DM_CONF_IN, Q_PLAIN, 0},
 
     {{"attn_norm.weight", "input_layernorm.weight"}, LW(CAT_LAYER, attn_norm), DM_DIM, DM_NONE, Q_PLAIN, 1},
     {{"ffn_norm.weight", "post_attention_layernorm.weight"}, LW(CAT_LAYER, ffn_norm), DM_DIM, DM_NONE, Q_PLAIN, 1},
@@ -109,11 +122,14 @@ int64_t catalog_dim(const dsv4_config *c, int l, int dm)
     case DM_IDX_HEADS: return c->idx_heads;
     case DM_EXPERTS: return c->n_experts;
     case DM_INTER: return c->moe_inter;
+    case DM_DSPARK_CTX: return (int64_t)c->dspark_n_targets * c->dim;
+    case DM_MARKOV: return c->dspark_rank;
+    case DM_CONF_IN: return (int64_t)c->dim + c->dspark_rank;
     default: return 0;
     }
 }
 
-int catalog_per_layer(const cat_tensor *t) { return t->where != CAT_TOP && t->where != CAT_MTP; }
+int catalog_per_layer(const cat_tensor *t) { return t->where >= CAT_LAYER; }
 
 int catalog_present(const dsv4_config *c, int l, const cat_tensor *t)
 {

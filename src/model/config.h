@@ -11,6 +11,7 @@ enum { ATTN_SWA = 0, ATTN_CSA = 1, ATTN_HCA = 2 };
 enum { WFMT_PLAIN = 0, WFMT_FP8 = 1, WFMT_FP4 = 2 };
 
 #define DSV4_MAX_LAYERS 256
+#define DSPARK_MAX_TARGETS 16
 
 typedef struct {
     double theta;
@@ -31,7 +32,7 @@ typedef struct {
     int o_groups, o_lora; /* grouped output projection */
     int window;           /* sliding_window, includes the current token */
     int attn_kind[DSV4_MAX_LAYERS];   /* ATTN_* per layer */
-    int mtp_attn_kind;    /* ATTN_* of the MTP layer: trailing compress_ratios entry, else SWA */
+    int mtp_attn_kind;    /* ATTN_* of the drafter layers: trailing compress_ratios entries, else SWA */
     int ratio_csa, ratio_hca;         /* compress rates (4, 128) */
     int hash_layer[DSV4_MAX_LAYERS];  /* 1: routed by tid2eid[token] */
     int idx_heads, idx_head_dim, idx_topk;
@@ -44,6 +45,15 @@ typedef struct {
     dsv4_rope_params rope_main;     /* SWA-only layers */
     dsv4_rope_params rope_compress; /* CSA/HCA layers */
     int n_mtp;            /* num_nextn_predict_layers */
+    /* The DSpark drafter (docs/DSPARK.md §2), present when config.json has
+     * dspark_block_size: B rows per block, the L target layers whose output
+     * streams (mean over the hc streams) feed it, Markov rank R, the token id
+     * of rows 1..B-1. Its context window is sliding_window. */
+    int dspark_block;     /* 0: no DSpark keys */
+    int dspark_n_targets;
+    int dspark_targets[DSPARK_MAX_TARGETS];
+    int dspark_rank;
+    int dspark_noise;
     int weight_format;    /* WFMT_*: from quantization_config */
     int expert_format;    /* WFMT_* of routed experts: expert_dtype, else weight_format */
     int quant_blk_r, quant_blk_c; /* FP8 scale blocks: weight_block_size (0 without quantization_config) */
@@ -74,9 +84,10 @@ dsv4_status config_parse(const char *json, size_t len, const char *path,
                          dsv4_config *out);
 /* Load and parse DIR/config.json. */
 dsv4_status config_load(const char *dir, dsv4_config *out);
-/* Compression rate of layer l (0 for SWA-only); l >= n_layers is the MTP layer. */
+/* Compression rate of layer l (0 for SWA-only); l >= n_layers is a drafter
+ * layer (the MTP block or a DSpark stage). */
 int config_ratio(const dsv4_config *c, int l);
-/* ATTN_* of layer l; l >= n_layers is the MTP layer. */
+/* ATTN_* of layer l; l >= n_layers is a drafter layer. */
 int config_kind(const dsv4_config *c, int l);
 
 #endif

@@ -377,11 +377,12 @@ static dsv4_status parse_attn_kinds(const cfg_src *s, dsv4_config *c)
     if (cr) {
         if (!cJSON_IsArray(cr)) return bad_key(s, "compress_ratios", "expected a list");
         int len = cJSON_GetArraySize(cr), i = 0;
-        /* The official list may carry one trailing entry for the MTP layer. */
-        if (len != n && len != n + 1)
+        /* The official list may carry trailing entries for the drafter's
+         * layers: one MTP layer, or the DSpark stages; they must agree. */
+        if (len < n || len > n + 3)
             return dsv4_fail(DSV4_ERR_CONFIG,
                              "%s: compress_ratios: %d entries, expected num_hidden_layers (%d) "
-                             "or one more for the MTP layer",
+                             "plus at most 3 for the drafter's layers",
                              s->path, len, n);
         for (const cJSON *e = cr->child; e; e = e->next, i++) {
             char name[48];
@@ -395,7 +396,10 @@ static dsv4_status parse_attn_kinds(const cfg_src *s, dsv4_config *c)
                 return dsv4_fail(DSV4_ERR_CONFIG,
                                  "%s: %s: %d is neither 0 nor a compress rate (%d, %d)", s->path,
                                  name, r, c->ratio_csa, c->ratio_hca);
-            if (i == n) c->mtp_attn_kind = k;
+            if (i > n && k != c->mtp_attn_kind)
+                return dsv4_fail(DSV4_ERR_CONFIG, "%s: %s: %d differs from compress_ratios[%d]: the drafter's "
+                                 "layers share one kind", s->path, name, r, n);
+            if (i >= n) c->mtp_attn_kind = k;
             else if (lt && from_lt[i] != k)
                 return dsv4_fail(DSV4_ERR_CONFIG,
                                  "%s: compress_ratios[%d]: %d disagrees with layer_types[%d] (%s)",
@@ -432,6 +436,52 @@ static dsv4_status parse_hash_layers(const cfg_src *s, dsv4_config *c)
     } else {
         for (int i = 0; i < n; i++) c->hash_layer[i] = i < n_hash;
     }
+    return DSV4_OK;
+}
+
+/* ---- the DSpark drafter (docs/DSPARK.md §2) ---- */
+
+static dsv4_status parse_dspark(const cfg_src *s, dsv4_config *c)
+{
+    static const char *const keys[] = {"dspark_target_layer_ids", "dspark_markov_rank", "dspark_noise_token_id",
+                                       "dspark_markov_head_type", "dspark_window_size"};
+    dsv4_status st;
+    const cJSON *ids = field(s->root, "dspark_target_layer_ids");
+    c->dspark_block = 0;
+    if (!field(s->root, "dspark_block_size")) {
+        for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++)
+            if (field(s->root, keys[i])) return bad_key(s, keys[i], "a DSpark key without dspark_block_size");
+        return DSV4_OK;
+    }
+    if ((st = get_int(s, "dspark_block_size", 1, 64, 0, &c->dspark_block))) return st;
+    if (!ids) return bad_key(s, "dspark_target_layer_ids", "missing (dspark_block_size is set)");
+    if (!cJSON_IsArray(ids) || cJSON_GetArraySize(ids) < 1 || cJSON_GetArraySize(ids) > DSPARK_MAX_TARGETS)
+        return dsv4_fail(DSV4_ERR_CONFIG, "%s: dspark_target_layer_ids: expected a list of 1..%d layer ids", s->path,
+                         DSPARK_MAX_TARGETS);
+    int n = 0;
+    for (const cJSON *e = ids->child; e; e = e->next, n++) {
+        char name[48];
+        snprintf(name, sizeof name, "dspark_target_layer_ids[%d]", n);
+        if ((st = to_int(s, name, e, 0, c->n_layers - 1, &c->dspark_targets[n]))) return st;
+        for (int j = 0; j < n; j++)
+            if (c->dspark_targets[j] == c->dspark_targets[n]) return bad_key(s, name, "a layer listed twice");
+    }
+    c->dspark_n_targets = n;
+    const cJSON *r = field(s->root, "dspark_markov_rank"), *noise = field(s->root, "dspark_noise_token_id");
+    if (!r) return bad_key(s, "dspark_markov_rank", "missing (dspark_block_size is set)");
+    if (!noise) return bad_key(s, "dspark_noise_token_id", "missing (dspark_block_size is set)");
+    if ((st = to_int(s, "dspark_markov_rank", r, 1, DIM_MAX, &c->dspark_rank))) return st;
+    if ((st = to_int(s, "dspark_noise_token_id", noise, 0, c->vocab - 1, &c->dspark_noise))) return st;
+    const char *type;
+    if ((st = get_str(s, "dspark_markov_head_type", &type))) return st;
+    if (type && strcmp(type, "vanilla"))
+        return dsv4_fail(DSV4_ERR_UNSUPPORTED, "%s: dspark_markov_head_type: \"%s\" is not supported (only "
+                         "\"vanilla\")", s->path, type);
+    int win = c->window;
+    if ((st = get_int(s, "dspark_window_size", 1, DIM_MAX, c->window, &win))) return st;
+    if (win != c->window)
+        return dsv4_fail(DSV4_ERR_UNSUPPORTED, "%s: dspark_window_size: %d differs from sliding_window (%d), which "
+                         "is not supported", s->path, win, c->window);
     return DSV4_OK;
 }
 
@@ -635,6 +685,7 @@ dsv4_status config_parse(const char *json, size_t len, const char *path, dsv4_co
     if (!st) st = parse_rates(&s, c);
     if (!st) st = parse_attn_kinds(&s, c);
     if (!st) st = parse_hash_layers(&s, c);
+    if (!st) st = parse_dspark(&s, c);
     if (!st) st = parse_rope_dim(&s, c);
     if (!st) st = parse_rope(&s, c);
     if (!st) st = check(&s, c);

@@ -193,7 +193,8 @@ void dsv4_model_memory(const dsv4_model *m, dsv4_memory_info *out)
     double per_tok;
     uint64_t fixed;
     config_state_size(&m->cfg, m->cache_official ? STATE_OFFICIAL : STATE_FP32, &per_tok, &fixed);
-    if (m->has_mtp) fixed += (uint64_t)m->cfg.window * (uint64_t)m->layout.kv.bytes; /* its SWA ring */
+    /* the drafter's rings (SWA-only blocks: the MTP head's, or the DSpark stages') */
+    fixed += (uint64_t)m->n_draft * (uint64_t)m->cfg.window * (uint64_t)m->layout.kv.bytes;
     out->fixed_bytes = fixed;
     out->bytes_per_token = per_tok;
     tensor_source src = {m->st, m->gg};

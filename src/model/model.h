@@ -32,7 +32,9 @@ typedef struct {
 
 /* The MTP head (spec §5.2): input fusion and its own hc head and final
  * norm; its block is layers[n_layers] (attention of cfg.mtp_attn_kind,
- * routed top-k MoE); embedding and output head are the main model's. */
+ * routed top-k MoE); embedding and output head are the main model's. A
+ * DSpark drafter has the same own hc head and norm (on its last stage) and
+ * no input fusion. */
 typedef struct {
     dsv4_mat e_proj, h_proj;    /* [D, D] */
     dsv4_mat enorm, hnorm, norm;
@@ -49,19 +51,37 @@ typedef struct {
  * rows and entries, ROW_FP4 indexer keys. */
 dsv4_state_layout state_layout(const dsv4_config *c, int official);
 
+/* Drafter blocks a model may have after its main layers (the slots of
+ * dsv4_model.layers past n_layers). */
+#define DRAFT_MAX_BLOCKS 8
+
+/* The DSpark drafter's own tensors (docs/DSPARK.md §3); its stages are
+ * layers[n_layers .. n_layers + n_draft) (SWA attention, routed top-k MoE),
+ * its hc head and norm are in dsv4_mtp_w. */
+typedef struct {
+    dsv4_mat main_proj;         /* [D, L·D]: the target features into one context row (stage 0) */
+    dsv4_mat main_norm;         /* [D] */
+    dsv4_mat markov_w1;         /* [V, R]: a table, row = the previous token (last stage) */
+    dsv4_mat markov_w2;         /* [V, R]: R -> V logit bias */
+    dsv4_mat conf;              /* [1, D + R]: confidence logit of [h, markov_w1 row] */
+} dsv4_dspark_w;
+
 struct dsv4_model {
     dsv4_config cfg;
     st_archive *st;       /* the checkpoint's tensors: a safetensors archive, */
     gguf_file *gg;        /* or a GGUF file (exactly one is set) */
     dsv4_mat embed, head, norm, hc_head_fn, hc_head_base, hc_head_scale;
-    dsv4_layer_w *layers; /* n_layers, then the MTP block when has_mtp */
+    dsv4_layer_w *layers; /* n_layers, then the drafter's n_draft blocks */
     int has_mtp;          /* the checkpoint has mtp.0.* (bound into mtp and layers[n_layers]) */
+    int has_dspark;       /* or a DSpark drafter (mtp.0 .. mtp.<n_draft-1>, config dspark_*) */
+    int n_draft;          /* drafter blocks after the main layers: 0, 1 (MTP) or the DSpark stages */
     dsv4_mtp_w mtp;
+    dsv4_dspark_w dspark;
     float *inv_freq_main, *inv_freq_compress; /* [rope_dim/2] each, backend memory */
     dsv4_backend *be;
     char **unknown;       /* tensors neither bound nor recognized (mtp.* is recognized) */
     int n_unknown;
-    int n_mtp_tensors;    /* MTP tensors recognized but not bound (deeper drafters, GGUF nextn blocks) */
+    int n_mtp_tensors;    /* drafter tensors recognized but not bound (deeper MTP heads, GGUF nextn blocks) */
     void *owned_image;    /* synthetic checkpoints: the in-memory safetensors or GGUF image */
     int cache_official;   /* 1: DSV4_CACHE_OFFICIAL numerics in the forward pass */
     dsv4_state_layout layout; /* how its sessions store their rows: state_layout(cfg, cache_official) */

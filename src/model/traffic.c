@@ -17,7 +17,7 @@ void model_decode_traffic(const dsv4_model *m, int64_t ctx, double distinct_expe
     for (int l = 0; l < c->n_layers; l++) {
         const dsv4_layer_w *lw = &m->layers[l];
         for (int i = 0; i < k_catalog_count; i++)
-            if (k_catalog[i].where != CAT_TOP && k_catalog[i].per_step) w += mat_bytes(catalog_slot(mm, l, &k_catalog[i]));
+            if (catalog_per_layer(&k_catalog[i]) && k_catalog[i].per_step) w += mat_bytes(catalog_slot(mm, l, &k_catalog[i]));
         w += (uint64_t)(distinct_experts * (double)(mat_bytes(&lw->w1[0]) + mat_bytes(&lw->w2[0]) + mat_bytes(&lw->w3[0])));
         int64_t win = pos + 1 < c->window ? pos + 1 : c->window;
         s += (uint64_t)win * kv;

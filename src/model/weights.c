@@ -381,8 +381,8 @@ static dsv4_status bind_experts(binder *b, dsv4_layer_w *lw, const char *pre)
     return DSV4_OK;
 }
 
-/* Layer l's block under prefix pre ("layers.L.", or "mtp.0." for the MTP
- * block, l = n_layers: its attention kind from the config, routed MoE). */
+/* Layer l's block under prefix pre ("layers.L.", or "mtp.S." for a drafter
+ * block, l >= n_layers: its attention kind from the config, routed MoE). */
 static dsv4_status bind_layer(binder *b, int l, const char *pre)
 {
     const dsv4_config *cf = &b->m->cfg;
@@ -391,6 +391,21 @@ static dsv4_status bind_layer(binder *b, int l, const char *pre)
             TRY(bind_entry(b, l, pre, &k_catalog[i]));
     if (l < cf->n_layers && cf->hash_layer[l]) TRY(bind_tid2eid(b, &b->m->layers[l], pre));
     return bind_experts(b, &b->m->layers[l], pre);
+}
+
+/* The drafter's own tensors of one kind (CAT_MTP ...) under prefix pre. */
+static dsv4_status bind_where(binder *b, int where, const char *pre)
+{
+    for (int i = 0; i < k_catalog_count; i++)
+        if (k_catalog[i].where == where) TRY(bind_entry(b, 0, pre, &k_catalog[i]));
+    return DSV4_OK;
+}
+
+static dsv4_status swa_only(const dsv4_config *cf, const char *what)
+{
+    if (cf->mtp_attn_kind == ATTN_SWA) return DSV4_OK;
+    return dsv4_fail(DSV4_ERR_UNSUPPORTED, "checkpoint: %s with compressed attention is not supported "
+                     "(compress_ratios gives it ratio %d)", what, config_ratio(cf, cf->n_layers));
 }
 
 /* The MTP head (spec §5.2), when the checkpoint has mtp.0.e_proj (GGUF:
@@ -402,14 +417,51 @@ static dsv4_status bind_mtp(binder *b)
     char tried[512];
     src_tensor t;
     if (lookup(b, "mtp.0.", NAMES("e_proj.weight"), &t, tried, sizeof tried) < 0) return DSV4_OK;
-    if (cf->mtp_attn_kind != ATTN_SWA)
-        return dsv4_fail(DSV4_ERR_UNSUPPORTED, "checkpoint: an MTP layer with compressed attention is not supported "
-                         "(compress_ratios gives it ratio %d)", config_ratio(cf, cf->n_layers));
+    if (cf->dspark_block)
+        return dsv4_fail(DSV4_ERR_FORMAT, "checkpoint: mtp.0.e_proj (an MTP head) with the dspark_* keys of "
+                         "config.json (a DSpark drafter): a checkpoint has one drafter");
+    TRY(swa_only(cf, "an MTP layer"));
     const char *p = "mtp.0.";
-    for (int i = 0; i < k_catalog_count; i++)
-        if (k_catalog[i].where == CAT_MTP) TRY(bind_entry(b, 0, p, &k_catalog[i]));
+    TRY(bind_where(b, CAT_MTP, p));
+    TRY(bind_where(b, CAT_DRAFT_HEAD, p));
     TRY(bind_layer(b, cf->n_layers, p));
     m->has_mtp = 1;
+    m->n_draft = 1;
+    return DSV4_OK;
+}
+
+/* The DSpark drafter (docs/DSPARK.md §3), when config.json has its keys:
+ * stages mtp.0 .. mtp.<n-1> (as many as have an attn_norm, in a row), each
+ * a V4 block; the context fusion on stage 0; the hc head, norm, Markov and
+ * confidence heads on the last. All of it must then be there. Not read from
+ * GGUF (no converter writes the V4 DSpark layout there yet). */
+static dsv4_status bind_dspark(binder *b)
+{
+    dsv4_model *m = b->m;
+    const dsv4_config *cf = &m->cfg;
+    if (!cf->dspark_block) return DSV4_OK;
+    if (b->src.gg) return dsv4_fail(DSV4_ERR_UNSUPPORTED, "checkpoint: a DSpark drafter in a GGUF file is not supported");
+    char tried[512], pre[32];
+    src_tensor t;
+    int n = 0;
+    for (; n < DRAFT_MAX_BLOCKS; n++) {
+        snprintf(pre, sizeof pre, "mtp.%d.", n);
+        if (lookup(b, pre, NAMES("attn_norm.weight"), &t, tried, sizeof tried) < 0) break;
+    }
+    if (!n)
+        return dsv4_fail(DSV4_ERR_FORMAT, "checkpoint: config.json has dspark_block_size but the drafter's first "
+                         "stage is missing (no tensor 'mtp.0.attn_norm.weight')");
+    TRY(swa_only(cf, "a DSpark stage"));
+    TRY(bind_where(b, CAT_DSPARK_IN, "mtp.0."));
+    snprintf(pre, sizeof pre, "mtp.%d.", n - 1);
+    TRY(bind_where(b, CAT_DRAFT_HEAD, pre));
+    TRY(bind_where(b, CAT_DSPARK_OUT, pre));
+    for (int s = 0; s < n; s++) {
+        snprintf(pre, sizeof pre, "mtp.%d.", s);
+        TRY(bind_layer(b, cf->n_layers + s, pre));
+    }
+    m->has_dspark = 1;
+    m->n_draft = n;
     return DSV4_OK;
 }
 
@@ -448,7 +500,7 @@ dsv4_status weights_bind(dsv4_model *m)
     tensor_source src = {m->st, m->gg};
     int n = tsrc_count(&src);
     binder b = {m, src, calloc((size_t)n + 1, 1)};
-    m->layers = calloc((size_t)cf->n_layers + 1, sizeof *m->layers);
+    m->layers = calloc((size_t)cf->n_layers + DRAFT_MAX_BLOCKS, sizeof *m->layers);
     if (!b.used || !m->layers) { free(b.used); return dsv4_fail(DSV4_ERR_NOMEM, "out of memory"); }
     dsv4_status st = DSV4_OK;
     for (int i = 0; i < k_catalog_count && !st; i++)
@@ -459,7 +511,7 @@ dsv4_status weights_bind(dsv4_model *m)
         snprintf(pre, sizeof pre, "layers.%d.", l);
         if ((st = bind_layer(&b, l, pre))) { free(b.used); return st; }
     }
-    if ((st = bind_mtp(&b))) { free(b.used); return st; }
+    if ((st = bind_dspark(&b)) || (st = bind_mtp(&b))) { free(b.used); return st; }
     st = collect_unknown(&b);
     free(b.used);
     return st;
@@ -487,15 +539,15 @@ static dsv4_status adopt(adopter *a, dsv4_mat *w)
     return DSV4_OK;
 }
 
-/* Calls fn on every bound weight view: the top-level ones, the MTP head's,
- * then layer by layer (the MTP block last) with the routed experts last
+/* Calls fn on every bound weight view: the top-level ones, the drafter's,
+ * then layer by layer (the drafter's blocks last) with the routed experts last
  * (absent views included; fn skips them). */
 static dsv4_status each_weight(dsv4_model *m, dsv4_status (*fn)(void *ctx, dsv4_mat *w), void *ctx)
 {
     const dsv4_config *cf = &m->cfg;
-    for (int i = 0; i < k_catalog_count; i++) /* the MTP head's slots too (data NULL without one) */
+    for (int i = 0; i < k_catalog_count; i++) /* the drafter's slots too (data NULL without one) */
         if (!catalog_per_layer(&k_catalog[i])) TRY(fn(ctx, catalog_slot(m, 0, &k_catalog[i])));
-    for (int l = 0; l < cf->n_layers + m->has_mtp; l++) {
+    for (int l = 0; l < cf->n_layers + m->n_draft; l++) {
         dsv4_layer_w *w = &m->layers[l];
         for (int i = 0; i < k_catalog_count; i++) /* absent slots have data NULL */
             if (catalog_per_layer(&k_catalog[i])) TRY(fn(ctx, catalog_slot(m, l, &k_catalog[i])));
@@ -548,7 +600,7 @@ dsv4_status weights_adopt(dsv4_model *m, dsv4_progress_fn progress, void *user)
 void weights_free(dsv4_model *m)
 {
     if (m->layers) {
-        for (int l = 0; l < m->cfg.n_layers + 1; l++) {
+        for (int l = 0; l < m->cfg.n_layers + DRAFT_MAX_BLOCKS; l++) {
             dsv4_layer_w *w = &m->layers[l];
             free(w->w1);
             free(w->w2);

@@ -101,7 +101,7 @@ void metrics_render(metrics *m, tbuf *o)
         {"dsv4_steps_total", "Decode steps run (one transaction each)."},
         {"dsv4_requests_cancelled_total", "Generation requests ended by a client disconnect."},
         {"dsv4_step_vetoes_total", "Steps vetoed by the gate because a lane was cancelled."},
-        {"dsv4_spec_decode_draft_tokens_total", "Tokens the MTP head drafted (--spec)."},
+        {"dsv4_spec_decode_draft_tokens_total", "Tokens the drafter (MTP head or DSpark) drafted (--spec)."},
         {"dsv4_spec_decode_accepted_tokens_total", "Drafted tokens the model accepted (--spec)."},
     };
     static const struct { const char *name, *help; } gauges[MET_N_GAUGES] = {

@@ -102,7 +102,7 @@ typedef struct {
     int assistant_id;       /* "<｜Assistant｜>": state before the last one is kept */
     cache *cache;
     metrics *met;
-    int spec_k;             /* > 0: speculative decoding, the MTP head drafting spec_k tokens a step */
+    int spec_k;             /* > 0: speculative decoding, the drafter (MTP head or DSpark) drafting spec_k tokens a step */
 } sched_config;
 
 typedef struct sched sched;

@@ -205,9 +205,14 @@ static int load(server *S)
         fprintf(stderr, "dsv4 serve: %s\n", dsv4_last_error());
         return -1;
     }
-    if (o->spec_k && !dsv4_model_has_mtp(S->model)) {
-        fprintf(stderr, "dsv4 serve: --spec: %s has no MTP head (mtp.0.*) to draft with\n",
-                o->model_dir ? o->model_dir : "this model");
+    if (o->spec_k && !(o->spec_dspark ? dsv4_model_has_dspark(S->model) : dsv4_model_has_mtp(S->model))) {
+        fprintf(stderr, "dsv4 serve: --spec: %s has no %s to draft with\n", o->model_dir ? o->model_dir : "this model",
+                o->spec_dspark ? "DSpark drafter (mtp.0..2 with the dspark_* keys)" : "MTP head (mtp.0.*)");
+        return -1;
+    }
+    if (o->spec_dspark && o->spec_k > dsv4_model_dspark_block(S->model)) {
+        fprintf(stderr, "dsv4 serve: --spec dspark:%d: the DSpark block drafts at most %d\n", o->spec_k,
+                dsv4_model_dspark_block(S->model));
         return -1;
     }
     if (dsv4_model_vocab(S->model) != f.vocab) {
@@ -246,9 +251,10 @@ int serve_main(const serve_options *opt)
         fprintf(stderr, "dsv4 serve: %s\n", dsv4_last_error());
         goto done;
     }
+    int spec_k = opt->spec_k < 0 ? dsv4_model_dspark_block(S->model) : opt->spec_k;
     sched_config sc = {S->model, &S->gm, opt->max_sessions, opt->max_queue, opt->prefill_chunk,
                        S->n_eos ? S->eos_ids[0] : -1, tok_token_id(S->tok, CHAT_TOK_ASSISTANT), S->cache, &S->met,
-                       opt->spec_k};
+                       spec_k};
     if (sched_start(&sc, &S->sched)) {
         fprintf(stderr, "dsv4 serve: %s\n", dsv4_last_error());
         goto done;
@@ -256,7 +262,7 @@ int serve_main(const serve_options *opt)
     int port = opt->port;
     if (!(daemon = http_start(S, &port))) goto done;
     char spec[32] = "";
-    if (opt->spec_k) snprintf(spec, sizeof spec, ", speculative mtp:%d", opt->spec_k);
+    if (spec_k) snprintf(spec, sizeof spec, ", speculative %s:%d", opt->spec_dspark ? "dspark" : "mtp", spec_k);
     fprintf(stderr, "dsv4 serve: %s on http://%s:%d (%d lanes, context %d%s)\n", S->model_name, opt->host, port,
             opt->max_sessions, S->ctx, spec);
     int sig;

@@ -39,7 +39,8 @@ typedef struct {
     const char *kv_dir;
     uint64_t cache_bytes;
     int prefill_chunk;
-    int spec_k;              /* --spec mtp:K: MTP drafts per step; 0: plain decoding */
+    int spec_k;              /* --spec mtp:K / dspark:K: drafts per step (< 0: the DSpark block's); 0: plain decoding */
+    int spec_dspark;         /* 1: --spec dspark (the checkpoint must have a DSpark drafter) */
     dsv4_cache_mode cache;   /* --cache: the cache numerics (and state layout) */
     size_t max_body;         /* bytes */
     int max_prompt_tokens;

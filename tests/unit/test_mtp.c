@@ -168,7 +168,7 @@ static int write_gguf_copy(dsv4_model *m, const char *path)
             const dsv4_mat *v = catalog_slot(m, l < 0 ? 0 : l, t);
             if (!v->data) continue;
             int64_t ne[2] = {v->cols, v->rows};
-            gg_put(&w, rec, &n, l >= 0 ? pre : t->where == CAT_MTP ? "mtp.0." : "", t->name[0], cf->n_layers,
+            gg_put(&w, rec, &n, l >= 0 ? pre : t->where != CAT_TOP ? "mtp.0." : "", t->name[0], cf->n_layers,
                    t->d1 == DM_NONE ? 1 : 2, ne, wformat_ggml_type(v->fmt), &v->data, 1, (size_t)wmat_bytes(v));
         }
         if (l < 0) continue;

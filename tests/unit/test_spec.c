@@ -1,7 +1,8 @@
-/* Speculative decoding (engine/spec.c) changes nothing but speed: greedy
- * output and the final session state (model and MTP) are bit-identical to
- * plain greedy decoding for k = 1, 2, 3 over >= 200 tokens, alone and in a
- * cohort of lanes with different k; sampled output follows the model's
+/* Speculative decoding (engine/spec.c) changes nothing but speed, with the
+ * MTP head and with the DSpark drafter (each on its fixture): greedy output
+ * and the final session state (model and drafter) are bit-identical to
+ * plain greedy decoding for k = 1, 2, 3 (DSpark: up to its block, 5) over
+ * >= 200 tokens, alone and in a cohort of lanes with different k; sampled output follows the model's
  * distribution (chi-square against the exact distribution); a veto or a
  * fault during a verify step leaves every lane as before or poisoned, and a
  * veto takes the samplers' draws back; prompts fed in parts and tokens
@@ -17,11 +18,20 @@
 #include "test_fault.h"
 #include "test_state.h"
 
-#define FX "tests/fixtures/tiny-mtp-f32"
 #define NGEN 210
 
 static dsv4_model *g_m;
 static int V, HS;
+/* Floats per row of what the drafter reads from the model: the MTP's final
+ * streams (HS), DSpark's target features; the deepest k tested. */
+static int ROW, KMAX;
+
+/* The model lane's per-row output the drafter reads, into h. */
+static void drafter_input(dsv4_lane *ln, float *h)
+{
+    if (dsv4_model_has_dspark(g_m)) ln->features = h;
+    else ln->hidden = h;
+}
 
 static dsv4_session *fresh(void)
 {
@@ -48,15 +58,16 @@ static int32_t argmax(const float *v)
 static void greedy_ref(const int32_t *p, int np, int n, int32_t *ref, dsv4_session **out, float **hid)
 {
     dsv4_session *s = fresh();
-    float *lg = malloc((size_t)V * sizeof *lg), *h = malloc((size_t)(np + n) * HS * sizeof *h);
-    dsv4_lane ln = {.session = s, .tokens = p, .n_tokens = np, .logits_mode = DSV4_LOGITS_LAST, .logits = lg,
-                    .hidden = h};
+    float *lg = malloc((size_t)V * sizeof *lg), *h = malloc((size_t)(np + n) * ROW * sizeof *h);
+    dsv4_lane ln = {.session = s, .tokens = p, .n_tokens = np, .logits_mode = DSV4_LOGITS_LAST, .logits = lg};
+    drafter_input(&ln, h);
     CHECK(dsv4_step(g_m, &ln, 1, NULL) == DSV4_OK);
     for (int i = 0; i < n; i++) {
         ref[i] = argmax(lg);
         if (i + 1 == n) break;
         ln = (dsv4_lane){.session = s, .tokens = &ref[i], .n_tokens = 1, .logits_mode = DSV4_LOGITS_LAST,
-                         .logits = lg, .hidden = h + (size_t)(np + i) * HS};
+                         .logits = lg};
+        drafter_input(&ln, h + (size_t)(np + i) * ROW);
         CHECK(dsv4_step(g_m, &ln, 1, NULL) == DSV4_OK);
     }
     free(lg);
@@ -64,8 +75,9 @@ static void greedy_ref(const int32_t *p, int np, int n, int32_t *ref, dsv4_sessi
     *hid = h;
 }
 
-/* The reference state: the plain session plus the MTP fed the same rows the
- * spec lane's MTP holds (0 .. mtp_pos-1, real streams and tokens). */
+/* The reference state: the plain session plus the drafter fed the same rows
+ * the spec lane's drafter holds (0 .. mtp_pos-1: real streams and the next
+ * tokens for the MTP, real features for DSpark). */
 static int same_as_reference(dsv4_session *spec, dsv4_session *ref, const float *h, const int32_t *p, int np,
                              const int32_t *gen)
 {
@@ -139,8 +151,9 @@ static void run_check(run *r, const char *what)
     int32_t all[64 + NGEN + SPEC_MAX_K + 1];
     memcpy(all, r->p, (size_t)r->np * sizeof *all);
     memcpy(all + r->np, r->want, (size_t)(r->n - 1) * sizeof *all);
-    float *h = malloc((size_t)(r->np + r->n) * HS * sizeof *h);
-    dsv4_lane ln = {.session = r->ref, .tokens = all, .n_tokens = r->np + r->n - 1, .hidden = h};
+    float *h = malloc((size_t)(r->np + r->n) * ROW * sizeof *h);
+    dsv4_lane ln = {.session = r->ref, .tokens = all, .n_tokens = r->np + r->n - 1};
+    drafter_input(&ln, h);
     CHECK(dsv4_step(g_m, &ln, 1, NULL) == DSV4_OK);
     CHECKF(same_as_reference(r->s, r->ref, h, r->p, r->np, r->want), "%s: final state differs from plain greedy", what);
     free(h);
@@ -156,7 +169,7 @@ static void run_free(run *r)
 
 static void test_greedy_identity_alone(void)
 {
-    for (int k = 1; k <= 3; k++)
+    for (int k = 1; k <= KMAX; k++)
         for (int oracle = 0; oracle < 2; oracle++) {
             run r;
             run_start(&r, k, k, oracle);
@@ -169,7 +182,7 @@ static void test_greedy_identity_alone(void)
                 run_take(&r);
             }
             char what[64];
-            snprintf(what, sizeof what, "k=%d %s drafts", k, oracle ? "half-right" : "MTP");
+            snprintf(what, sizeof what, "k=%d %s drafts", k, oracle ? "half-right" : dsv4_model_has_dspark(g_m) ? "DSpark" : "MTP");
             run_check(&r, what);
             printf("  %s: %d tokens in %lld steps, %lld of %lld drafts kept\n", what, r.n, r.sl.n_steps, r.sl.n_kept,
                    r.sl.n_drafted);
@@ -178,11 +191,37 @@ static void test_greedy_identity_alone(void)
         }
 }
 
-/* Four lanes with k = 1, 2, 3, 0, their own prompts, one cohort step at a time. */
+/* DSpark's confidence cut changes how many drafts are verified, not the
+ * output or the state: a threshold above 1 verifies none, one in between
+ * some (the fixture's confidences spread around 0.5). */
+static void test_confidence_cut(void)
+{
+    static const float cut[2] = {2.0f, 0.5f};
+    for (int c = 0; c < 2; c++) {
+        run r;
+        run_start(&r, 4, KMAX, 0);
+        r.sl.conf_min = cut[c];
+        while (r.n < NGEN) {
+            spec_lane *l = &r.sl;
+            dsv4_status st = spec_step(g_m, &l, 1, NULL);
+            CHECKF(st == DSV4_OK, "%s", dsv4_last_error());
+            if (st) break;
+            run_take(&r);
+        }
+        char what[64];
+        snprintf(what, sizeof what, "confidence cut %.1f", (double)cut[c]);
+        run_check(&r, what);
+        printf("  %s: %lld drafts verified in %lld steps\n", what, r.sl.n_drafted, r.sl.n_steps);
+        CHECK(c ? r.sl.n_drafted > 0 && r.sl.n_drafted < (long long)KMAX * r.sl.n_steps : r.sl.n_drafted == 0);
+        run_free(&r);
+    }
+}
+
+/* Four lanes with k = 1, 2, 3 (DSpark: 5), 0, their own prompts, one cohort step at a time. */
 static void test_greedy_identity_cohort(void)
 {
     enum { L = 4 };
-    static const int ks[L] = {1, 2, 3, 0};
+    const int ks[L] = {1, 2, KMAX, 0};
     run r[L];
     spec_lane *ls[L];
     for (int i = 0; i < L; i++) {
@@ -460,29 +499,44 @@ static void test_veto_keeps_sampling(void)
     CHECK(!memcmp(got[0], got[1], 48 * sizeof got[0][0]));
 }
 
+/* Every test on a fixture, named "<drafter>: <test>". */
+static void run_on(const char *tag, const char *name, void (*fn)(void))
+{
+    static char full[128];
+    snprintf(full, sizeof full, "%s: %s", tag, name);
+    t_run(full, fn);
+}
+#define RUN_ON(tag, fn) run_on(tag, #fn, fn)
+
 int main(void)
 {
-    dsv4_load_options o = {0};
-    o.device = getenv("DSV4_TEST_DEVICE") ? getenv("DSV4_TEST_DEVICE") : "cpu";
-    o.n_threads = 2;
-    if (dsv4_model_load(FX, &o, &g_m)) { printf("FAIL test_spec: load: %s\n", dsv4_last_error()); return 1; }
-    V = dsv4_model_vocab(g_m);
-    HS = dsv4_model_hidden_size(g_m);
-    RUN(test_greedy_identity_alone);
-    RUN(test_greedy_identity_cohort);
-    RUN(test_veto_and_fault_in_verify);
-    RUN(test_sampling_distribution);
-    RUN(test_prefill_and_force);
-    RUN(test_veto_keeps_sampling);
-    dsv4_model_free(g_m);
-    /* again over packed state (FP8 KV rows and entries, FP4 indexer keys):
-     * rejected drafts roll the packed rows back by the same replay */
-    o.cache = DSV4_CACHE_OFFICIAL;
-    if (dsv4_model_load(FX, &o, &g_m)) { printf("FAIL test_spec: load (official): %s\n", dsv4_last_error()); return 1; }
-    RUN(test_greedy_identity_alone);
-    RUN(test_greedy_identity_cohort);
-    RUN(test_veto_and_fault_in_verify);
-    RUN(test_prefill_and_force);
-    dsv4_model_free(g_m);
+    static const char *const fx[2] = {"tests/fixtures/tiny-mtp-f32", "tests/fixtures/tiny-dspark-bf16"};
+    static const char *const tag[2][2] = {{"mtp", "mtp official"}, {"dspark", "dspark official"}};
+    for (int f = 0; f < 2; f++)
+        for (int off = 0; off < 2; off++) {
+            /* off: again over packed state (FP8 KV rows and entries, FP4
+             * indexer keys): rejected drafts roll the packed rows back by the
+             * same replay */
+            dsv4_load_options o = {0};
+            o.device = getenv("DSV4_TEST_DEVICE") ? getenv("DSV4_TEST_DEVICE") : "cpu";
+            o.n_threads = 2;
+            if (off) o.cache = DSV4_CACHE_OFFICIAL;
+            if (dsv4_model_load(fx[f], &o, &g_m)) {
+                printf("FAIL test_spec: load (%s): %s\n", tag[f][off], dsv4_last_error());
+                return 1;
+            }
+            V = dsv4_model_vocab(g_m);
+            HS = dsv4_model_hidden_size(g_m);
+            ROW = dsv4_model_has_dspark(g_m) ? dsv4_model_feature_size(g_m) : HS;
+            KMAX = dsv4_model_has_dspark(g_m) ? g_m->cfg.dspark_block : 3;
+            RUN_ON(tag[f][off], test_greedy_identity_alone);
+            RUN_ON(tag[f][off], test_greedy_identity_cohort);
+            RUN_ON(tag[f][off], test_veto_and_fault_in_verify);
+            if (!off) RUN_ON(tag[f][off], test_sampling_distribution);
+            RUN_ON(tag[f][off], test_prefill_and_force);
+            if (!off) RUN_ON(tag[f][off], test_veto_keeps_sampling);
+            if (!off && dsv4_model_has_dspark(g_m)) RUN_ON(tag[f][off], test_confidence_cut);
+            dsv4_model_free(g_m);
+        }
     TEST_MAIN_END();
 }

@@ -17,6 +17,10 @@ Output directory: config.json, model.safetensors (or shards + index), generation
 tokens.txt, logits.f32 ([seq, vocab] little-endian float32), meta.json.
 With --mtp the checkpoint also holds an MTP head (mtp.0.*, official names) and mtp_logits.f32
 ([seq-1, vocab]) holds its logits at every position from the composed oracle in mtp.py.
+With --dspark it holds a DSpark drafter instead (mtp.0/1/2.*, official names, dspark_* keys in
+config.json) and dspark_logits.f32 ([seq-1, block, vocab]) / dspark_conf.f32 ([seq-1, block]) hold
+its Markov-corrected row logits and confidences for the block after every prefix 1 .. seq-1, from
+the composed oracle in dspark.py.
 Runs on CPU or CUDA (auto); all math is fp32 with TF32 disabled.
 """
 
@@ -39,6 +43,7 @@ from transformers.models.deepseek_v4 import modeling_deepseek_v4 as mdl
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path[:0] = [HERE, os.path.join(HERE, "..", "quant")]
 from fp8_fp4 import F32_PATTERNS  # noqa: E402
+from dspark import DSpark, prev_tokens  # noqa: E402
 from mtp import MtpHead  # noqa: E402
 
 KIND = {"S": "sliding_attention", "C": "compressed_sparse_attention", "H": "heavily_compressed_attention"}
@@ -93,6 +98,12 @@ def parse_args(argv=None):
                    help="reject a seed if any top-k gap < min_gap * max(1, |k-th score|)")
     p.add_argument("--mtp", action="store_true",
                    help="add a random MTP head (mtp.0.*) and record its logits at every position (mtp_logits.f32)")
+    p.add_argument("--dspark", action="store_true",
+                   help="add a random DSpark drafter (mtp.0/1/2.*) and record its block logits after every prefix")
+    p.add_argument("--dspark-layers", default="0,2", help="dspark_target_layer_ids")
+    p.add_argument("--dspark-block", type=int, default=5, help="dspark_block_size")
+    p.add_argument("--dspark-rank", type=int, default=16, help="dspark_markov_rank")
+    p.add_argument("--dspark-noise", type=int, default=-1, help="dspark_noise_token_id (default vocab - 2)")
     p.add_argument("--schedules", default="1;7;19,7,1",
                    help="cached-path chunk schedules to compare with the full forward, ';'-separated; "
                         "each is a comma list of chunk sizes whose last entry repeats")
@@ -214,17 +225,27 @@ def randomize(model, cfg, gen, bf16):
 
 
 @torch.no_grad()
-def randomize_mtp(mtp, cfg, gen, bf16):
+def randomize_drafter(head, cfg, gen, bf16):
+    """Every parameter of an MTP head or DSpark drafter by the main model's rules (head.rule_name)."""
     rules = [(re.compile(rx), fn) for rx, fn in _rules(cfg)]
-    for name, t in list(mtp.named_parameters()) + list(mtp.named_buffers()):
+    for name, t in list(head.named_parameters()) + list(head.named_buffers()):
         if _is_rope_table(name):
             continue
-        hits = [fn for rx, fn in rules if rx.search(mtp.rule_name(name))]
+        hits = [fn for rx, fn in rules if rx.search(head.rule_name(name))]
         if len(hits) != 1:
-            sys.exit(f"MTP tensor {name} matched {len(hits)} rules")
+            sys.exit(f"drafter tensor {name} matched {len(hits)} rules")
         t.copy_(hits[0](gen, t))
         if bf16 and t.is_floating_point():
             t.copy_(t.to(torch.bfloat16).to(torch.float32))
+
+
+@torch.no_grad()
+def dspark_reference(model, ds, ids, n_prefix):
+    """Row logits [n, B, V] and confidences [n, B] of the block after every prefix 1 .. n."""
+    m = ds.features(model, ids)
+    out = [ds.draft(m, P, prev_tokens(ids, P, ds.block), model.model.embed_tokens, model.lm_head)
+           for P in range(1, n_prefix + 1)]
+    return torch.stack([o[0] for o in out]), torch.stack([o[1] for o in out])
 
 
 @torch.no_grad()
@@ -600,7 +621,13 @@ def main(argv=None):
         mtp = None
         if a.mtp:
             mtp = MtpHead(cfg).to(torch.float32).eval()
-            randomize_mtp(mtp, cfg, gen, bf16)
+            randomize_drafter(mtp, cfg, gen, bf16)
+        ds = None
+        if a.dspark:
+            noise = a.dspark_noise if a.dspark_noise >= 0 else cfg.vocab_size - 2
+            ds = DSpark(cfg, [int(x) for x in a.dspark_layers.split(",")], a.dspark_block, a.dspark_rank,
+                        noise).to(torch.float32).eval()
+            randomize_drafter(ds, cfg, gen, bf16)
         ids = torch.randint(0, cfg.vocab_size, (1, a.seq_len), generator=gen)
         model.to(device)
         ids_dev = ids.to(device)
@@ -608,9 +635,14 @@ def main(argv=None):
         if mtp is not None:
             mtp.to(device)
             rec.handles.append(mtp.block.mlp.gate.register_forward_hook(rec._router_hook("mtp")))
+        if ds is not None:
+            ds.to(device)
+            for i, r in enumerate(ds.routers()):
+                rec.handles.append(r.register_forward_hook(rec._router_hook(f"dspark{i}")))
         rec.active = True
         logits = full_logits(model, ids_dev)
         mtp_ref = mtp_logits(model, mtp, ids_dev) if mtp is not None else None
+        ds_ref = dspark_reference(model, ds, ids_dev, a.seq_len - 1) if ds is not None else None
         rec.active = False
         gaps = rec.summary()
         attempts.append({"seed": seed, "indexer_min_gap": (gaps["indexer"] or {}).get("min_gap"),
@@ -644,6 +676,33 @@ def main(argv=None):
     out_dir = a.out
     save_fixture(model, cfg, a, out_dir)
     model.to(device)
+    if mtp is not None and ds is not None:
+        sys.exit("--mtp and --dspark: a checkpoint has one drafter")
+    if ds is not None:
+        if a.shards != 1:
+            sys.exit("--dspark writes into a single model.safetensors (use --shards 1)")
+        path = os.path.join(out_dir, "model.safetensors")
+        with safe_open(path, "pt") as f:
+            tensors = {n: f.get_tensor(n) for n in f.keys()}
+        for n, t in ds.official_tensors(to_official, cfg).items():
+            tensors[n] = t.to(storage_dtype(n, t, bf16)).contiguous()
+        save_file(tensors, path, metadata={"format": "pt"})
+        with open(os.path.join(out_dir, "config.json")) as f:
+            conf = json.load(f)
+        conf.update(ds.config_keys())
+        with open(os.path.join(out_dir, "config.json"), "w") as f:
+            json.dump(conf, f, indent=2, sort_keys=True)
+            f.write("\n")
+        if not (torch.isfinite(ds_ref[0]).all() and torch.isfinite(ds_ref[1]).all()):
+            sys.exit("non-finite DSpark logits")
+        # causality of the composed oracle: a prefix of the tokens gives the same blocks (those
+        # whose Markov condition does not wrap around the shorter sequence)
+        pre = dspark_reference(model, ds, ids_dev[:, :half], half - 1)
+        n = half - ds.block
+        ds_prefix_diff = max((pre[0][:n] - ds_ref[0][:n]).abs().max().item(),
+                             (pre[1][:n] - ds_ref[1][:n]).abs().max().item())
+        ds_ref[0].detach().cpu().contiguous().numpy().astype("<f4").tofile(os.path.join(out_dir, "dspark_logits.f32"))
+        ds_ref[1].detach().cpu().contiguous().numpy().astype("<f4").tofile(os.path.join(out_dir, "dspark_conf.f32"))
     if mtp is not None:
         if a.shards != 1:
             sys.exit("--mtp writes into a single model.safetensors (use --shards 1)")
@@ -730,6 +789,21 @@ def main(argv=None):
                             "sha256": sha256(os.path.join(out_dir, "mtp_logits.f32"))},
             "prefix_vs_full_max_abs_diff": mtp_prefix_diff,
             "logits_stats": {"max_abs": mtp_ref.abs().max().item(), "std": mtp_ref.std().item()},
+        }
+    if ds is not None:
+        meta["dspark"] = {
+            "oracle": "tools/oracle/dspark.py: transformers modules composed as docs/DSPARK.md §4",
+            "config": ds.config_keys(),
+            "logits_file": {"name": "dspark_logits.f32", "dtype": "float32 little-endian",
+                            "shape": [a.seq_len - 1, ds.block, cfg.vocab_size],
+                            "rows": "[P-1][i]: the block after positions 0..P-1 (row 0 holds token P), row i "
+                                    "Markov-conditioned on token (P+i) mod seq_len",
+                            "sha256": sha256(os.path.join(out_dir, "dspark_logits.f32"))},
+            "conf_file": {"name": "dspark_conf.f32", "dtype": "float32 little-endian",
+                          "shape": [a.seq_len - 1, ds.block],
+                          "sha256": sha256(os.path.join(out_dir, "dspark_conf.f32"))},
+            "prefix_vs_full_max_abs_diff": ds_prefix_diff,
+            "logits_stats": {"max_abs": ds_ref[0].abs().max().item(), "std": ds_ref[0].std().item()},
         }
     with open(os.path.join(out_dir, "meta.json"), "w") as f:
         json.dump(meta, f, indent=1)
