@@ -41,3 +41,8 @@ TT=tests/fixtures/tiny-mtp.tokenizer.json.tmp
 V=$(python3 tools/make_tiny_tokenizer.py $TT)
 $GEN --out tests/fixtures/tiny-mtp-f32 --mtp --vocab "$V" --layers S,C,H --hash-layers 1 --seq-len 80 --seed 21
 mv $TT tests/fixtures/tiny-mtp-f32/tokenizer.json
+# A DSpark drafter (mtp.0..2, Markov and confidence heads) with its block logits and confidences
+# after every prefix from the composed oracle (tools/oracle/dspark.py), on the same vocabulary.
+$GEN --out tests/fixtures/tiny-dspark-bf16 --dspark --dtype bf16 --vocab "$V" --layers S,C,H --hash-layers 1 \
+  --experts 4 --experts-per-tok 2 --moe-inter 16 --seq-len 44 --seed 31
+cp tests/fixtures/tiny-mtp-f32/tokenizer.json tests/fixtures/tiny-dspark-bf16/tokenizer.json

@@ -540,6 +540,19 @@ def _layer_order_key(name):
     return (1, int(m.group(1)), name) if m else ((0 if "embed" in name else 2), 0, name)
 
 
+def add_drafter(out_dir, drafter, flag, shards, cfg, bf16):
+    """Adds a drafter's tensors (official names, the fixture's storage dtypes) to the fixture's
+    single model.safetensors."""
+    if shards != 1:
+        sys.exit(f"{flag} writes into a single model.safetensors (use --shards 1)")
+    path = os.path.join(out_dir, "model.safetensors")
+    with safe_open(path, "pt") as f:
+        tensors = {n: f.get_tensor(n) for n in f.keys()}
+    for n, t in drafter.official_tensors(to_official, cfg).items():
+        tensors[n] = t.to(storage_dtype(n, t, bf16)).contiguous()
+    save_file(tensors, path, metadata={"format": "pt"})
+
+
 def save_fixture(model, cfg, a, out_dir):
     bf16 = a.dtype == "bf16"
     if os.path.exists(out_dir):
@@ -679,14 +692,7 @@ def main(argv=None):
     if mtp is not None and ds is not None:
         sys.exit("--mtp and --dspark: a checkpoint has one drafter")
     if ds is not None:
-        if a.shards != 1:
-            sys.exit("--dspark writes into a single model.safetensors (use --shards 1)")
-        path = os.path.join(out_dir, "model.safetensors")
-        with safe_open(path, "pt") as f:
-            tensors = {n: f.get_tensor(n) for n in f.keys()}
-        for n, t in ds.official_tensors(to_official, cfg).items():
-            tensors[n] = t.to(storage_dtype(n, t, bf16)).contiguous()
-        save_file(tensors, path, metadata={"format": "pt"})
+        add_drafter(out_dir, ds, "--dspark", a.shards, cfg, bf16)
         with open(os.path.join(out_dir, "config.json")) as f:
             conf = json.load(f)
         conf.update(ds.config_keys())
@@ -704,14 +710,7 @@ def main(argv=None):
         ds_ref[0].detach().cpu().contiguous().numpy().astype("<f4").tofile(os.path.join(out_dir, "dspark_logits.f32"))
         ds_ref[1].detach().cpu().contiguous().numpy().astype("<f4").tofile(os.path.join(out_dir, "dspark_conf.f32"))
     if mtp is not None:
-        if a.shards != 1:
-            sys.exit("--mtp writes into a single model.safetensors (use --shards 1)")
-        path = os.path.join(out_dir, "model.safetensors")
-        with safe_open(path, "pt") as f:
-            tensors = {n: f.get_tensor(n) for n in f.keys()}
-        for n, t in mtp.official_tensors(to_official, cfg).items():
-            tensors[n] = t.to(storage_dtype(n, t, bf16)).contiguous()
-        save_file(tensors, path, metadata={"format": "pt"})
+        add_drafter(out_dir, mtp, "--mtp", a.shards, cfg, bf16)
         if not torch.isfinite(mtp_ref).all():
             sys.exit("non-finite MTP logits")
         # causality of the composed oracle: a prefix gives the same first rows
