@@ -65,6 +65,8 @@ void dsv4_session_free(dsv4_session *s)
     if (s->L)
         for (int l = 0; l < session_n_layers(s); l++) layer_free(s->m->be, &s->L[l]);
     free(s->L);
+    free(s->owed_h);
+    free(s->owed_tok);
     free(s);
 }
 
@@ -93,7 +95,23 @@ void dsv4_session_reset(dsv4_session *s)
     }
     s->pos = 0;
     s->mtp_pos = 0;
+    s->n_owed = 0;
     s->poisoned = 0;
+}
+
+dsv4_status session_owed_reserve(dsv4_session *s, int64_t n)
+{
+    if (n <= s->cap_owed) return DSV4_OK;
+    int64_t cap = s->cap_owed ? s->cap_owed : 16;
+    while (cap < n) cap *= 2;
+    size_t HS = (size_t)s->m->cfg.hc_mult * (size_t)s->m->cfg.dim;
+    int32_t *t = realloc(s->owed_tok, size_mul((size_t)cap, sizeof *t));
+    if (t) s->owed_tok = t;
+    float *h = t ? realloc(s->owed_h, size_mul3((size_t)cap, HS, sizeof *h)) : NULL;
+    if (!h) return dsv4_fail(DSV4_ERR_NOMEM, "out of memory for %lld owed MTP rows", (long long)cap);
+    s->owed_h = h;
+    s->cap_owed = cap;
+    return DSV4_OK;
 }
 
 int64_t dsv4_session_pos(const dsv4_session *s) { return s->pos; }

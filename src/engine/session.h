@@ -22,7 +22,19 @@
  * its target-layer features; docs/DSPARK.md §4.1): ring slot j % window holds
  * stage s's context key of position j. The block attends to all `window`
  * of them (the main model's rings keep window - 1 older rows live, the
- * incoming token being the window's last). */
+ * incoming token being the window's last).
+ *
+ * With an MTP head the session also holds, in host memory, the rows the MTP
+ * owes (issue 12): the main model's final streams (hc_mult·dim floats) and
+ * the tokens of the last n_owed positions, pos-n_owed .. pos-1. MTP row i
+ * reads stream i and token i+1, so the last owed row waits for the token
+ * after pos-1 (the caller's: a spec lane's `next`). A step keeps them in
+ * step with the state (engine/step.c, publish): an MTP lane's consumed rows
+ * leave the front; a model lane that returns its streams (dsv4_lane.hidden)
+ * adds its published rows when the owed rows are exactly mtp_pos .. pos-1
+ * (complete), else they become its rows alone; a model lane without streams
+ * leaves none. So a session fed by spec lanes with drafts is always
+ * complete, whichever lane fed it, and its snapshot carries the rows. */
 #ifndef DSV4_ENGINE_SESSION_H
 #define DSV4_ENGINE_SESSION_H
 #include "model/model.h"
@@ -39,6 +51,11 @@ struct dsv4_session {
     int64_t mtp_pos;  /* drafter rows consumed (MTP rows, DSpark context rows) */
     int poisoned;
     dsv4_layer_state *L; /* n_layers, then the drafter's n_draft layers */
+    /* MTP head only: the owed rows (above); [cap_owed][hc_mult·dim] and
+     * [cap_owed]. A step may move these buffers (prepare reserves room). */
+    float *owed_h;
+    int32_t *owed_tok;
+    int64_t n_owed, cap_owed;
 };
 
 /* Layers of state: the main ones, plus the drafter's (MTP layer, DSpark stages). */
@@ -54,6 +71,8 @@ static inline int session_ring_live(const dsv4_model *m, int l)
 /* Grow entry storage so `n_tokens` total positions fit. Fails with
  * DSV4_ERR_NOMEM leaving the state as it was. */
 dsv4_status session_reserve(dsv4_session *s, int64_t n_tokens);
+/* Room for n owed rows (MTP head); DSV4_ERR_NOMEM leaves them as they were. */
+dsv4_status session_owed_reserve(dsv4_session *s, int64_t n);
 
 
 /* Benchmarks only: random state as if n tokens had been consumed (the rows

@@ -9,6 +9,8 @@
  * then, with a drafter: mtp_pos, and per drafter layer its ring rows: the
  *   MTP's of positions max(0,mtp_pos-window+1) .. mtp_pos-1, a DSpark
  *   stage's of max(0,mtp_pos-window) .. mtp_pos-1 (session_ring_live)
+ * then, with an MTP head: n_owed, the owed rows' tokens (int32) and streams
+ *   (hc_mult·dim floats each), oldest first (session.h)
  * Dead bytes (ring slots outside the window, rows of closed windows, entry
  * capacity) are not part of it, so two sessions with equal images behave
  * identically, and memcmp of images is the state comparison of the tests. */
@@ -20,7 +22,7 @@
 
 struct dsv4_snapshot {
     const dsv4_model *m;
-    int64_t pos, mtp_pos;
+    int64_t pos, mtp_pos, n_owed;
     size_t len;
     unsigned char *data;
 };
@@ -54,10 +56,20 @@ static void comp_walk(cursor *c, dsv4_comp_state *cs, int64_t pos, int ratio, co
     region(c, cs->entries, (size_t)(pos / ratio) * (size_t)rf->bytes);
 }
 
+/* Host memory (the owed rows) to or from the image. */
+static void host(cursor *c, void *mem, size_t bytes)
+{
+    if (bytes && c->img) {
+        if (c->save) memcpy(c->img + c->off, mem, bytes);
+        else memcpy(mem, c->img + c->off, bytes);
+    }
+    c->off += bytes;
+}
+
 /* Visits every live region in image order; returns the image size. With
  * img == NULL it only measures, and s may then be a stand-in whose layer
  * states are zeroed (no pointer is followed). */
-static size_t walk(dsv4_session *s, int64_t pos, int64_t mtp_pos, unsigned char *img, int save)
+static size_t walk(dsv4_session *s, int64_t pos, int64_t mtp_pos, int64_t n_owed, unsigned char *img, int save)
 {
     const dsv4_config *c = &s->m->cfg;
     cursor cu = {s->m->be, img, sizeof pos, save};
@@ -78,6 +90,13 @@ static size_t walk(dsv4_session *s, int64_t pos, int64_t mtp_pos, unsigned char 
         if (kind != ATTN_SWA) comp_walk(&cu, &ls->comp, pos, r, &L->kv, kind == ATTN_CSA);
         if (kind == ATTN_CSA) comp_walk(&cu, &ls->idx, pos, r, &L->idx, 1);
     }
+    if (s->m->has_mtp) {
+        if (img && save) memcpy(img + cu.off, &n_owed, sizeof n_owed);
+        cu.off += sizeof n_owed;
+        size_t n = (size_t)n_owed, HS = (size_t)c->hc_mult * (size_t)c->dim;
+        host(&cu, s->owed_tok, n * sizeof *s->owed_tok);
+        host(&cu, s->owed_h, n * HS * sizeof *s->owed_h);
+    }
     return cu.off;
 }
 
@@ -86,7 +105,7 @@ dsv4_status dsv4_session_snapshot(dsv4_session *s, dsv4_snapshot **out)
     *out = NULL;
     if (s->poisoned) return dsv4_fail(DSV4_ERR_POISONED, "snapshot: the session is poisoned");
     dsv4_snapshot *sn = calloc(1, sizeof *sn);
-    size_t len = walk(s, s->pos, s->mtp_pos, NULL, 1);
+    size_t len = walk(s, s->pos, s->mtp_pos, s->n_owed, NULL, 1);
     if (!sn || !(sn->data = malloc(len))) {
         free(sn);
         return dsv4_fail(DSV4_ERR_NOMEM, "out of memory for a %zu-byte snapshot", len);
@@ -94,8 +113,9 @@ dsv4_status dsv4_session_snapshot(dsv4_session *s, dsv4_snapshot **out)
     sn->m = s->m;
     sn->pos = s->pos;
     sn->mtp_pos = s->mtp_pos;
+    sn->n_owed = s->n_owed;
     sn->len = len;
-    walk(s, s->pos, s->mtp_pos, sn->data, 1);
+    walk(s, s->pos, s->mtp_pos, s->n_owed, sn->data, 1);
     dsv4_status st = s->m->be->ops->sync(s->m->be);
     if (st) { dsv4_snapshot_free(sn); backend_clear_error(s->m->be); return st; }
     *out = sn;
@@ -106,8 +126,9 @@ dsv4_status dsv4_session_restore(dsv4_session *s, const dsv4_snapshot *sn)
 {
     if (!sn || sn->m != s->m) return dsv4_fail(DSV4_ERR_ARG, "restore: snapshot of another model");
     dsv4_status st = session_reserve(s, sn->pos);
+    if (!st) st = session_owed_reserve(s, sn->n_owed);
     if (st) return st; /* state untouched: still usable (or still poisoned) as before */
-    walk(s, sn->pos, sn->mtp_pos, sn->data, 0);
+    walk(s, sn->pos, sn->mtp_pos, sn->n_owed, sn->data, 0);
     if ((st = s->m->be->ops->sync(s->m->be))) {
         backend_clear_error(s->m->be);
         s->poisoned = 1;
@@ -115,6 +136,7 @@ dsv4_status dsv4_session_restore(dsv4_session *s, const dsv4_snapshot *sn)
     }
     s->pos = sn->pos;
     s->mtp_pos = sn->mtp_pos;
+    s->n_owed = sn->n_owed;
     s->poisoned = 0;
     return DSV4_OK;
 }
@@ -137,22 +159,34 @@ dsv4_status dsv4_snapshot_from_data(const dsv4_model *m, const void *data, size_
         return dsv4_fail(DSV4_ERR_FORMAT, "snapshot image: position %lld outside 0..%d", (long long)pos,
                          m->cfg.max_pos);
     /* Measure with a stand-in session: walk reads only the config then. With
-     * an MTP head, mtp_pos follows the main layers' regions: measuring at
-     * mtp_pos 0 puts it in the last 8 bytes of that size. */
+     * a drafter, mtp_pos follows the main layers' regions: measuring at
+     * mtp_pos 0 puts it at a known offset (the last 8 bytes of the main
+     * layers' part); with an MTP head, n_owed follows the drafter's layers,
+     * measured the same way at n_owed 0. */
     int n_state = m->cfg.n_layers + m->n_draft;
     dsv4_layer_state *L = calloc((size_t)n_state, sizeof *L);
     if (!L) return dsv4_fail(DSV4_ERR_NOMEM, "out of memory");
     dsv4_session probe = {.m = (dsv4_model *)m, .pos = pos, .L = L};
-    int64_t mtp_pos = 0;
-    size_t want = walk(&probe, pos, 0, NULL, 1);
-    if (m->n_draft && len >= want) {
-        memcpy(&mtp_pos, (const unsigned char *)data + want - sizeof mtp_pos, sizeof mtp_pos);
+    int64_t mtp_pos = 0, n_owed = 0;
+    size_t want = walk(&probe, pos, 0, 0, NULL, 1);
+    if (m->n_draft) {
+        size_t at = want - (m->has_mtp ? 2 : 1) * sizeof mtp_pos;
+        if (len >= want) memcpy(&mtp_pos, (const unsigned char *)data + at, sizeof mtp_pos);
         if (mtp_pos < 0 || mtp_pos > m->cfg.max_pos) {
             free(L);
             return dsv4_fail(DSV4_ERR_FORMAT, "snapshot image: MTP position %lld outside 0..%d",
                              (long long)mtp_pos, m->cfg.max_pos);
         }
-        want = walk(&probe, pos, mtp_pos, NULL, 1);
+        want = walk(&probe, pos, mtp_pos, 0, NULL, 1);
+    }
+    if (m->has_mtp) {
+        if (len >= want) memcpy(&n_owed, (const unsigned char *)data + want - sizeof n_owed, sizeof n_owed);
+        if (n_owed < 0 || n_owed > pos) {
+            free(L);
+            return dsv4_fail(DSV4_ERR_FORMAT, "snapshot image: %lld owed MTP rows, outside 0..%lld",
+                             (long long)n_owed, (long long)pos);
+        }
+        want = walk(&probe, pos, mtp_pos, n_owed, NULL, 1);
     }
     free(L);
     if (len != want)
@@ -167,6 +201,7 @@ dsv4_status dsv4_snapshot_from_data(const dsv4_model *m, const void *data, size_
     sn->m = m;
     sn->pos = pos;
     sn->mtp_pos = mtp_pos;
+    sn->n_owed = n_owed;
     sn->len = len;
     *out = sn;
     return DSV4_OK;

@@ -37,6 +37,23 @@ static int pend_reserve(spec_lane *l, int n)
     return 1;
 }
 
+/* The MTP's owed rows (session.h) copied out of the session, as the MTP
+ * lane's input (the step may move the session's buffers): row i's token is
+ * the one at position i+1, the last one's `after` (the token after pos-1). */
+static int pend_load(spec_lane *l, int32_t after)
+{
+    dsv4_session *s = l->s;
+    int n = (int)s->n_owed;
+    if (!pend_reserve(l, n)) return 0;
+    if (n) {
+        memcpy(l->pend_h, s->owed_h, (size_t)n * l->HS * sizeof *l->pend_h);
+        memcpy(l->pend_tok, s->owed_tok + 1, (size_t)(n - 1) * sizeof *l->pend_tok);
+        l->pend_tok[n - 1] = after;
+    }
+    l->n_pend = n;
+    return 1;
+}
+
 dsv4_status spec_lane_init(spec_lane *l, dsv4_session *s, int k, sampler *smp)
 {
     memset(l, 0, sizeof *l);
@@ -184,29 +201,24 @@ static dsv4_status feed(spec_lane *l, const int32_t *t, int n)
 {
     dsv4_model *m = l->s->m;
     if (m->has_dspark) return feed_dspark(l, t, n);
-    /* in chunks: each chunk's streams are what the MTP needs next; the
-     * previous chunk's rows go to the MTP with the same step */
+    /* in chunks: each chunk's streams are what the MTP needs next (the step
+     * keeps them in the session, with drafts only); the rows the MTP owes go
+     * to it with the next chunk's step */
     for (int done = 0; done < n;) {
         int T = n - done < FEED_ROWS ? n - done : FEED_ROWS;
-        float *h = malloc((size_t)T * l->HS * sizeof *h);
-        if (!h) return dsv4_fail(DSV4_ERR_NOMEM, "out of memory");
+        float *h = l->k ? malloc((size_t)T * l->HS * sizeof *h) : NULL;
+        if (l->k && (!h || !pend_load(l, t[done]))) {
+            free(h);
+            return dsv4_fail(DSV4_ERR_NOMEM, "out of memory");
+        }
         dsv4_lane ln[2] = {{.session = l->s, .tokens = t + done, .n_tokens = T, .logits_mode = DSV4_LOGITS_LAST,
                             .logits = l->dlog, .hidden = h}};
         int nl = 1;
-        if (l->n_pend && l->k) { /* rows of the last chunk: their next token is this chunk's first */
-            l->pend_tok[l->n_pend - 1] = t[done];
-            ln[1] = (dsv4_lane){.session = l->s, .tokens = l->pend_tok, .n_tokens = l->n_pend, .mtp_in = l->pend_h};
-            nl = 2;
-        }
+        if (l->k && l->n_pend)
+            ln[nl++] = (dsv4_lane){.session = l->s, .tokens = l->pend_tok, .n_tokens = l->n_pend, .mtp_in = l->pend_h};
         dsv4_status st = dsv4_step(m, ln, nl, NULL);
-        if (st || !pend_reserve(l, T)) {
-            free(h);
-            return st ? st : dsv4_fail(DSV4_ERR_NOMEM, "out of memory");
-        }
-        memcpy(l->pend_h, h, (size_t)T * l->HS * sizeof *h);
-        for (int i = 0; i + 1 < T; i++) l->pend_tok[i] = t[done + i + 1];
-        l->n_pend = T;
         free(h);
+        if (st) return st;
         done += T;
     }
     l->has_next = 0;
@@ -226,7 +238,6 @@ static dsv4_status sample_first(spec_lane *l, const int32_t *allow, int n_allow)
     dsv4_status st = dist(l, l->dlog, NULL, 0, l->p);
     if (st) return st;
     int32_t first = pick(l, l->p);
-    if (l->n_pend) l->pend_tok[l->n_pend - 1] = first; /* the MTP's last owed row reads it */
     l->out_logits = l->dlog;
     return emit(l, &first, 1);
 }
@@ -463,6 +474,10 @@ dsv4_status spec_step(dsv4_model *m, spec_lane *const *L, int n, const dsv4_gate
         if (l->draft_fn && !greedy(l)) return dsv4_fail(DSV4_ERR_ARG, "spec: lane %d: replaced drafts need greedy", a);
         k[a] = l->k;
         if (l->budget > 0 && k[a] > l->budget - 1) k[a] = l->budget - 1;
+        if (!m->has_dspark && l->k) { /* the MTP's input: the owed rows, the last one reading next */
+            if (!pend_load(l, l->next)) return dsv4_fail(DSV4_ERR_NOMEM, "out of memory");
+            if (!l->n_pend) k[a] = 0; /* none (a session fed without streams): nothing to draft from yet */
+        }
         if (k[a] > deepest) deepest = k[a];
     }
     /* until the step commits, the samplers' draws (drafts, acceptance) are taken back on failure */
@@ -486,12 +501,13 @@ dsv4_status spec_step(dsv4_model *m, spec_lane *const *L, int n, const dsv4_gate
         memcpy(vt[a] + 1, l->drafts, (size_t)k[a] * sizeof(int32_t));
         int ds = m->has_dspark && l->k;
         ln[nl++] = (dsv4_lane){.session = l->s, .tokens = vt[a], .n_tokens = k[a] + 1,
-                               .logits_mode = DSV4_LOGITS_ALL, .logits = l->vlog, .hidden = m->has_dspark ? NULL : l->vhid,
+                               .logits_mode = DSV4_LOGITS_ALL, .logits = l->vlog,
+                               .hidden = !m->has_dspark && l->k ? l->vhid : NULL,
                                .accept = accept_drafts, .accept_user = &v[a], .features = ds ? l->vfeat : NULL};
         if (ds) /* DSpark's context rows of the same positions, kept as the model lane keeps them */
             ln[nl++] = (dsv4_lane){.session = l->s, .tokens = vt[a], .n_tokens = k[a] + 1, .mtp_in = l->vfeat,
                                    .accept = accept_same, .accept_user = &v[a]};
-        else if (l->k) /* the MTP's rows: positions mtp_pos .. pos-1, real streams and tokens */
+        else if (l->k && l->n_pend) /* the MTP's rows: positions mtp_pos .. pos-1, real streams and tokens */
             ln[nl++] = (dsv4_lane){.session = l->s, .tokens = l->pend_tok, .n_tokens = l->n_pend,
                                    .mtp_in = l->pend_h};
     }
@@ -501,14 +517,8 @@ dsv4_status spec_step(dsv4_model *m, spec_lane *const *L, int n, const dsv4_gate
     if (st) return undraw(L, n, rng, st);
     for (int a = 0; a < n; a++) {
         spec_lane *l = L[a];
-        int j = v[a].n_out; /* tokens kept = next + kept drafts = tokens out */
-        if (!m->has_dspark) {
-            if (!pend_reserve(l, j)) return dsv4_fail(DSV4_ERR_NOMEM, "out of memory");
-            /* the MTP now owes rows pos-j .. pos-1: their streams, and the token after each */
-            memcpy(l->pend_h, l->vhid, (size_t)j * l->HS * sizeof *l->pend_h);
-            memcpy(l->pend_tok, v[a].out, (size_t)j * sizeof *l->pend_tok);
-            l->n_pend = j;
-        }
+        int j = v[a].n_out; /* tokens kept = next + kept drafts = tokens out (the session now
+                               owes the MTP rows pos-j .. pos-1: the step kept their streams) */
         l->out_logits = l->vlog;
         l->n_steps++;
         l->n_drafted += k[a];

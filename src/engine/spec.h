@@ -20,11 +20,16 @@
  * last row), with p and q the sampler's own distributions
  * (sampler_distribution): the output distribution is exactly the model's.
  *
- * The MTP trails the model: row i needs the token after position i. The lane
- * keeps the model's streams of the positions the MTP has not consumed (one
- * step's worth) and feeds them in the next verify step; a veto or failure of
- * any step leaves every session and sampler as it was (the same drafts are
- * drawn again).
+ * The MTP trails the model: row i needs the token after position i. The
+ * session keeps the model's streams and tokens of the positions the MTP has
+ * not consumed (its owed rows, session.h: one step's worth); each step the
+ * lane copies them out, the last row reading `next`, and feeds them to the
+ * MTP with the verify step, which replaces them with the kept rows. Being
+ * the session's, they survive the lane and go with its snapshots: a new
+ * lane on a session an earlier lane fed (or on a restored snapshot of it)
+ * drafts exactly as that lane would have. A veto or failure of any step
+ * leaves every session (owed rows included) and sampler as it was (the same
+ * drafts are drawn again).
  *
  * DSpark (k <= dspark_block): the drafts are one block forward (next, then
  * the noise token, at the session's position, over the context rings) and
@@ -72,8 +77,8 @@ struct spec_lane {
     int32_t next;
     int has_next;
     int V, HS;
-    float *pend_h;          /* [n_pend][HS]: model streams of positions mtp_pos .. pos-1 */
-    int32_t *pend_tok;      /* [n_pend]: the token after each of them (the last is next) */
+    float *pend_h;          /* [n_pend][HS]: the session's owed streams, copied for one step */
+    int32_t *pend_tok;      /* [n_pend]: the token after each of them (the last: the one fed next) */
     int n_pend, cap_pend;
     int32_t *hist;          /* every token produced (the penalties count them) */
     int n_hist, cap_hist;
@@ -90,9 +95,12 @@ struct spec_lane {
 };
 
 /* k drafts per step (0..SPEC_MAX_K; DSpark: at most dspark_block); smp may
- * be NULL (greedy). The lane feeds the session from here on; on a session
- * fed before without it, the drafter lacks the rows of that past (its
- * drafts are then worse, never wrong). */
+ * be NULL (greedy). The lane feeds the session from here on. On a session
+ * fed by spec lanes with drafts (or restored from its snapshot) it drafts
+ * as they would have; on one fed otherwise (plain steps, or a lane with
+ * k = 0: neither keeps streams for the MTP) the drafter lacks the rows of
+ * that past and takes the rows it gets at its own position (its drafts are
+ * then worse, never wrong). */
 dsv4_status spec_lane_init(spec_lane *l, dsv4_session *s, int k, sampler *smp);
 void spec_lane_free(spec_lane *l);
 

@@ -12,7 +12,8 @@
  *   gate     the deadline and the caller's callback may veto: undo, no lane moves
  *   accept   each lane's callback says how many tokens to publish; a lane that
  *            keeps j < T gets its undo copy back and its first j rows replayed
- *   publish  pos += j per lane: stores that cannot fail
+ *   publish  pos += j per lane, and the MTP's owed rows (session.h, host
+ *            memory reserved in prepare): stores that cannot fail
  *
  * What a step at pos0 of T tokens overwrites (spec §6.1, §6.4):
  *   ring slot p % window for each fed position p: it held position
@@ -209,6 +210,8 @@ static dsv4_status prepare(dsv4_model *m, dsv4_lane *ln, int n, step_ctx *x)
     for (int i = 0; i < n; i++) {
         dsv4_session *s = ln[i].session;
         dsv4_status st = ln[i].mtp_in ? DSV4_OK : session_reserve(s, s->pos + ln[i].n_tokens);
+        if (!st && !ln[i].mtp_in && ln[i].hidden && m->has_mtp) /* publish may add all its rows */
+            st = session_owed_reserve(s, s->n_owed + ln[i].n_tokens);
         if (st) return st;
         x->first[i] = x->undo.n;
         if (!plan_lane(&x->undo, m, &ln[i])) return dsv4_fail(DSV4_ERR_NOMEM, "out of memory for the step's plan");
@@ -294,6 +297,35 @@ static dsv4_status run(dsv4_model *m, dsv4_lane *ln, int n, step_ctx *x)
 {
     dsv4_status st = run_kind(m, ln, n, x, 0);
     return st ? st : run_kind(m, ln, n, x, 1);
+}
+
+/* The MTP's owed rows after the positions are published (session.h): the
+ * rows an MTP lane consumed leave, then a model lane's published rows come.
+ * Cannot fail: prepare reserved the room. */
+static void publish_owed(dsv4_model *m, dsv4_lane *ln, int n)
+{
+    size_t HS = (size_t)m->cfg.hc_mult * (size_t)m->cfg.dim;
+    for (int i = 0; i < n; i++) {
+        dsv4_session *s = ln[i].session;
+        int64_t d = ln[i].n_published < s->n_owed ? ln[i].n_published : s->n_owed;
+        if (!ln[i].mtp_in || !d) continue;
+        s->n_owed -= d;
+        memmove(s->owed_h, s->owed_h + (size_t)d * HS, (size_t)s->n_owed * HS * sizeof *s->owed_h);
+        memmove(s->owed_tok, s->owed_tok + d, (size_t)s->n_owed * sizeof *s->owed_tok);
+    }
+    for (int i = 0; i < n; i++) {
+        dsv4_session *s = ln[i].session;
+        int j = ln[i].n_published;
+        if (ln[i].mtp_in || !j) continue;
+        if (!ln[i].hidden) {
+            s->n_owed = 0;
+            continue;
+        }
+        if (s->pos - j - s->n_owed != s->mtp_pos) s->n_owed = 0; /* not complete: start over from these rows */
+        memcpy(s->owed_h + (size_t)s->n_owed * HS, ln[i].hidden, (size_t)j * HS * sizeof *s->owed_h);
+        memcpy(s->owed_tok + s->n_owed, ln[i].tokens, (size_t)j * sizeof *s->owed_tok);
+        s->n_owed += j;
+    }
 }
 
 static void poison(dsv4_lane *ln, int n)
@@ -388,6 +420,7 @@ dsv4_status dsv4_step(dsv4_model *m, dsv4_lane *ln, int n, const dsv4_gate *gate
         else ln[i].session->pos += keep[i];
         ln[i].n_published = keep[i];
     }
+    if (m->has_mtp) publish_owed(m, ln, n);
     ctx_free(m, &x);
     return DSV4_OK;
 }

@@ -18,7 +18,7 @@
 
 #include "dsv4.h"
 
-#define KV_VERSION 1
+#define KV_VERSION 2
 
 /* The file name (without the folder) for these tokens: "<16 hex>.kv". */
 void kv_name(uint64_t model_id, const int32_t *tokens, int n, char name[24]);

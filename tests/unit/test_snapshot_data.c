@@ -118,9 +118,14 @@ static void test_mtp_image(void)
     CHECK(feed_mtp(m, a, toks + 23, 17, 16, la) == DSV4_OK && feed_mtp(m, b, toks + 23, 17, 16, lb) == DSV4_OK);
     CHECKF(!memcmp(la, lb, (size_t)vocab * sizeof *la), "MTP logits differ after a restore from bytes");
     /* the MTP position lies after the main layers' regions: the last 8 bytes
-     * before the MTP ring rows; out of range or inconsistent with the length */
-    int64_t mp;
-    size_t at = len - (size_t)9 * (size_t)m->layout.kv.bytes - sizeof mp; /* 9 ring rows */
+     * before the MTP ring rows, which the owed rows follow (their count, then
+     * 9 tokens and streams: positions 14 .. 22); out of range or inconsistent
+     * with the length */
+    int64_t mp, n_owed;
+    size_t owed = sizeof n_owed + (size_t)9 * (sizeof(int32_t) + (size_t)dsv4_model_hidden_size(m) * sizeof(float));
+    size_t at = len - owed - (size_t)9 * (size_t)m->layout.kv.bytes - sizeof mp; /* 9 ring rows */
+    memcpy(&n_owed, copy + len - owed, sizeof n_owed);
+    CHECKF(n_owed == 9, "owed MTP row count reads %lld", (long long)n_owed);
     memcpy(&mp, copy + at, sizeof mp);
     CHECKF(mp == 14, "MTP position field at %zu reads %lld (head_dim or window of the fixture changed?)", at,
            (long long)mp);
