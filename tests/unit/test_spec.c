@@ -6,8 +6,11 @@
  * distribution (chi-square against the exact distribution); a veto or a
  * fault during a verify step leaves every lane as before or poisoned, and a
  * veto takes the samplers' draws back; prompts fed in parts and tokens
- * forced by the caller (spec_prefill, spec_force) change nothing either.
- * The greedy, veto/fault and prefill cases run in both cache modes. */
+ * forced by the caller (spec_prefill, spec_force) change nothing either; a
+ * lane on a session another lane fed (kept, or restored from a snapshot)
+ * drafts as that lane would have: the same seeded sampled continuation and
+ * final state (issue 12). The greedy, veto/fault, prefill and handover cases
+ * run in both cache modes. */
 #include <stdint.h>
 
 #include "dsv4.h"
@@ -153,7 +156,7 @@ static void run_check(run *r, const char *what)
     memcpy(all + r->np, r->want, (size_t)(r->n - 1) * sizeof *all);
     float *h = malloc((size_t)(r->np + r->n) * ROW * sizeof *h);
     dsv4_lane ln = {.session = r->ref, .tokens = all, .n_tokens = r->np + r->n - 1};
-    drafter_input(&ln, h);
+    if (r->sl.k) drafter_input(&ln, h); /* k = 0: no streams, so the session owes the MTP none either */
     CHECK(dsv4_step(g_m, &ln, 1, NULL) == DSV4_OK);
     CHECKF(same_as_reference(r->s, r->ref, h, r->p, r->np, r->want), "%s: final state differs from plain greedy", what);
     free(h);
@@ -499,6 +502,81 @@ static void test_veto_keeps_sampling(void)
     CHECK(!memcmp(got[0], got[1], 48 * sizeof got[0][0]));
 }
 
+/* Issue 12: the rows the MTP owes are the session's, so a lane on a session
+ * another lane fed drafts as that lane would have. A seeded sampled
+ * continuation (k = 2) and the final state, one lane throughout against a
+ * handover (1: the second lane on the same session; 2: on a fresh session
+ * restored from the first one's snapshot): force_t0, the first lane feeds
+ * the prompt and draws t0, the second forces t0 (one lane: spec_force of
+ * its own t0); else the first lane prefills all but the prompt's last 6
+ * tokens and the second feeds them (a cached prefix; one lane: the prompt
+ * in one spec_feed). */
+enum { SEQ = 40 };
+
+static void sampled_run(int force_t0, int handover, int32_t *out, dsv4_snapshot **final)
+{
+    int32_t p[32];
+    int np, n = 0;
+    prompt_of(4, p, &np);
+    sampling_params sp = sampling_default_params();
+    sp.temperature = 0.9f;
+    sp.top_k = 50;
+    sp.seed = 11;
+    sampler *smp = NULL;
+    dsv4_session *s = fresh();
+    spec_lane l;
+    CHECK(sampler_new(&sp, V, &smp) == DSV4_OK && spec_lane_init(&l, s, 2, smp) == DSV4_OK);
+    CHECK((handover && !force_t0 ? spec_prefill(&l, p, np - 6) : spec_feed(&l, p, np)) == DSV4_OK);
+    int32_t t0 = l.out[0];
+    if (handover) {
+        spec_lane_free(&l);
+        if (handover == 2) {
+            dsv4_snapshot *sn = NULL;
+            dsv4_session *s2 = fresh();
+            CHECK(dsv4_session_snapshot(s, &sn) == DSV4_OK && dsv4_session_restore(s2, sn) == DSV4_OK);
+            dsv4_snapshot_free(sn);
+            dsv4_session_free(s);
+            s = s2;
+        }
+        CHECK(spec_lane_init(&l, s, 2, smp) == DSV4_OK);
+        if (!force_t0) CHECK(spec_feed(&l, p + np - 6, 6) == DSV4_OK);
+    }
+    if (force_t0) CHECK(spec_force(&l, handover ? &t0 : NULL, handover ? 1 : 0, NULL, 0) == DSV4_OK);
+    out[n++] = l.out[0];
+    while (n < SEQ) {
+        spec_lane *lp = &l;
+        dsv4_status st = spec_step(g_m, &lp, 1, NULL);
+        CHECKF(st == DSV4_OK, "%s", dsv4_last_error());
+        if (st) break;
+        for (int i = 0; i < l.n_out; i++) out[n++] = l.out[i];
+    }
+    CHECK(dsv4_session_snapshot(s, final) == DSV4_OK);
+    spec_lane_free(&l);
+    dsv4_session_free(s);
+    sampler_free(smp);
+}
+
+static void test_handover_sampled(void)
+{
+    for (int force_t0 = 0; force_t0 < 2; force_t0++) {
+        int32_t want[SEQ + SPEC_MAX_K + 1], got[SEQ + SPEC_MAX_K + 1];
+        dsv4_snapshot *a = NULL;
+        sampled_run(force_t0, 0, want, &a);
+        for (int h = 1; h <= 2; h++) {
+            dsv4_snapshot *b = NULL;
+            sampled_run(force_t0, h, got, &b);
+            size_t la = 0, lb = 0;
+            const void *da = a ? dsv4_snapshot_data(a, &la) : NULL, *db = b ? dsv4_snapshot_data(b, &lb) : NULL;
+            const char *what = force_t0 ? "t0 forced by the second lane" : "prompt's end fed by the second lane";
+            const char *on = h == 2 ? "restored session" : "same session";
+            CHECKF(!memcmp(got, want, SEQ * sizeof *got), "%s, %s: sampled tokens differ from one lane's", what, on);
+            CHECKF(da && db && la == lb && !memcmp(da, db, la), "%s, %s: final state differs from one lane's", what, on);
+            dsv4_snapshot_free(b);
+        }
+        dsv4_snapshot_free(a);
+    }
+}
+
 /* Every test on a fixture, named "<drafter>: <test>". */
 static void run_on(const char *tag, const char *name, void (*fn)(void))
 {
@@ -535,6 +613,7 @@ int main(void)
             if (!off) RUN_ON(tag[f][off], test_sampling_distribution);
             RUN_ON(tag[f][off], test_prefill_and_force);
             if (!off) RUN_ON(tag[f][off], test_veto_keeps_sampling);
+            RUN_ON(tag[f][off], test_handover_sampled);
             if (!off && dsv4_model_has_dspark(g_m)) RUN_ON(tag[f][off], test_confidence_cut);
             dsv4_model_free(g_m);
         }
