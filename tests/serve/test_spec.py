@@ -2,11 +2,11 @@
 head): greedy answers, logprobs, stop strings, thinking replies and replies
 with an enforced tool call are identical to those of a server without
 --spec, alone and among concurrent streaming clients (some aborted
-mid-stream, which vetoes steps); a seeded sampled answer repeats; /metrics
-counts the drafted and the accepted tokens. (Which reply a seed gives is
-not compared with the plain server: speculative sampling draws its
-randomness differently, and its drafts depend on the MTP head's state,
-which a cached prefix does not restore.)"""
+mid-stream, which vetoes steps); a seeded sampled answer repeats, from a
+cold cache and from the warm prefix it left (a cached prefix brings the MTP
+head's owed rows with it); /metrics counts the drafted and the accepted
+tokens. (Which reply a seed gives is not compared with the plain server:
+speculative sampling draws its randomness differently.)"""
 import json
 import sys
 import threading
@@ -113,7 +113,7 @@ def test_sampled_repeats():
     kw = dict(model="demo", messages=user("Tell me a story."), max_tokens=40, temperature=0.9, seed=5)
     first = CLIENTS[SPEC].chat.completions.create(**kw).choices[0].message.content  # leaves a warm prefix
     a, b = (CLIENTS[SPEC].chat.completions.create(**kw).choices[0].message.content for _ in range(2))
-    check("spec_sampled_repeats", a == b and a and first, "%r vs %r" % (a, b))
+    check("spec_sampled_repeats", a == b == first and a, "%r vs %r vs %r (cold)" % (a, b, first))
 
 
 def test_metrics():
