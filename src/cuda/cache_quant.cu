@@ -9,7 +9,7 @@
  * CPU's bits. Each row on its own: batch invariant. */
 #include <cuda_bf16.h>
 
-#include "cuda/state_rows.cuh" /* cq_pow2_ceil */
+#include "cuda/state_rows.cuh" /* cq_pow2_ceil, sr_hadamard */
 
 enum { CQ_KV, CQ_IDX, CQ_ACT };
 
@@ -84,18 +84,7 @@ __global__ void __launch_bounds__(256) idx_fp4_kernel(cq_args a)
     float *row = a.y + r * n, *v = sh[warp];
     for (int c = lane; c < n; c += 32) v[c] = row[c];
     __syncwarp();
-    for (int h = 1; h < n; h *= 2) {
-        for (int p = lane; p < n / 2; p += 32) { /* pair p: j = its block's start + offset */
-            int j = (p / h) * 2 * h + p % h;
-            float x0 = v[j], x1 = v[j + h];
-            v[j] = x0 + x1;
-            v[j + h] = x0 - x1;
-        }
-        __syncwarp();
-    }
-    float sc = 1.0f / sqrtf((float)n);
-    for (int c = lane; c < n; c += 32) v[c] *= sc;
-    __syncwarp();
+    sr_hadamard(v, n, lane, 32, [] { __syncwarp(); });
     for (int b = lane; b * 32 < n; b += 32) {
         int c0 = b * 32, m = n - c0 < 32 ? n - c0 : 32;
         float amax = 6.0f * 0x1p-126f;

@@ -107,6 +107,27 @@ __device__ __forceinline__ float4 sr_load4(const dsv4_row_fmt &f, const uint8_t 
     return make_float4(sr_load(f, row, c), sr_load(f, row, c + 1), sr_load(f, row, c + 2), sr_load(f, row, c + 3));
 }
 
+/* In-place Hadamard transform of x[0 .. w) (w a power of two, in shared
+ * memory) by the threads tid, tid + nt, ... of a group that sync() holds
+ * together: butterflies stage by stage (a pair's sum and difference, so the
+ * order is free: the CPU's values), then the scale w^-1/2. */
+template <class SYNC>
+__device__ __forceinline__ void sr_hadamard(float *x, int w, int tid, int nt, SYNC sync)
+{
+    for (int h = 1; h < w; h *= 2) {
+        for (int p = tid; p < w / 2; p += nt) { /* pair p: j = its block's start + offset */
+            int j = (p / h) * 2 * h + p % h;
+            float x0 = x[j], x1 = x[j + h];
+            x[j] = x0 + x1;
+            x[j + h] = x0 - x1;
+        }
+        sync();
+    }
+    float sc = 1.0f / sqrtf((float)w);
+    for (int c = tid; c < w; c += nt) x[c] *= sc;
+    sync();
+}
+
 /* Stores the row x (f.width values in shared memory; ROW_FP4 rotates them
  * in place) at dst in format f. Every thread of the block calls it; it
  * ends with a barrier. */
@@ -133,19 +154,8 @@ static __device__ void sr_store_block(const dsv4_row_fmt &f, float *x, uint8_t *
             dst[f.rope_off + 2 * (c - f.n_fp8)] = (uint8_t)(h & 0xff);
             dst[f.rope_off + 2 * (c - f.n_fp8) + 1] = (uint8_t)(h >> 8);
         }
-    } else { /* ROW_FP4: Hadamard butterflies stage by stage, the scale, then blocks of 32 */
-        for (int h = 1; h < w; h *= 2) {
-            for (int p = tid; p < w / 2; p += nt) {
-                int j = (p / h) * 2 * h + p % h;
-                float x0 = x[j], x1 = x[j + h];
-                x[j] = x0 + x1;
-                x[j + h] = x0 - x1;
-            }
-            __syncthreads();
-        }
-        float sc = 1.0f / sqrtf((float)w);
-        for (int c = tid; c < w; c += nt) x[c] *= sc;
-        __syncthreads();
+    } else { /* ROW_FP4: the rotation, then blocks of 32 */
+        sr_hadamard(x, w, tid, nt, [] { __syncthreads(); });
         nb = (w + 31) / 32;
         for (int b = tid; b < nb; b += nt) {
             int c0 = 32 * b, n = w - c0 < 32 ? w - c0 : 32;
