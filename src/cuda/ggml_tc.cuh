@@ -174,6 +174,9 @@ __host__ static inline int tc_kind(const dsv4_mat &W)
     return tc_shape_ok(W) ? cu_wfam(W) : -1;
 }
 
+/* Shared bytes of a kind's staging (the GGUF kinds' ggtc_stage per warp). */
+__host__ static inline size_t tc_kind_bytes(int kind) { return tc_is_gg(kind) ? GGTC_STAGE_BYTES : 0; }
+
 /* The columns of a kind's chunk (the unit of its K slices). */
 __host__ __device__ constexpr int tc_chunk_cols(int kind)
 {

@@ -297,9 +297,6 @@ static size_t tc_part_bytes(int seq, int mt, int nt, int ks)
     return !seq && ks > 1 ? (size_t)8 * mt * nt * 4 * 32 * sizeof(float) : 0;
 }
 
-/* Shared bytes of a kind's staging (the GGUF kinds'). */
-static size_t tc_kind_bytes(int kind) { return tc_is_gg(kind) ? GGTC_STAGE_BYTES : 0; }
-
 template <int KIND, int MT, int NT, int SEQ, int U>
 static void tc_launch(cu_impl *c, const cu_matmul_args *a, int ks, int G, int stage)
 {

@@ -469,9 +469,6 @@ __global__ void __launch_bounds__(256) expert_tc_kernel(moe_args a, int part, in
     }
 }
 
-/* Shared bytes of a kind's staging (the GGUF kinds'). */
-static size_t tc_kind_bytes(int kind) { return tc_is_gg(kind) ? GGTC_STAGE_BYTES : 0; }
-
 /* One tensor-core expert launch (UP or down) for a part of the groups. The
  * instance (NT, SEQ, U, z lanes) follows the step's size; the sums do not. */
 template <int KIND, int UP>
@@ -745,8 +742,8 @@ void cu_moe(dsv4_backend *b, const float *x, const int32_t *tok, int T, int D, c
     int tcx = a.tk_r[1] >= 0 || a.tk_s[1] >= 0 || tc_kind(a.gate) >= 0;
     /* a one-token step stages its rows when they fit next to the GGUF
      * staging and the slice sums (4 slices of 2 tiles) */
-    size_t kb_up = tc_kind_bytes(a.tk_r[1]) > tc_kind_bytes(a.tk_s[1]) ? tc_kind_bytes(a.tk_r[1]) : tc_kind_bytes(a.tk_s[1]);
-    size_t kb_dn = tc_kind_bytes(a.tk_r[0]) > tc_kind_bytes(a.tk_s[0]) ? tc_kind_bytes(a.tk_r[0]) : tc_kind_bytes(a.tk_s[0]);
+    size_t kb_up = tc_kind_bytes(tc_is_gg(a.tk_r[1]) ? a.tk_r[1] : a.tk_s[1]);
+    size_t kb_dn = tc_kind_bytes(tc_is_gg(a.tk_r[0]) ? a.tk_r[0] : a.tk_s[0]);
     a.stage_up = T == 1 && D <= TC_STAGE_MAX_N && kb_up + (size_t)8 * 2 * 4 * 32 * 4 + tc_stage_bytes(1, D) <= TC_STAGE_MAX;
     a.stage_down = T == 1 && I <= TC_STAGE_MAX_N && kb_dn + (size_t)8 * 2 * 4 * 32 * 4 + tc_stage_bytes(1, I) <= TC_STAGE_MAX;
     size_t o_hq = o_xq + (tcx ? al(tc_prep_bytes((int64_t)t, D)) : 0);

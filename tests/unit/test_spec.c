@@ -469,6 +469,16 @@ static void test_prefill_and_force(void)
     free(lg);
 }
 
+/* A seeded sampler of the two sampled-lane tests (temperature 0.9, top-k 50). */
+static dsv4_status sampled(uint64_t seed, sampler **smp)
+{
+    sampling_params sp = sampling_default_params();
+    sp.temperature = 0.9f;
+    sp.top_k = 50;
+    sp.seed = seed;
+    return sampler_new(&sp, V, smp);
+}
+
 /* A step that did not commit takes the samplers' draws back: a sampled lane
  * whose every step is first vetoed produces the tokens of one never vetoed. */
 static void test_veto_keeps_sampling(void)
@@ -477,14 +487,10 @@ static void test_veto_keeps_sampling(void)
     int np, n[2] = {0, 0};
     prompt_of(2, p, &np);
     for (int pass = 0; pass < 2; pass++) {
-        sampling_params sp = sampling_default_params();
-        sp.temperature = 0.9f;
-        sp.top_k = 50;
-        sp.seed = 7;
         sampler *smp = NULL;
         dsv4_session *s = fresh();
         spec_lane l;
-        CHECK(sampler_new(&sp, V, &smp) == DSV4_OK && spec_lane_init(&l, s, 2, smp) == DSV4_OK);
+        CHECK(sampled(7, &smp) == DSV4_OK && spec_lane_init(&l, s, 2, smp) == DSV4_OK);
         CHECK(spec_feed(&l, p, np) == DSV4_OK);
         got[pass][n[pass]++] = l.out[0];
         while (n[pass] < 48) {
@@ -518,14 +524,10 @@ static void sampled_run(int force_t0, int handover, int32_t *out, dsv4_snapshot 
     int32_t p[32];
     int np, n = 0;
     prompt_of(4, p, &np);
-    sampling_params sp = sampling_default_params();
-    sp.temperature = 0.9f;
-    sp.top_k = 50;
-    sp.seed = 11;
     sampler *smp = NULL;
     dsv4_session *s = fresh();
     spec_lane l;
-    CHECK(sampler_new(&sp, V, &smp) == DSV4_OK && spec_lane_init(&l, s, 2, smp) == DSV4_OK);
+    CHECK(sampled(11, &smp) == DSV4_OK && spec_lane_init(&l, s, 2, smp) == DSV4_OK);
     CHECK((handover && !force_t0 ? spec_prefill(&l, p, np - 6) : spec_feed(&l, p, np)) == DSV4_OK);
     int32_t t0 = l.out[0];
     if (handover) {

@@ -400,12 +400,9 @@ static void test_bad_lanes_refused(void)
     dsv4_session_free(a);
 }
 
-int main(void)
+/* The transaction tests over the loaded model (both cache modes). */
+static void run_transactions(void)
 {
-    RUN(test_chunking_invariance);
-    RUN(test_chunking_invariance_hca128);
-    use(load(FX));
-    if (!g_m) { printf("FAIL test_step: cannot load %s\n", FX); return 1; }
     RUN(test_lane_count_invariance);
     RUN(test_partial_acceptance);
     RUN(test_partial_acceptance_cohort);
@@ -413,6 +410,15 @@ int main(void)
     RUN(test_alloc_failure_changes_nothing_multi);
     RUN(test_fault_poisons_all_lanes_multi);
     RUN(test_long_lane_with_decodes);
+}
+
+int main(void)
+{
+    RUN(test_chunking_invariance);
+    RUN(test_chunking_invariance_hca128);
+    use(load(FX));
+    if (!g_m) { printf("FAIL test_step: cannot load %s\n", FX); return 1; }
+    run_transactions();
     RUN(test_bad_lanes_refused);
     dsv4_model_free(g_m);
     /* the same transactions over packed state */
@@ -421,13 +427,7 @@ int main(void)
     use(load(FX));
     if (!g_m) { printf("FAIL test_step: cannot load %s in the official cache mode\n", FX); return 1; }
     CHECK(g_m->cache_official && g_m->layout.kv.kind == ROW_FP8 && g_m->layout.idx.kind == ROW_FP4);
-    RUN(test_lane_count_invariance);
-    RUN(test_partial_acceptance);
-    RUN(test_partial_acceptance_cohort);
-    RUN(test_veto_changes_nothing_multi);
-    RUN(test_alloc_failure_changes_nothing_multi);
-    RUN(test_fault_poisons_all_lanes_multi);
-    RUN(test_long_lane_with_decodes);
+    run_transactions();
     dsv4_model_free(g_m);
     TEST_MAIN_END();
 }
