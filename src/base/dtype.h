@@ -36,4 +36,12 @@ static inline uint16_t f32_to_bf16(float f)
 
 float f16_to_f32(uint16_t h);
 
+/* Every dequantized weight the loaders admit is below 2^DSV4_MAX_WEIGHT_EXP
+ * in magnitude (checked on each scale). The GPU's tensor-core products scale
+ * an activation row so that its largest |value| lies in [2^14, 2^15)
+ * (cuda/tc_f16.cuh) and sum up to 2^17 such terms: with weights below 2^95
+ * no partial sum reaches 2^128, so the scaled sums stay finite wherever the
+ * plain fp32 product is. */
+#define DSV4_MAX_WEIGHT_EXP 95
+
 #endif

@@ -314,6 +314,28 @@ static int f16_fields(uint32_t t, int off[2])
     }
 }
 
+int64_t ggml_check_blocks(uint32_t t, const void *src, int64_t n_blocks, char *why, int why_len)
+{
+    const ggml_type_info *ti = ggml_type_get(t);
+    int off[2], nf = f16_fields(t, off);
+    const uint8_t *b = src;
+    for (int64_t i = 0; i < n_blocks; i++, b += ti->block_bytes) {
+        if (!nf && b[0] > GGML_MXFP4_MAX_E) {
+            if (b[0] == 255) snprintf(why, (size_t)why_len, "E8M0 scale byte 255 is NaN");
+            else snprintf(why, (size_t)why_len, "E8M0 scale byte %d is above %d (values up to 2^%d and beyond)",
+                          b[0], GGML_MXFP4_MAX_E, b[0] - 128 + 4);
+            return i;
+        }
+        for (int f = 0; f < nf; f++)
+            if ((b[off[f] + 1] & 0x7C) == 0x7C) {
+                snprintf(why, (size_t)why_len, "f16 scale 0x%04x is %s", b[off[f]] | b[off[f] + 1] << 8,
+                         b[off[f]] | (b[off[f] + 1] & 3) ? "NaN" : "infinite");
+                return i;
+            }
+    }
+    return -1;
+}
+
 static uint64_t splitmix(uint64_t x)
 {
     x += 0x9e3779b97f4a7c15ull;
@@ -344,7 +366,7 @@ void ggml_random_blocks(uint32_t t, uint64_t seed, float rms, int64_t n_blocks, 
         }
         r = splitmix(s ^ 0x5ca1e5ull); /* the scales' own draws */
         if (rms <= 0) { /* full finite range */
-            if (!nf) b[0] = (uint8_t)(r % 251);
+            if (!nf) b[0] = (uint8_t)(r % (GGML_MXFP4_MAX_E + 1));
             for (int f = 0; f < nf; f++) {
                 uint16_t bits = (uint16_t)(r >> (16 * f));
                 if ((bits & 0x7C00) == 0x7C00) bits &= 0x83FF; /* no inf/NaN */
@@ -363,7 +385,7 @@ void ggml_random_blocks(uint32_t t, uint64_t seed, float rms, int64_t n_blocks, 
         int k2 = (int)lrint(log2((double)rms / sqrt(ss / be)));
         if (!nf) {
             int e = 128 + k2;
-            b[0] = (uint8_t)(e < 1 ? 1 : e > 250 ? 250 : e);
+            b[0] = (uint8_t)(e < 1 ? 1 : e > GGML_MXFP4_MAX_E ? GGML_MXFP4_MAX_E : e);
         }
         for (int f = 0; f < nf; f++) put_f16_pow2(b + off[f], k2 < -24 ? -24 : k2 > 15 ? 15 : k2, (int)(r >> f) & 1);
     }

@@ -10,6 +10,8 @@
 #define DSV4_BASE_GGML_QUANT_H
 #include <stdint.h>
 
+#include "base/dtype.h" /* DSV4_MAX_WEIGHT_EXP */
+
 /* ggml type ids (the numbers in GGUF tensor infos). */
 enum {
     GGML_F32 = 0, GGML_F16 = 1, GGML_Q4_0 = 2, GGML_Q4_1 = 3, GGML_Q5_0 = 6, GGML_Q5_1 = 7,
@@ -36,13 +38,22 @@ const char *ggml_type_name(uint32_t t, char buf[24]);
  * n_blocks·block_elems floats. */
 void ggml_dequant_blocks(uint32_t t, const void *src, int64_t n_blocks, float *out);
 
+/* The first of n_blocks blocks of a decodable block type t whose scales the
+ * engine refuses (an f16 scale that is Inf or NaN, an MXFP4 E8M0 byte whose
+ * values could reach 2^DSV4_MAX_WEIGHT_EXP), with the reason in why; -1 if
+ * every block is valid. Reads only the scale fields. */
+int64_t ggml_check_blocks(uint32_t t, const void *src, int64_t n_blocks, char *why, int why_len);
+/* The largest MXFP4 E8M0 byte ggml_check_blocks admits: doubled E2M1 codes
+ * (at most 12 < 2^4) times 2^(e−128) stay below 2^DSV4_MAX_WEIGHT_EXP. */
+#define GGML_MXFP4_MAX_E (128 + DSV4_MAX_WEIGHT_EXP - 4)
+
 /* n_blocks random valid blocks of a decodable block type t (not F32, F16,
  * BF16) into out: uniform random bytes (every grid index, sign group and
  * nibble is a legal encoding) with finite scales. rms > 0: the scales (f16,
  * or MXFP4's E8M0) are powers of two chosen per block so the values' root
  * mean square is within a factor sqrt(2) of rms (synthetic weights, test
  * matrices); rms = 0: f16 scales drawn over the whole finite range and E8M0
- * exponents over 0..250 (the decoders' stress test). Block i depends only on
+ * bytes over 0..GGML_MXFP4_MAX_E (the decoders' stress test). Block i depends only on
  * (seed, i). */
 void ggml_random_blocks(uint32_t t, uint64_t seed, float rms, int64_t n_blocks, void *out);
 

@@ -155,9 +155,9 @@ static dsv4_status bind_fp8(binder *b, const src_tensor *t, dsv4_mat *out, int64
     if (!has_shape(t, d0, d1)) return shape_error(t, d0, d1);
     *out = (dsv4_mat){.dtype = DT_F8_E4M3, .rows = d0, .cols = d1, .data = t->data, .fmt = WF_FP8_E4M3,
                       .blk_r = cf->quant_blk_r, .blk_c = cf->quant_blk_c};
-    /* 448 · 2^119 < 2^128: the largest e4m3 value stays finite */
+    /* 448 < 2^9: every value stays below 2^DSV4_MAX_WEIGHT_EXP */
     return bind_scale(b, t, out, (d0 + cf->quant_blk_r - 1) / cf->quant_blk_r,
-                      (d1 + cf->quant_blk_c - 1) / cf->quant_blk_c, 119);
+                      (d1 + cf->quant_blk_c - 1) / cf->quant_blk_c, DSV4_MAX_WEIGHT_EXP - 9);
 }
 
 /* MXFP4 [d0, d1]: I8/U8 [d0, d1/2] (two E2M1 codes per byte) and E8M0 [d0, d1/32]. */
@@ -169,8 +169,8 @@ static dsv4_status bind_mxfp4(binder *b, const src_tensor *t, dsv4_mat *out, int
     if (!has_shape(t, d0, d1 / 2)) return shape_error(t, d0, d1 / 2);
     *out = (dsv4_mat){.dtype = t->dtype, .rows = d0, .cols = d1, .data = t->data, .fmt = WF_MXFP4,
                       .blk_r = 1, .blk_c = 32};
-    /* 6 · 2^125 < 2^128 */
-    return bind_scale(b, t, out, d0, d1 / 32, 125);
+    /* 6 < 2^3: every value stays below 2^DSV4_MAX_WEIGHT_EXP */
+    return bind_scale(b, t, out, d0, d1 / 32, DSV4_MAX_WEIGHT_EXP - 3);
 }
 
 /* The view of a bound tensor as [rows][cols] in its format (plain or a GGUF
@@ -189,6 +189,20 @@ static dsv4_status unsupported_gguf_type(const src_tensor *t)
                      "IQ4_XS, IQ3_XXS, IQ3_S, IQ2_XXS, IQ2_S, MXFP4 are)", t->name, t->type);
 }
 
+/* The scales inside a GGUF block tensor viewed as [rows][cols] (a scan of the
+ * mapped file's scale fields, once at load): every one finite and in the
+ * range whose values stay below 2^DSV4_MAX_WEIGHT_EXP (ggml_check_blocks). */
+static dsv4_status check_gguf_blocks(const src_tensor *t, int64_t rows, int64_t cols)
+{
+    if (is_float(t->dtype)) return DSV4_OK;
+    char why[96];
+    uint32_t gt = wformat_ggml_type((dsv4_wformat)t->fmt);
+    int64_t per_row = cols / ggml_type_get(gt)->block_elems, bad = ggml_check_blocks(gt, t->data, rows * per_row, why, sizeof why);
+    if (bad < 0) return DSV4_OK;
+    return dsv4_fail(DSV4_ERR_FORMAT, "checkpoint: tensor '%s' row %lld block %lld: %s", t->name,
+                     (long long)(bad / per_row), (long long)(bad % per_row), why);
+}
+
 /* A GGUF tensor: float types anywhere, block formats for matrices (every
  * slot reads through the row decoder, and GGUF blocks carry their scales). */
 static dsv4_status bind_gguf(binder *b, int idx, const src_tensor *t, dsv4_mat *out, int64_t d0, int64_t d1)
@@ -198,6 +212,7 @@ static dsv4_status bind_gguf(binder *b, int idx, const src_tensor *t, dsv4_mat *
         return dsv4_fail(DSV4_ERR_FORMAT, "checkpoint: tensor '%s' is %s, expected F32/F16/BF16 for a vector",
                          t->name, t->type);
     if (!has_shape(t, d0, d1)) return shape_error(t, d0, d1);
+    TRY(check_gguf_blocks(t, d0, d1));
     b->used[idx] = 1;
     *out = view_of(t, d1 ? d0 : 1, d1 ? d1 : d0);
     return DSV4_OK;
@@ -315,6 +330,7 @@ static int find_merged(binder *b, const char *pre, const char *name, int64_t e, 
                         (long long)e, (long long)r, (long long)c);
         return 0;
     }
+    if (b->src.gg && (*st = check_gguf_blocks(&t, e * r, c)) != DSV4_OK) return 0;
     b->used[idx] = 1;
     *out = view_of(&t, e * r, c);
     return 1;

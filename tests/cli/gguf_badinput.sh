@@ -33,6 +33,14 @@ ed vq type blk.0.attn_norm.weight 8;         case_ quantized_vector "expected F3
 ed miss rename blk.1.ffn_up_exps.weight blk.1.ffn_upx.weight
 case_ missing_tensor "blk.1.ffn_up_exps.weight" -- score $tmp/miss.gguf
 ed hash i32 blk.0.ffn_gate_tid2eid.weight 5 9; case_ tid2eid_out_of_range "tid2eid" -- score $tmp/hash.gguf
+ed e8m0 u8 blk.0.ffn_down_exps.weight 680 230  # row 40's block (17 bytes each): scale 2^102
+case_ mxfp4_scale_out_of_range "blk.0.ffn_down_exps.weight' row 40 block 0: E8M0 scale byte 230 is above 219" -- score $tmp/e8m0.gguf
+ed e8nan u8 blk.1.ffn_down_shexp.weight 0 255; case_ mxfp4_scale_nan "E8M0 scale byte 255 is NaN" -- score $tmp/e8nan.gguf
+ed inf0 u8 blk.1.attn_q_b.weight 170 0         # row 5's Q8_0 d (34-byte blocks) = 0x7c00
+$PY tests/cli/gguf_edit.py $tmp/inf0.gguf $tmp/inf.gguf u8 blk.1.attn_q_b.weight 171 124
+case_ f16_scale_infinite "blk.1.attn_q_b.weight' row 5 block 0: f16 scale 0x7c00 is infinite" -- score $tmp/inf.gguf
+ed nan16 u8 token_embd.weight 1 255             # row 0's Q4_K d: 0xffNN
+case_ f16_scale_nan "token_embd.weight' row 0 block 0: f16 scale 0xff[0-9a-f]* is NaN" -- score $tmp/nan16.gguf
 ed arch setstr general.architecture llama;    case_ wrong_architecture "'llama' is not deepseek4" -- score $tmp/arch.gguf
 ed nokey dropkey deepseek4.attention.head_count; case_ missing_key "deepseek4.attention.head_count: missing" -- score $tmp/nokey.gguf
 ed ratios dropkey deepseek4.attention.compress_ratios; case_ missing_ratios "compress_ratios" -- score $tmp/ratios.gguf

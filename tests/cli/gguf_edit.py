@@ -13,6 +13,7 @@ usage: gguf_edit.py IN OUT ACTION [ARGS]
   dims NAME D0,D1,...     change a tensor's dims (ggml order, innermost first)
   offset NAME OFF         change a tensor's data offset
   i32 NAME INDEX VALUE    overwrite one int32 element of a tensor's data
+  u8 NAME OFFSET VALUE    overwrite one byte of a tensor's data
   truncate BYTES          keep only the first BYTES bytes"""
 import struct, sys
 
@@ -95,6 +96,8 @@ def main():
         ti(a[0])[1] = [int(x) for x in a[1].split(',')]
     elif act == 'offset':
         ti(a[0])[3] = int(a[1])
+    elif act == 'u8':
+        data[ti(a[0])[3] + int(a[1])] = int(a[2])
     elif act == 'i32':
         off = ti(a[0])[3] + 4 * int(a[1])
         data[off:off + 4] = struct.pack('<i', int(a[2]))
