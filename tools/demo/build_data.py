@@ -286,7 +286,8 @@ def main():
         # almost no multiplication) with tool calls and tool answers 150/150: arithmetic
         # with multiplication weighted up, and the other tasks at a third to a half of
         # their stage-1 counts so a short fine-tune keeps them. The packed rows (about
-        # 15000, compressed under 6 MB) are about one pass of a 110 s H200 run.
+        # 15000, compressed under 6 MB) are about one pass of a 110 s H200 run; --scale 0.5 for
+        # the 55 s that stages 1 and 2 leave of the 10-minute budget.
         base = {"arith": 52000, "arith_think": 3500, "units": 7000, "puzzles": 10500, "tools": 8000,
                 "tools_think": 1300, "multi": 2200}
         op_weights = (3, 4, 5)   # addition is the largest eval category: kept in too
