@@ -215,6 +215,39 @@ static double hf_decode_ms(const char *preset, int layers, int experts, int n)
     return ms;
 }
 
+/* An n-token prompt as one step of a new session (random tokens), timed. */
+static int time_prefill(dsv4_model *m, int n, float *logits, double *seconds)
+{
+    dsv4_session *s = NULL;
+    int32_t *tok = malloc((size_t)n * sizeof *tok);
+    uint32_t x = 777u;
+    for (int i = 0; tok && i < n; i++) tok[i] = random_token(&x, m->cfg.vocab);
+    if (!tok || dsv4_session_new(m, &s)) {
+        free(tok);
+        return 1;
+    }
+    double t = now();
+    dsv4_status st = dsv4_session_eval_last(s, tok, n, logits);
+    *seconds = now() - t;
+    dsv4_session_free(s);
+    free(tok);
+    return st != DSV4_OK;
+}
+
+/* The profiled backend's time per op family, per `per` (steps of it). */
+static void print_profile(const dsv4_backend *prof, const char *title, int steps, const char *per)
+{
+    const char *names[32];
+    double sec[32], total = 0;
+    long calls[32];
+    int n = profile_report(prof, names, sec, calls, 32);
+    for (int i = 0; i < n; i++) total += sec[i];
+    printf("%s:\n", title);
+    for (int i = 0; i < n; i++)
+        printf("  %-30s %6.1f%%  %8.3f ms/%-4s %5ld calls/%s\n", names[i], 100 * sec[i] / total, 1e3 * sec[i] / steps,
+               per, calls[i] / steps, per);
+}
+
 int cmd_bench(int argc, char **argv)
 {
     static const struct option opts[] = {
@@ -322,18 +355,9 @@ int cmd_bench(int argc, char **argv)
         fflush(stdout);
     }
     if (n_pre > 0) {
-        dsv4_session *s = NULL;
-        int32_t *tok = malloc((size_t)n_pre * sizeof *tok);
-        uint32_t x = 777u;
-        for (int i = 0; tok && i < n_pre; i++) tok[i] = random_token(&x, cf->vocab);
-        if (!tok || dsv4_session_new(m, &s)) { cli_report("bench", "prefill"); free(tok); free(logits); dsv4_model_free(m); return 1; }
-        double tp = now();
-        dsv4_status st = dsv4_session_eval_last(s, tok, n_pre, logits);
-        tp = now() - tp;
-        if (st) cli_report("bench", "prefill");
-        else printf("prefill %d tokens: %.2f s, %.1f tok/s\n", n_pre, tp, n_pre / tp);
-        dsv4_session_free(s);
-        free(tok);
+        double tp;
+        if (time_prefill(m, n_pre, logits, &tp)) { cli_report("bench", "prefill"); free(logits); dsv4_model_free(m); return 1; }
+        printf("prefill %d tokens: %.2f s, %.1f tok/s\n", n_pre, tp, n_pre / tp);
     }
     if (n_lanes && bench_lanes(m, lanes, n_lanes, ctx[0], n_dec, limit)) { free(logits); dsv4_model_free(m); return 1; }
     if (spec && bench_spec(m, spec, accept, ctx[0], n_dec, first_t)) { free(logits); dsv4_model_free(m); return 1; }
@@ -345,23 +369,25 @@ int cmd_bench(int argc, char **argv)
         else
             printf("transformers comparison failed (see stderr)\n");
     }
-    /* split of decode time by op family (synchronized per op) */
+    /* split of decode (and prefill) time by op family (synchronized per op) */
     dsv4_backend *real = m->be, *prof = profile_wrap(real);
     if (prof) {
         m->be = prof;
         int n_prof = n_dec < 4 ? n_dec : 4, steps = n_prof + 2; /* time_decode runs 2 warm-up steps */
         double t = time_decode(m, ctx[0], n_prof, logits);
+        char title[160];
+        snprintf(title, sizeof title, "decode time by op family at context %lld (profiled with a sync after every op: "
+                 "%.3f ms/tok)", (long long)ctx[0], t * 1e3);
+        print_profile(prof, title, steps, "tok");
+        if (n_pre > 0) {
+            profile_reset(prof);
+            if (!time_prefill(m, n_pre, logits, &t)) {
+                snprintf(title, sizeof title, "prefill time by op family, %d tokens in one step (profiled with a sync "
+                         "after every op: %.2f s)", n_pre, t);
+                print_profile(prof, title, 1, "step");
+            }
+        }
         m->be = real;
-        const char *names[32];
-        double sec[32], total = 0;
-        long calls[32];
-        int n = profile_report(prof, names, sec, calls, 32);
-        for (int i = 0; i < n; i++) total += sec[i];
-        printf("decode time by op family at context %lld (profiled with a sync after every op: %.3f ms/tok):\n",
-               (long long)ctx[0], t * 1e3);
-        for (int i = 0; i < n; i++)
-            printf("  %-30s %6.1f%%  %8.3f ms/tok  %5ld calls/tok\n", names[i], 100 * sec[i] / total,
-                   1e3 * sec[i] / steps, calls[i] / steps);
         prof->ops->destroy(prof);
     }
     free(logits);

@@ -91,8 +91,12 @@ __device__ __forceinline__ void load_key(const att_args &a, int64_t pos0, const 
     }
     dsv4_row_fmt kf = a.kf;
     kf.kind = KIND;
+    if constexpr (KIND == ROW_FP8) {
+        sr_load_fp8_lane<ATT_PER_LANE>(kf, row, lane, nd, v);
+    } else {
 #pragma unroll
-    for (int j = 0; j < ATT_PER_LANE; j++) v[j] = j < nd ? sr_load(kf, row, j * 32 + lane) : 0.0f;
+        for (int j = 0; j < ATT_PER_LANE; j++) v[j] = j < nd ? sr_load(kf, row, j * 32 + lane) : 0.0f;
+    }
 }
 
 template <int KIND>

@@ -7,6 +7,9 @@
  * both backends store the same bytes and read back the same floats. */
 #ifndef DSV4_CUDA_STATE_ROWS_CUH
 #define DSV4_CUDA_STATE_ROWS_CUH
+#include <cuda_fp16.h>
+#include <string.h>
+
 #include "cuda/cuda_internal.cuh"
 
 /* The widest row a kernel stages in shared memory (48 KB of floats). */
@@ -20,25 +23,46 @@ __device__ __forceinline__ float cq_pow2_ceil(float v)
     return ldexpf(1.0f, m == 0.5f ? e - 1 : e);
 }
 
-/* e8m0_to_f32: 2^(e-127); 0 is the subnormal 2^-127, 255 NaN. */
-__device__ __forceinline__ float sr_e8m0(uint8_t e)
+/* Host-callable pieces (SR_FN) are checked against the CPU decoders by
+ * tests/cuda/test_state_rows.cu. */
+#define SR_FN __host__ __device__ __forceinline__
+#ifdef __CUDA_ARCH__
+#define SR_UNROLL _Pragma("unroll")
+#else
+#define SR_UNROLL /* the host compiler (tests) has no such pragma */
+#endif
+
+SR_FN float sr_bits(uint32_t u)
 {
-    return e == 255 ? __uint_as_float(0x7fc00000u) : __uint_as_float(e ? (uint32_t)e << 23 : 0x00400000u);
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
 }
 
+/* The f16 with bits b, as a float (one conversion on the device). */
+SR_FN float sr_h2f(uint16_t b)
+{
+    __half_raw r;
+    r.x = b;
+    return __half2float(__half(r));
+}
+
+/* e8m0_to_f32: 2^(e-127); 0 is the subnormal 2^-127, 255 NaN. */
+SR_FN float sr_e8m0(uint8_t e)
+{
+    return e == 255 ? sr_bits(0x7fc00000u) : sr_bits(e ? (uint32_t)e << 23 : 0x00400000u);
+}
 /* The byte of a normal power-of-two scale: its biased exponent. */
 __device__ __forceinline__ uint8_t sr_e8m0_of(float s) { return (uint8_t)(__float_as_uint(s) >> 23); }
-
-/* e4m3_to_f32: bias 7, S.1111.111 NaN, subnormals m·2^-9. */
-__device__ __forceinline__ float sr_e4m3(uint8_t b)
+/* e4m3_to_f32 (bias 7, S.1111.111 NaN, subnormals m·2^-9) without
+ * branches: the byte's exponent and fraction moved into an f16
+ * (s.0eeee.mmm0000000) give the value times 2^-8, normals and subnormals
+ * alike, and the power-of-two multiply back is exact. */
+SR_FN float sr_e4m3(uint8_t b)
 {
-    uint32_t s = (uint32_t)(b & 0x80) << 24, e = (b >> 3) & 15, m = b & 7;
-    if ((b & 0x7f) == 0x7f) return __uint_as_float(0x7fc00000u);
-    if (e) return __uint_as_float(s | ((e + 120) << 23) | (m << 20));
-    float f = (float)m * 0x1p-9f;
-    return s ? -f : f;
+    float v = sr_h2f((uint16_t)((b & 0x7f) << 7 | (b & 0x80) << 8)) * 256.0f;
+    return (b & 0x7f) == 0x7f ? sr_bits(0x7fc00000u) : v;
 }
-
 /* f32_to_e4m3: round to nearest even, 448 and beyond saturate. */
 __device__ __forceinline__ uint8_t sr_to_e4m3(float f)
 {
@@ -53,14 +77,13 @@ __device__ __forceinline__ uint8_t sr_to_e4m3(float f)
     return s | (uint8_t)(((e - 1 + 7) << 3) | (q - 8));
 }
 
-/* k_e2m1_values[c]: magnitudes 0, .5, 1, 1.5, 2, 3, 4, 6; bit 3 the sign. */
-__device__ __forceinline__ float sr_e2m1(int c)
+/* k_e2m1_values[c] (magnitudes 0, .5, 1, 1.5, 2, 3, 4, 6; bit 3 the
+ * sign) the same way: s.ee.m moved into an f16 (s.000ee.m000000000) is the
+ * value times 2^-14 (0 and 0.5 as subnormals). */
+SR_FN float sr_e2m1(int c)
 {
-    int m = c & 7;
-    float a = m < 4 ? 0.5f * (float)m : m == 7 ? 6.0f : (float)(m - 2);
-    return c & 8 ? -a : a;
+    return sr_h2f((uint16_t)((c & 7) << 9 | (c & 8) << 12)) * 16384.0f;
 }
-
 /* f32_to_e2m1: ties go to the even code. */
 __device__ __forceinline__ int sr_to_e2m1(float f)
 {
@@ -73,6 +96,8 @@ __device__ __forceinline__ int sr_to_e2m1(float f)
     return (signbit(f) ? 8 : 0) | c;
 }
 
+/* A stored bf16 (little-endian bytes) as a float. */
+SR_FN float sr_bf16(const uint8_t *h) { return sr_bits((uint32_t)(h[0] | h[1] << 8) << 16); }
 /* f32_to_bf16 (round to nearest even, NaN kept quiet), in integers. */
 __device__ __forceinline__ uint16_t sr_to_bf16(float f)
 {
@@ -83,20 +108,37 @@ __device__ __forceinline__ uint16_t sr_to_bf16(float f)
 }
 
 /* Value c of a stored row. */
-__device__ __forceinline__ float sr_load(const dsv4_row_fmt &f, const uint8_t *row, int c)
+SR_FN float sr_load(const dsv4_row_fmt &f, const uint8_t *row, int c)
 {
     if (f.kind == ROW_F32) return ((const float *)row)[c];
     if (f.kind == ROW_FP8) {
         if (c < f.n_fp8) return sr_e4m3(row[c]) * sr_e8m0(row[f.scale_off + c / 64]);
-        const uint8_t *h = row + f.rope_off + 2 * (c - f.n_fp8);
-        return __uint_as_float((uint32_t)(h[0] | h[1] << 8) << 16);
+        return sr_bf16(row + f.rope_off + 2 * (c - f.n_fp8));
     }
     return sr_e2m1((row[c / 2] >> (4 * (c & 1))) & 15) * sr_e8m0(row[f.scale_off + c / 32]);
 }
 
+/* Values c = 32·j + lane, j < nd (nd ≤ NJ, NJ even), of an FP8 row, as
+ * sr_load gives them: values 64·p .. 64·p + 63 (j = 2p, 2p + 1) share
+ * scale byte p, read once for the pair. */
+template <int NJ>
+SR_FN void sr_load_fp8_lane(const dsv4_row_fmt &f, const uint8_t *row, int lane, int nd, float *v)
+{
+    static_assert(NJ % 2 == 0, "pairs of 32-value columns");
+SR_UNROLL
+    for (int p = 0; p < NJ / 2; p++) {
+        float s = 64 * p < f.n_fp8 ? sr_e8m0(row[f.scale_off + p]) : 0.0f;
+SR_UNROLL
+        for (int e = 0; e < 2; e++) {
+            int j = 2 * p + e, c = 32 * j + lane;
+            v[j] = j >= nd ? 0.0f : c < f.n_fp8 ? sr_e4m3(row[c]) * s : sr_bf16(row + f.rope_off + 2 * (c - f.n_fp8));
+        }
+    }
+}
+
 /* Values c .. c+3 (c a multiple of 4; ROW_F32 rows then 16-byte aligned;
  * ROW_FP4: two bytes and one scale). */
-__device__ __forceinline__ float4 sr_load4(const dsv4_row_fmt &f, const uint8_t *row, int c)
+SR_FN float4 sr_load4(const dsv4_row_fmt &f, const uint8_t *row, int c)
 {
     if (f.kind == ROW_F32) return ((const float4 *)row)[c / 4];
     if (f.kind == ROW_FP4) {
@@ -129,11 +171,14 @@ __device__ __forceinline__ void sr_hadamard(float *x, int w, int tid, int nt, SY
 }
 
 /* Stores the row x (f.width values in shared memory; ROW_FP4 rotates them
- * in place) at dst in format f. Every thread of the block calls it; it
- * ends with a barrier. */
+ * in place) at dst in format f. Every thread of the block calls it
+ * (blockDim.x a multiple of 32); it ends with a barrier. Warp w encodes the
+ * scale blocks w, w + warps, ...: each lane two values of a 64-value FP8
+ * block or one of a 32-value FP4 block, the block's max by shuffles (a
+ * max is order-free: the CPU's scale), then each lane its own codes. */
 static __device__ void sr_store_block(const dsv4_row_fmt &f, float *x, uint8_t *dst)
 {
-    int w = f.width, tid = threadIdx.x, nt = blockDim.x, nb;
+    int w = f.width, tid = threadIdx.x, nt = blockDim.x, lane = tid & 31, warp = tid >> 5, nw = nt >> 5, nb;
     if (f.kind == ROW_F32) {
         for (int c = tid; c < w; c += nt) ((float *)dst)[c] = x[c];
         __syncthreads();
@@ -141,13 +186,14 @@ static __device__ void sr_store_block(const dsv4_row_fmt &f, float *x, uint8_t *
     }
     if (f.kind == ROW_FP8) {
         nb = (f.n_fp8 + 63) / 64;
-        for (int b = tid; b < nb; b += nt) {
+        for (int b = warp; b < nb; b += nw) {
             int c0 = 64 * b, n = f.n_fp8 - c0 < 64 ? f.n_fp8 - c0 : 64;
             float amax = 1e-4f;
-            for (int c = 0; c < n; c++) amax = fmaxf(amax, fabsf(x[c0 + c]));
+            for (int c = lane; c < n; c += 32) amax = fmaxf(amax, fabsf(x[c0 + c]));
+            for (int o = 16; o; o >>= 1) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, o));
             float s = cq_pow2_ceil(amax / 448.0f), inv = 1.0f / s;
-            for (int c = 0; c < n; c++) dst[c0 + c] = sr_to_e4m3(x[c0 + c] * inv);
-            dst[f.scale_off + b] = sr_e8m0_of(s);
+            for (int c = lane; c < n; c += 32) dst[c0 + c] = sr_to_e4m3(x[c0 + c] * inv);
+            if (lane == 0) dst[f.scale_off + b] = sr_e8m0_of(s);
         }
         for (int c = f.n_fp8 + tid; c < w; c += nt) {
             uint16_t h = sr_to_bf16(x[c]);
@@ -157,16 +203,15 @@ static __device__ void sr_store_block(const dsv4_row_fmt &f, float *x, uint8_t *
     } else { /* ROW_FP4: the rotation, then blocks of 32 */
         sr_hadamard(x, w, tid, nt, [] { __syncthreads(); });
         nb = (w + 31) / 32;
-        for (int b = tid; b < nb; b += nt) {
+        for (int b = warp; b < nb; b += nw) {
             int c0 = 32 * b, n = w - c0 < 32 ? w - c0 : 32;
-            float amax = 6.0f * 0x1p-126f;
-            for (int c = 0; c < n; c++) amax = fmaxf(amax, fabsf(x[c0 + c]));
+            float v = lane < n ? x[c0 + lane] : 0.0f, amax = fmaxf(6.0f * 0x1p-126f, fabsf(v));
+            for (int o = 16; o; o >>= 1) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, o));
             float s = cq_pow2_ceil(amax / 6.0f), inv = 1.0f / s;
-            for (int c = 0; c < n; c += 2) {
-                int lo = sr_to_e2m1(x[c0 + c] * inv), hi = c + 1 < n ? sr_to_e2m1(x[c0 + c + 1] * inv) : 0;
-                dst[(c0 + c) / 2] = (uint8_t)(lo | hi << 4);
-            }
-            dst[f.scale_off + b] = sr_e8m0_of(s);
+            int code = lane < n ? sr_to_e2m1(v * inv) : 0;
+            int hi = __shfl_down_sync(0xffffffffu, code, 1); /* the odd neighbour's code */
+            if (!(lane & 1) && lane < n) dst[(c0 + lane) / 2] = (uint8_t)(code | (lane + 1 < n ? hi : 0) << 4);
+            if (lane == 0) dst[f.scale_off + b] = sr_e8m0_of(s);
         }
     }
     for (int i = f.scale_off + nb + tid; i < f.bytes; i += nt) dst[i] = 0; /* padding */
