@@ -11,35 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cuda/ggml_tc.cuh"
-
-#define MOE_MAX_K 32
-
-typedef struct {
-    int64_t pos0;
-    const float *x;
-    const int32_t *tok;
-    int T, D, E, K, I, score_func;
-    float route_scale, swiglu_limit;
-    dsv4_mat gate, bias, sh1, sh2, sh3;
-    const int32_t *tid2eid;
-    const void *const *tab; /* device [6][E]: w1, w3, w2 data, then their scale grids */
-    dsv4_mat e13, e2;       /* the routed experts' format and shape (w1/w3, w2); data from tab */
-    float *out;
-    float *logits, *wt, *H, *Y;
-    int32_t *sel, *ord;
-    int32_t *grp;   /* see group_kernel */
-    int gmax;       /* most groups a step can have: min(E, T·K) + 1 */
-    int tk_r[2], tk_s[2]; /* tensor-core kinds of the routed / shared experts' w2 [0] and w1·w3 [1] (-1: fp32 kernels) */
-    int stage_up, stage_down; /* one-token step: the expert kernels prepare their row themselves */
-    int e3_fmt;      /* w3's format: e13's, except in GGUF files (gate and up block types may differ) */
-    __half *xq, *hq; /* tensor-core experts: prepared rows of x (T) and of H (pairs), */
-    float *xpf, *hpf; /* and their factors (tc_f16.cuh); NULL when no expert takes that path */
-    int act;          /* official numerics (dsv4_moe_params.act_fp8): the experts read xa, x through */
-    float *xa;        /* FP8, and H rounded after the routing weights went into it */
-    int *err;
-    int layer; /* for fault reports */
-} moe_args;
+#include "cuda/moe_internal.cuh"
 
 __device__ __forceinline__ float score_of(float l, int fn)
 {
@@ -185,323 +157,12 @@ __global__ void __launch_bounds__(256) group_kernel(moe_args a)
         if (a.sel[p] >= 0) gp[atomicAdd(&cur[a.sel[p]], 1)] = p;
 }
 
-/* Group g's expert matrix (which = 0: w1, 1: w3, 2: w2), e < 0: shared. */
-__device__ __forceinline__ dsv4_mat group_weight(const moe_args &a, int e, int which)
-{
-    if (e < 0) return which == 0 ? a.sh1 : which == 1 ? a.sh3 : a.sh2;
-    dsv4_mat m = which == 2 ? a.e2 : a.e13;
-    if (which == 1) m.fmt = (dsv4_wformat)a.e3_fmt;
-    m.data = a.tab[(int64_t)which * a.E + e];
-    m.scale = a.tab[(int64_t)(3 + which) * a.E + e];
-    return m;
-}
-
-/* Group g of the step: its expert (-1: shared) and its entries [i0, i1) of
- * the pair list (empty when there is no such group). A one-token step
- * (NB = 1) is not grouped (no group_kernel): group k is slot k, i.e. pair k,
- * and group K the shared expert, pair K. */
-typedef struct { int e, i0, i1; } moe_group;
-
-template <int NB>
-__device__ __forceinline__ moe_group group_at(const moe_args &a, int g)
-{
-    moe_group r;
-    if (NB == 1) {
-        r.e = g < a.K ? a.sel[g] : -1;
-        r.i0 = g;
-        r.i1 = g <= a.K && (g == a.K || r.e >= 0) ? g + 1 : g;
-        return r;
-    }
-    const int32_t *ge = a.grp + 1, *go = ge + a.gmax;
-    if (g >= a.grp[0]) {
-        r.e = -1;
-        r.i0 = r.i1 = 0;
-        return r;
-    }
-    r.e = ge[g];
-    r.i0 = go[g];
-    r.i1 = go[g + 1];
-    return r;
-}
-
-/* Entry i of the pair list of a grouped step. */
-__device__ __forceinline__ int group_pair(const moe_args &a, int i) { return a.grp[2 + 2 * a.gmax + i]; }
-
-__device__ __forceinline__ int pair_token(const moe_args &a, int p)
-{
-    int TK = a.T * a.K;
-    return p >= TK ? p - TK : p / a.K;
-}
-
-/* SwiGLU(g, u), clamped (spec §4). */
-__device__ __forceinline__ float swiglu(const moe_args &a, float g, float u)
-{
-    float L = a.swiglu_limit;
-    if (L > 0) {
-        g = fminf(g, L);
-        u = fminf(fmaxf(u, -L), L);
-    }
-    return g / (1.0f + expf(-g)) * u;
-}
-
-/* H[p][r] = SwiGLU(g, u) (lane 0 of the warp writes). */
-__device__ __forceinline__ void swiglu_store(const moe_args &a, int p, int64_t r, float g, float u)
-{
-    if ((threadIdx.x & 31) == 0) a.H[(int64_t)p * a.I + r] = swiglu(a, g, u);
-}
-
-/* Which groups an expert launch computes: all, the routed experts' or the
- * shared expert's (their formats may differ). */
-enum { PART_ALL, PART_ROUTED, PART_SHARED };
-
-__device__ __forceinline__ int part_skips(int part, int e)
-{
-    return (part == PART_ROUTED && e < 0) || (part == PART_SHARED && e >= 0);
-}
-
-/* cu_dots for group e's weight (e < 0: the shared expert) with the routed
- * experts' format family FR and the shared expert's FS known at compile
- * time (-1: dispatch at run time), so the common cases keep a plain dot
- * product's registers. */
-template <int FR, int FS, int NW, int NB>
-__device__ __forceinline__ void group_dots(int e, const dsv4_mat *W, const int64_t *r, int64_t n,
-                                           const float *const *xs, int nb, int vec, float (*acc)[NB])
-{
-    int f = e < 0 ? FS : FR;
-    if (f == CU_W_BF16) cu_dots_fam<CU_W_BF16, NW, NB>(W, r, n, xs, nb, vec, acc);
-    else if (f == CU_W_FP8) cu_dots_fam<CU_W_FP8, NW, NB>(W, r, n, xs, nb, vec, acc);
-    else if (f == CU_W_FP4) cu_dots_fam<CU_W_FP4, NW, NB>(W, r, n, xs, nb, vec, acc);
-    else if (f == CU_W_GGUF) gg_dots<NW, NB>(W, r, n, xs, nb, acc);
-    else cu_dots<NW, NB>(W, r, n, xs, nb, vec, acc);
-}
-
-/* Block (row block, group): each warp takes one row of w1 and w3 of the
- * group's expert and applies it to the group's tokens, NB at a time (a lone
- * token through cu_lane_dot: the same products in the same order). NB = 1
- * for one-token steps keeps the registers, and so the occupancy, of a plain
- * GEMV. */
-template <int FR, int FS, int NB>
-__global__ void __launch_bounds__(256) expert_up_kernel(moe_args a, int part)
-{
-    cu_pdl();
-    int64_t r = (int64_t)blockIdx.x * 8 + (threadIdx.x >> 5);
-    moe_group G = group_at<NB>(a, blockIdx.y);
-    int g0 = G.i0, g1 = G.i1;
-    if (r >= a.I || g0 == g1 || part_skips(part, G.e)) return;
-    /* w1 and w3 share a shape, and a format but in GGUF files (checked when the op is submitted) */
-    dsv4_mat w1 = group_weight(a, G.e, 0), w3 = group_weight(a, G.e, 1);
-    int64_t rr[2] = {r, r};
-    const char *r1 = (const char *)w1.data + r * cu_row_bytes(w1), *r3 = (const char *)w3.data + r * cu_row_bytes(w3);
-    int vec = cu_dots_vec(w1, r1, a.x, a.D) && cu_dots_vec(w3, r3, a.x, a.D);
-    if (NB == 1) { /* one-token step: the group is pair g0 of token 0 */
-        float acc[1][1];
-        group_dots<FR, FS, 1, 1>(G.e, &w1, rr, a.D, &a.x, 1, vec, acc);
-        float gv = cu_warp_sum(acc[0][0]);
-        group_dots<FR, FS, 1, 1>(G.e, &w3, rr, a.D, &a.x, 1, vec, acc);
-        swiglu_store(a, g0, r, gv, cu_warp_sum(acc[0][0]));
-    } else {
-        for (int i0 = g0; i0 < g1; i0 += NB) {
-            int nb = g1 - i0 < NB ? g1 - i0 : NB;
-            if (nb == 1) { /* the same products as the one-token step */
-                int p = group_pair(a, i0);
-                const float *x = a.x + (int64_t)pair_token(a, p) * a.D;
-                float acc[1][1];
-                group_dots<FR, FS, 1, 1>(G.e, &w1, rr, a.D, &x, 1, vec, acc);
-                float gv = cu_warp_sum(acc[0][0]);
-                group_dots<FR, FS, 1, 1>(G.e, &w3, rr, a.D, &x, 1, vec, acc);
-                swiglu_store(a, p, r, gv, cu_warp_sum(acc[0][0]));
-                continue;
-            }
-            const float *xs[NB];
-            for (int j = 0; j < NB; j++)
-                xs[j] = a.x + (int64_t)pair_token(a, group_pair(a, i0 + (j < nb ? j : 0))) * a.D;
-            const dsv4_mat w13[2] = {w1, w3};
-            float acc[2][NB];
-            if (w1.fmt == w3.fmt) {
-                group_dots<FR, FS, 2, NB>(G.e, w13, rr, a.D, xs, nb, vec, acc);
-            } else { /* one row at a time: the same sums (a row's order does not depend on NW) */
-                group_dots<FR, FS, 1, NB>(G.e, &w1, rr, a.D, xs, nb, vec, acc);
-                group_dots<FR, FS, 1, NB>(G.e, &w3, rr, a.D, xs, nb, vec, acc + 1);
-            }
-            for (int j = 0; j < NB; j++) {
-                if (j >= nb) break;
-                swiglu_store(a, group_pair(a, i0 + j), r, cu_warp_sum(acc[0][j]), cu_warp_sum(acc[1][j]));
-            }
-        }
-    }
-}
-
-/* Y[p][d] = w2[d]·H[p] for the group's pairs, one w2 row per warp. */
-template <int FR, int FS, int NB>
-__global__ void __launch_bounds__(256) expert_down_kernel(moe_args a, int part)
-{
-    cu_pdl();
-    int64_t d = (int64_t)blockIdx.x * 8 + (threadIdx.x >> 5);
-    moe_group G = group_at<NB>(a, blockIdx.y);
-    int g0 = G.i0, g1 = G.i1;
-    if (d >= a.D || g0 == g1 || part_skips(part, G.e)) return;
-    dsv4_mat w2 = group_weight(a, G.e, 2);
-    const char *r2 = (const char *)w2.data + d * cu_row_bytes(w2);
-    int64_t rr[1] = {d};
-    int vec = cu_dots_vec(w2, r2, a.H, a.I);
-    if (NB == 1) { /* one-token step: pair g0 */
-        const float *h = a.H + (int64_t)g0 * a.I;
-        float acc[1][1];
-        group_dots<FR, FS, 1, 1>(G.e, &w2, rr, a.I, &h, 1, vec, acc);
-        float y = cu_warp_sum(acc[0][0]);
-        if ((threadIdx.x & 31) == 0) a.Y[(int64_t)g0 * a.D + d] = y;
-    } else {
-        for (int i0 = g0; i0 < g1; i0 += NB) {
-            int nb = g1 - i0 < NB ? g1 - i0 : NB;
-            const float *hs[NB];
-            for (int j = 0; j < NB; j++) hs[j] = a.H + (int64_t)group_pair(a, i0 + (j < nb ? j : 0)) * a.I;
-            float acc[1][NB];
-            if (nb == 1) group_dots<FR, FS, 1, 1>(G.e, &w2, rr, a.I, hs, 1, vec, (float (*)[1])acc);
-            else group_dots<FR, FS, 1, NB>(G.e, &w2, rr, a.I, hs, nb, vec, acc);
-            for (int j = 0; j < nb; j++) {
-                float y = cu_warp_sum(acc[0][j]);
-                if ((threadIdx.x & 31) == 0) a.Y[(int64_t)group_pair(a, i0 + j) * a.D + d] = y;
-            }
-        }
-    }
-}
-
-/* The experts on tensor cores (FP8/MXFP4 weights, tc_f16.cuh; GGUF block
- * weights, ggml_tc.cuh): block (row tile block, group, token-tile lane z).
- * UP: a warp holds the same 16 rows of w1 and w3 (MT = 2) against 8·NT of
- * the group's pairs at a time (token tiles z, z + gridDim.z, ...), prepared
- * rows of their tokens (xq), and stores SwiGLU into H; otherwise 16 rows of
- * w2 against the pairs' H rows (hq) into Y. A pair's sums are those of
- * tc_kernel: fixed by the shapes, whichever warp, tile or launch computes
- * them. PART_SHARED launches have one group row: the shared expert's, the
- * last group. Shared memory: the GGUF kinds' staging, the slice sums, the
- * staged row. */
-template <int KIND, int NT, int SEQ, int U, int UP>
-__global__ void __launch_bounds__(256) expert_tc_kernel(moe_args a, int part, int ks)
-{
-    cu_pdl();
-    constexpr int MT = UP ? 2 : 1, GG = tc_is_gg(KIND);
-    extern __shared__ float smem[];
-    float *sm = smem + (GG ? GGTC_STAGE_BYTES / 4 : 0); /* SEQ = 0, ks > 1: [8 warps][MT][NT][4][32] */
-    int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, q = lane & 3;
-    int single = a.T == 1; /* one-token steps are not grouped: group k is slot k (group_at) */
-    int gi = part == PART_SHARED ? (single ? a.K : a.grp[0] - 1) : (int)blockIdx.y;
-    moe_group G = single ? group_at<1>(a, gi) : group_at<4>(a, gi);
-    if (G.i0 == G.i1 || part_skips(part, G.e)) return; /* the whole block */
-    int wpt = SEQ ? 1 : ks, sp0 = warp % wpt;
-    int64_t R = UP ? a.I : a.D, n = UP ? a.D : a.I, npad = tc_npad(n);
-    /* one-token steps: the block prepares its one row (x, or the pair's H)
-     * in shared memory instead of reading the prepared rows (tc_prep_block) */
-    float *stg = sm + (!SEQ && ks > 1 ? 8 * MT * NT * 4 * 32 : 0);
-    int stage = UP ? a.stage_up : a.stage_down;
-    if (stage) tc_prep_block(UP ? a.x : a.H + (int64_t)G.i0 * a.I, 0, 1, n, (__half *)stg, stg + npad, stg + npad + 8);
-    int64_t row0 = ((int64_t)blockIdx.x * (8 / wpt) + warp / wpt) * 16;
-    int active = row0 < R;
-    if (wpt == 1 && !active) return;
-    if (!active) row0 = 0; /* a dummy tile, so every warp reaches the barriers */
-    dsv4_mat W[2] = {group_weight(a, G.e, UP ? 0 : 2), group_weight(a, G.e, UP ? 1 : 2)};
-    int64_t rb = cu_row_bytes(W[0]);
-    const char *wr[MT][2], *sr[MT][2];
-    const uint8_t *jrow = NULL; /* GGUF: this lane's job row (tile m = the matrix W[m]) */
-    if constexpr (GG) {
-        int jr = ggtc_job_row(lane, MT), m = jr / 16;
-        int64_t r = row0 + jr % 16;
-        jrow = (const uint8_t *)W[m].data + (r < R ? r : R - 1) * rb;
-    } else {
-#pragma unroll
-        for (int m = 0; m < MT; m++)
-#pragma unroll
-            for (int h = 0; h < 2; h++) {
-                int64_t r = row0 + g + 8 * h;
-                r = r < R ? r : R - 1;
-                wr[m][h] = (const char *)W[m].data + r * rb + (KIND == CU_W_FP8 ? 16 * q : 4 * q);
-                sr[m][h] = cu_scale_row(W[m], r);
-            }
-    }
-    const __half *pq = UP ? a.xq : a.hq;
-    const float *ppf = UP ? a.xpf : a.hpf;
-    int np = G.i1 - G.i0;
-    for (int64_t tt = blockIdx.z; tt * 8 * NT < np; tt += gridDim.z) {
-        int64_t ib = G.i0 + tt * 8 * NT; /* the tile's first entry of the pair list */
-        const __half *xr[NT];
-        float P[NT][2];
-#pragma unroll
-        for (int j = 0; j < NT; j++) {
-            int64_t i = ib + 8 * j + g;
-            int p = single ? (int)(i < G.i1 ? i : G.i1 - 1) : group_pair(a, (int)(i < G.i1 ? i : G.i1 - 1));
-            xr[j] = stage ? (const __half *)stg : pq + (int64_t)(UP ? pair_token(a, p) : p) * 2 * npad;
-#pragma unroll
-            for (int e = 0; e < 2; e++) {
-                int64_t i2 = ib + 8 * j + 2 * q + e;
-                int p2 = single ? (int)(i2 < G.i1 ? i2 : G.i1 - 1)
-                                : group_pair(a, (int)(i2 < G.i1 ? i2 : G.i1 - 1));
-                P[j][e] = stage ? tc_row_factor<KIND>(stg + npad, 0) : tc_row_factor<KIND>(ppf, UP ? pair_token(a, p2) : p2);
-            }
-        }
-        /* UP: the w1 and w3 rows as the two tiles, one pass over the pairs' x */
-        float tot[MT][NT][4];
-        int store;
-        if constexpr (GG) {
-            ggtc_stage *st = (ggtc_stage *)smem + warp;
-            store = tc_slices_sum<MT, NT, SEQ>(tot, ks, sp0, sm, [&](float (*acc)[NT][4], int sp) {
-                ggtc_slice<tc_gg_fmt(KIND), MT, NT>(acc, jrow, n / 32, sp, ks, xr, st);
-            });
-#pragma unroll
-            for (int m = 0; m < MT; m++) /* the sums are of the scaled rows: their factor comes last */
-#pragma unroll
-                for (int j = 0; j < NT; j++)
-#pragma unroll
-                    for (int i = 0; i < 4; i++) tot[m][j][i] *= P[j][i & 1];
-        } else {
-            store = tc_warp_sums<KIND, MT, NT, SEQ, U>(tot, W[0], wr, sr, rb, n, ks, sp0, xr, P, q, sm);
-        }
-        if (!store || !active) continue;
-#pragma unroll
-        for (int j = 0; j < NT; j++)
-#pragma unroll
-            for (int i = 0; i < 4; i++) {
-                int64_t r = row0 + g + (i >= 2 ? 8 : 0), ii = ib + 8 * j + 2 * q + (i & 1);
-                if (r >= R || ii >= G.i1) continue;
-                int p = single ? (int)ii : group_pair(a, (int)ii);
-                if (UP) a.H[(int64_t)p * a.I + r] = swiglu(a, tot[0][j][i], tot[MT - 1][j][i]);
-                else a.Y[(int64_t)p * a.D + r] = tot[0][j][i];
-            }
-    }
-}
-
-/* One tensor-core expert launch (UP or down) for a part of the groups. The
- * instance (NT, SEQ, U, z lanes) follows the step's size; the sums do not. */
-template <int KIND, int UP>
-static void launch_tc(cu_impl *c, const moe_args *a, int part)
-{
-    constexpr int CC = tc_chunk_cols(KIND), MT = UP ? 2 : 1;
-    int64_t R = UP ? a->I : a->D, n = UP ? a->D : a->I;
-    int ks = tc_splits(R, (n + CC - 1) / CC);
-    unsigned gy = part == PART_SHARED ? 1u : (unsigned)a->gmax;
-    const char *what = UP ? "moe up (tensor cores)" : "moe down (tensor cores)";
-    if (a->T <= 64) {
-        size_t shm = tc_kind_bytes(KIND) + (ks > 1 ? (size_t)8 * MT * 1 * 4 * 32 * sizeof(float) : 0) +
-                     ((UP ? a->stage_up : a->stage_down) ? tc_stage_bytes(1, n) : 0);
-        dim3 grid(cu_blocks(R, 8 / ks * 16), gy, 1);
-        /* loads in flight: 4 chunks of one row tile, 2 of the two tiles (up) */
-        if (a->T == 1) cu_launch(c, what, expert_tc_kernel<KIND, 1, 0, UP ? 2 : 4, UP>, grid, dim3(256), shm, *a, part, ks);
-        else cu_launch(c, what, expert_tc_kernel<KIND, 1, 0, 2, UP>, grid, dim3(256), shm, *a, part, ks);
-    } else {
-        constexpr int NT = UP ? 2 : 4;
-        unsigned z = a->T / 256 < 1 ? 1u : a->T / 256 > 8 ? 8u : (unsigned)(a->T / 256);
-        dim3 grid(cu_blocks(R, 8 * 16), gy, z);
-        cu_launch(c, what, expert_tc_kernel<KIND, NT, 1, 2, UP>, grid, dim3(256), tc_kind_bytes(KIND), *a, part, ks);
-    }
-}
 
 /* Up or down of one part on tensor cores, for the weight kind of that
- * part's matrices (moe_tc_kinds). */
+ * part's matrices (expert_kinds): the instances live in moe_tc_*.cu. */
 static void launch_tc_part(cu_impl *c, const moe_args *a, int kind, int up, int part)
 {
-    tc_kind_dispatch(kind, [&](auto k) {
-        if (up) launch_tc<decltype(k)::value, 1>(c, a, part);
-        else launch_tc<decltype(k)::value, 0>(c, a, part);
-    });
+    tc_kind_dispatch(kind, [&](auto k) { moe_tc_kind<decltype(k)::value>(c, a, up, part); });
 }
 
 __global__ void combine_kernel(moe_args a)
@@ -520,32 +181,23 @@ __global__ void combine_kernel(moe_args a)
     a.out[i] = acc;
 }
 
-/* The fp32 expert kernels for the experts' formats (up or down), for a
- * part of the groups: one-token steps (not grouped) with a single-token
- * instance that keeps a plain dot product's registers; otherwise 4 tokens
- * per pass of a weight row (larger groups take it again, from L2). */
-template <int FR, int FS>
-static void launch_fp32(cu_impl *c, const moe_args *a, int up, int part)
-{
-    dim3 gu(cu_blocks(a->I, 8), (unsigned)a->gmax), gd(cu_blocks(a->D, 8), (unsigned)a->gmax);
-    if (a->T == 1) {
-        if (up) cu_launch(c, "moe up", expert_up_kernel<FR, FS, 1>, gu, dim3(256), 0, *a, part);
-        else cu_launch(c, "moe down", expert_down_kernel<FR, FS, 1>, gd, dim3(256), 0, *a, part);
-    } else {
-        if (up) cu_launch(c, "moe up", expert_up_kernel<FR, FS, 4>, gu, dim3(256), 0, *a, part);
-        else cu_launch(c, "moe down", expert_down_kernel<FR, FS, 4>, gd, dim3(256), 0, *a, part);
-    }
-}
-
+/* The fp32 expert kernels (moe_fp32.cuh) for the experts' formats, up or
+ * down, for a part of the groups: one-token steps (not grouped) take a
+ * single-token instance that keeps a plain dot product's registers, others
+ * 4 tokens per pass of a weight row. */
 static void launch_fp32_part(cu_impl *c, const moe_args *a, int up, int part)
 {
-    int fr = cu_wfam(a->e13), fs = cu_wfam(a->sh1);
+    int fr = cu_wfam(a->e13), fs = cu_wfam(a->sh1), one = a->T == 1;
     if (cu_wfam(a->e2) != fr || cu_wfam(a->sh2) != fs) fr = fs = -1; /* mixed within an expert: run-time dispatch */
-    if (fr == CU_W_BF16 && fs == CU_W_BF16) launch_fp32<CU_W_BF16, CU_W_BF16>(c, a, up, part);
-    else if (fr == CU_W_FP4 && fs == CU_W_FP8) launch_fp32<CU_W_FP4, CU_W_FP8>(c, a, up, part);
-    else if (fr == CU_W_FP8 && fs == CU_W_FP8) launch_fp32<CU_W_FP8, CU_W_FP8>(c, a, up, part);
-    else if (fr == CU_W_GGUF && fs == CU_W_GGUF) launch_fp32<CU_W_GGUF, CU_W_GGUF>(c, a, up, part);
-    else launch_fp32<-1, -1>(c, a, up, part);
+#define FAM(R, S)                                                                                \
+    (up ? (one ? moe_fp32_fam<R, S, 1, 1>(c, a, part) : moe_fp32_fam<R, S, 1, 4>(c, a, part))   \
+        : (one ? moe_fp32_fam<R, S, 0, 1>(c, a, part) : moe_fp32_fam<R, S, 0, 4>(c, a, part)))
+    if (fr == CU_W_BF16 && fs == CU_W_BF16) FAM(CU_W_BF16, CU_W_BF16);
+    else if (fr == CU_W_FP4 && fs == CU_W_FP8) FAM(CU_W_FP4, CU_W_FP8);
+    else if (fr == CU_W_FP8 && fs == CU_W_FP8) FAM(CU_W_FP8, CU_W_FP8);
+    else if (fr == CU_W_GGUF && fs == CU_W_GGUF) FAM(CU_W_GGUF, CU_W_GGUF);
+    else FAM(-1, -1);
+#undef FAM
 }
 
 /* The tensor-core kinds (tc_kind) of an expert's w2 (k[0]) and w1·w3

@@ -1,0 +1,145 @@
+/* The experts on tensor cores, as templates over the weight kind. Each
+ * moe_tc_*.cu instantiates moe_tc_kind for a few kinds, so that the kinds
+ * (about 20 s of nvcc each) compile in parallel; every kind
+ * tc_kind_dispatch names has its instance in exactly one of them (one
+ * missing fails the link). */
+#ifndef DSV4_CUDA_MOE_TC_CUH
+#define DSV4_CUDA_MOE_TC_CUH
+#include "cuda/moe_internal.cuh"
+
+/* The experts on tensor cores (FP8/MXFP4 weights, tc_f16.cuh; GGUF block
+ * weights, ggml_tc.cuh): block (row tile block, group, token-tile lane z).
+ * UP: a warp holds the same 16 rows of w1 and w3 (MT = 2) against 8·NT of
+ * the group's pairs at a time (token tiles z, z + gridDim.z, ...), prepared
+ * rows of their tokens (xq), and stores SwiGLU into H; otherwise 16 rows of
+ * w2 against the pairs' H rows (hq) into Y. A pair's sums are those of
+ * tc_kernel: fixed by the shapes, whichever warp, tile or launch computes
+ * them. PART_SHARED launches have one group row: the shared expert's, the
+ * last group. Shared memory: the GGUF kinds' staging, the slice sums, the
+ * staged row. */
+template <int KIND, int NT, int SEQ, int U, int UP>
+__global__ void __launch_bounds__(256) expert_tc_kernel(moe_args a, int part, int ks)
+{
+    cu_pdl();
+    constexpr int MT = UP ? 2 : 1, GG = tc_is_gg(KIND);
+    extern __shared__ float smem[];
+    float *sm = smem + (GG ? GGTC_STAGE_BYTES / 4 : 0); /* SEQ = 0, ks > 1: [8 warps][MT][NT][4][32] */
+    int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, q = lane & 3;
+    int single = a.T == 1; /* one-token steps are not grouped: group k is slot k (group_at) */
+    int gi = part == PART_SHARED ? (single ? a.K : a.grp[0] - 1) : (int)blockIdx.y;
+    moe_group G = single ? group_at<1>(a, gi) : group_at<4>(a, gi);
+    if (G.i0 == G.i1 || part_skips(part, G.e)) return; /* the whole block */
+    int wpt = SEQ ? 1 : ks, sp0 = warp % wpt;
+    int64_t R = UP ? a.I : a.D, n = UP ? a.D : a.I, npad = tc_npad(n);
+    /* one-token steps: the block prepares its one row (x, or the pair's H)
+     * in shared memory instead of reading the prepared rows (tc_prep_block) */
+    float *stg = sm + (!SEQ && ks > 1 ? 8 * MT * NT * 4 * 32 : 0);
+    int stage = UP ? a.stage_up : a.stage_down;
+    if (stage) tc_prep_block(UP ? a.x : a.H + (int64_t)G.i0 * a.I, 0, 1, n, (__half *)stg, stg + npad, stg + npad + 8);
+    int64_t row0 = ((int64_t)blockIdx.x * (8 / wpt) + warp / wpt) * 16;
+    int active = row0 < R;
+    if (wpt == 1 && !active) return;
+    if (!active) row0 = 0; /* a dummy tile, so every warp reaches the barriers */
+    dsv4_mat W[2] = {group_weight(a, G.e, UP ? 0 : 2), group_weight(a, G.e, UP ? 1 : 2)};
+    int64_t rb = cu_row_bytes(W[0]);
+    const char *wr[MT][2], *sr[MT][2];
+    const uint8_t *jrow = NULL; /* GGUF: this lane's job row (tile m = the matrix W[m]) */
+    if constexpr (GG) {
+        int jr = ggtc_job_row(lane, MT), m = jr / 16;
+        int64_t r = row0 + jr % 16;
+        jrow = (const uint8_t *)W[m].data + (r < R ? r : R - 1) * rb;
+    } else {
+#pragma unroll
+        for (int m = 0; m < MT; m++)
+#pragma unroll
+            for (int h = 0; h < 2; h++) {
+                int64_t r = row0 + g + 8 * h;
+                r = r < R ? r : R - 1;
+                wr[m][h] = (const char *)W[m].data + r * rb + (KIND == CU_W_FP8 ? 16 * q : 4 * q);
+                sr[m][h] = cu_scale_row(W[m], r);
+            }
+    }
+    const __half *pq = UP ? a.xq : a.hq;
+    const float *ppf = UP ? a.xpf : a.hpf;
+    int np = G.i1 - G.i0;
+    for (int64_t tt = blockIdx.z; tt * 8 * NT < np; tt += gridDim.z) {
+        int64_t ib = G.i0 + tt * 8 * NT; /* the tile's first entry of the pair list */
+        const __half *xr[NT];
+        float P[NT][2];
+#pragma unroll
+        for (int j = 0; j < NT; j++) {
+            int64_t i = ib + 8 * j + g;
+            int p = single ? (int)(i < G.i1 ? i : G.i1 - 1) : group_pair(a, (int)(i < G.i1 ? i : G.i1 - 1));
+            xr[j] = stage ? (const __half *)stg : pq + (int64_t)(UP ? pair_token(a, p) : p) * 2 * npad;
+#pragma unroll
+            for (int e = 0; e < 2; e++) {
+                int64_t i2 = ib + 8 * j + 2 * q + e;
+                int p2 = single ? (int)(i2 < G.i1 ? i2 : G.i1 - 1)
+                                : group_pair(a, (int)(i2 < G.i1 ? i2 : G.i1 - 1));
+                P[j][e] = stage ? tc_row_factor<KIND>(stg + npad, 0) : tc_row_factor<KIND>(ppf, UP ? pair_token(a, p2) : p2);
+            }
+        }
+        /* UP: the w1 and w3 rows as the two tiles, one pass over the pairs' x */
+        float tot[MT][NT][4];
+        int store;
+        if constexpr (GG) {
+            ggtc_stage *st = (ggtc_stage *)smem + warp;
+            store = tc_slices_sum<MT, NT, SEQ>(tot, ks, sp0, sm, [&](float (*acc)[NT][4], int sp) {
+                ggtc_slice<tc_gg_fmt(KIND), MT, NT>(acc, jrow, n / 32, sp, ks, xr, st);
+            });
+#pragma unroll
+            for (int m = 0; m < MT; m++) /* the sums are of the scaled rows: their factor comes last */
+#pragma unroll
+                for (int j = 0; j < NT; j++)
+#pragma unroll
+                    for (int i = 0; i < 4; i++) tot[m][j][i] *= P[j][i & 1];
+        } else {
+            store = tc_warp_sums<KIND, MT, NT, SEQ, U>(tot, W[0], wr, sr, rb, n, ks, sp0, xr, P, q, sm);
+        }
+        if (!store || !active) continue;
+#pragma unroll
+        for (int j = 0; j < NT; j++)
+#pragma unroll
+            for (int i = 0; i < 4; i++) {
+                int64_t r = row0 + g + (i >= 2 ? 8 : 0), ii = ib + 8 * j + 2 * q + (i & 1);
+                if (r >= R || ii >= G.i1) continue;
+                int p = single ? (int)ii : group_pair(a, (int)ii);
+                if (UP) a.H[(int64_t)p * a.I + r] = swiglu(a, tot[0][j][i], tot[MT - 1][j][i]);
+                else a.Y[(int64_t)p * a.D + r] = tot[0][j][i];
+            }
+    }
+}
+
+/* One tensor-core expert launch (UP or down) for a part of the groups. The
+ * instance (NT, SEQ, U, z lanes) follows the step's size; the sums do not. */
+template <int KIND, int UP>
+static void launch_tc(cu_impl *c, const moe_args *a, int part)
+{
+    constexpr int CC = tc_chunk_cols(KIND), MT = UP ? 2 : 1;
+    int64_t R = UP ? a->I : a->D, n = UP ? a->D : a->I;
+    int ks = tc_splits(R, (n + CC - 1) / CC);
+    unsigned gy = part == PART_SHARED ? 1u : (unsigned)a->gmax;
+    const char *what = UP ? "moe up (tensor cores)" : "moe down (tensor cores)";
+    if (a->T <= 64) {
+        size_t shm = tc_kind_bytes(KIND) + (ks > 1 ? (size_t)8 * MT * 1 * 4 * 32 * sizeof(float) : 0) +
+                     ((UP ? a->stage_up : a->stage_down) ? tc_stage_bytes(1, n) : 0);
+        dim3 grid(cu_blocks(R, 8 / ks * 16), gy, 1);
+        /* loads in flight: 4 chunks of one row tile, 2 of the two tiles (up) */
+        if (a->T == 1) cu_launch(c, what, expert_tc_kernel<KIND, 1, 0, UP ? 2 : 4, UP>, grid, dim3(256), shm, *a, part, ks);
+        else cu_launch(c, what, expert_tc_kernel<KIND, 1, 0, 2, UP>, grid, dim3(256), shm, *a, part, ks);
+    } else {
+        constexpr int NT = UP ? 2 : 4;
+        unsigned z = a->T / 256 < 1 ? 1u : a->T / 256 > 8 ? 8u : (unsigned)(a->T / 256);
+        dim3 grid(cu_blocks(R, 8 * 16), gy, z);
+        cu_launch(c, what, expert_tc_kernel<KIND, NT, 1, 2, UP>, grid, dim3(256), tc_kind_bytes(KIND), *a, part, ks);
+    }
+}
+
+template <int KIND>
+void moe_tc_kind(cu_impl *c, const moe_args *a, int up, int part)
+{
+    if (up) launch_tc<KIND, 1>(c, a, part);
+    else launch_tc<KIND, 0>(c, a, part);
+}
+
+#endif
