@@ -300,7 +300,7 @@ int cmd_bench(int argc, char **argv)
         opt.n_threads = threads;
         opt.device = device;
         if (cli_cache_arg("bench", cache, &opt.cache)) return 2;
-        if (dsv4_model_synthetic(synth, layers, experts, weights, &opt, &m)) {
+        if (dsv4_model_synthetic(synth, layers, experts, weights, NULL, &opt, &m)) {
             cli_report("bench", "synthetic model");
             return 1;
         }
