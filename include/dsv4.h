@@ -57,10 +57,12 @@ dsv4_status dsv4_model_load(const char *dir, const dsv4_load_options *opt,
 /* A model with the real dimensions of "flash" or "pro", random weights
  * built in memory, `layers` layers and `experts` routed experts (<= 0: the
  * real counts). weights: "fp8-fp4" (NULL: the same), the released
- * checkpoints' formats (FP8 dense, MXFP4 routed experts), or "bf16". For
- * benchmarks. */
+ * checkpoints' formats (FP8 dense, MXFP4 routed experts), "bf16", or
+ * "gguf-iq3_xxs" (a GGUF image). drafter: "mtp" (NULL: the same), the MTP
+ * head of V4-Flash/Pro, or "dspark", V4-Flash-0731's DSpark drafter
+ * (docs/DSPARK.md; not with the GGUF weights). For benchmarks. */
 dsv4_status dsv4_model_synthetic(const char *preset, int layers, int experts, const char *weights,
-                                 const dsv4_load_options *opt, dsv4_model **out);
+                                 const char *drafter, const dsv4_load_options *opt, dsv4_model **out);
 void dsv4_model_free(dsv4_model *m);
 /* The cache mode in force (EXACT or OFFICIAL, never AUTO). */
 dsv4_cache_mode dsv4_model_cache_mode(const dsv4_model *m);

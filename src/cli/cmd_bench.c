@@ -24,7 +24,7 @@ static void usage(FILE *f)
             "                  [--device cpu|cuda|auto] [--threads N] [--contexts 0,4096,32768,131072]\n"
             "                  [--cache exact|official|auto]\n"
             "                  [--decode N] [--prefill N] [--hf-compare] [--lanes 1,2,4,8]\n"
-            "                  [--spec mtp:K --accept P]\n"
+            "                  [--spec mtp:K|dspark[:K] --accept P]\n"
             "Decode tokens/s at each context (state filled with random values, no prefill),\n"
             "prefill tokens/s for an N-token prompt, bytes read per decode token, achieved\n"
             "GB/s against the bandwidth limit, and the split of decode time by op family.\n"
@@ -40,7 +40,11 @@ static void usage(FILE *f)
             "expected distinct experts of the lanes (uniform routing) + every lane's state.\n"
             "--spec mtp:K --accept P: batch-1 speculative decoding at the first context, the\n"
             "MTP head drafting K tokens per step and each draft kept with probability P (a\n"
-            "speed model: the tokens are not the model's), against plain decoding.\n");
+            "speed model: the tokens are not the model's), against plain decoding.\n"
+            "--spec dspark[:K] --accept P: the same with the DSpark drafter, one block\n"
+            "drafting K tokens (default: dspark_block_size, 5 in Flash-0731); with\n"
+            "--synthetic the model is built with Flash-0731's DSpark drafter instead of the\n"
+            "MTP head (not with --weights gguf-iq3_xxs).\n");
 }
 
 static double now(void)
@@ -164,7 +168,22 @@ static int bench_lanes(dsv4_model *m, const int64_t *nl, int cnt, int64_t ctx, i
     return 0;
 }
 
-/* Speculative decoding speed at context ctx with forced acceptance P. */
+/* Whether a spec lane with k drafts can run on m (a drafter, k within its
+ * block), as the library says it: 0 after the message. */
+static int spec_runs(dsv4_model *m, int k)
+{
+    dsv4_session *s = NULL;
+    spec_lane l;
+    memset(&l, 0, sizeof l);
+    int ok = !dsv4_session_new(m, &s) && !spec_lane_init(&l, s, k, NULL);
+    if (!ok) cli_report("bench", "speculative decoding");
+    spec_lane_free(&l);
+    dsv4_session_free(s);
+    return ok;
+}
+
+/* Speculative decoding speed at context ctx with forced acceptance P, with
+ * the model's drafter (the MTP head or the DSpark drafter). */
 static int bench_spec(dsv4_model *m, int k, double P, int64_t ctx, int n_dec, double plain_t)
 {
     dsv4_session *s = NULL;
@@ -188,9 +207,10 @@ static int bench_spec(dsv4_model *m, int k, double P, int64_t ctx, int n_dec, do
     t = now() - t;
     if (!ok) { cli_report("bench", "speculative decoding"); spec_lane_free(&l); dsv4_session_free(s); return -1; }
     double tps = (double)produced / t, step_ms = 1e3 * t / steps;
-    printf("speculative mtp:%d, forced acceptance %.2f, context %lld: %.2f tok/s (%.2f tokens/step, %.3f ms/step = "
+    printf("speculative %s:%d, forced acceptance %.2f, context %lld: %.2f tok/s (%.2f tokens/step, %.3f ms/step = "
            "%.2fx a 1-token step; %lld of %lld drafts kept) -> %.2fx plain decoding\n",
-           k, P, (long long)ctx, tps, (double)produced / steps, step_ms, step_ms / (1e3 * plain_t),
+           dsv4_model_has_dspark(m) ? "dspark" : "mtp", k, P, (long long)ctx, tps, (double)produced / steps, step_ms,
+           step_ms / (1e3 * plain_t),
            l.n_kept - kept0, l.n_drafted - drafted0, tps * plain_t);
     spec_lane_free(&l);
     dsv4_session_free(s);
@@ -262,7 +282,7 @@ int cmd_bench(int argc, char **argv)
         {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
     const char *model = NULL, *synth = NULL, *device = NULL, *ctxs = "0,4096,32768,131072", *lanes_arg = NULL;
     const char *weights = NULL, *cache = NULL;
-    int layers = 0, experts = 0, threads = 0, n_dec = 16, n_pre = 4096, hf = 0, spec = 0, c;
+    int layers = 0, experts = 0, threads = 0, n_dec = 16, n_pre = 4096, hf = 0, spec = 0, dspark = 0, c;
     double accept = -1;
     optind = 1;
     while ((c = getopt_long(argc, argv, "m:s:L:E:d:j:c:n:p:h", opts, NULL)) != -1) {
@@ -280,7 +300,7 @@ int cmd_bench(int argc, char **argv)
         case 'l': lanes_arg = optarg; break;
         case 'W': weights = optarg; break;
         case 'C': cache = optarg; break;
-        case 'S': if (cli_parse_spec("bench", optarg, &spec, NULL)) return 2; break;
+        case 'S': if (cli_parse_spec("bench", optarg, &spec, &dspark)) return 2; break;
         case 'A': if (cli_real("bench", "--accept", optarg, 0, 1, &accept)) return 2; break;
         case 'h': usage(stdout); return 0;
         default: usage(stderr); return 2;
@@ -300,7 +320,8 @@ int cmd_bench(int argc, char **argv)
         opt.n_threads = threads;
         opt.device = device;
         if (cli_cache_arg("bench", cache, &opt.cache)) return 2;
-        if (dsv4_model_synthetic(synth, layers, experts, weights, &opt, &m)) {
+        /* the drafter --spec names (an MTP head otherwise) */
+        if (dsv4_model_synthetic(synth, layers, experts, weights, dspark ? "dspark" : NULL, &opt, &m)) {
             cli_report("bench", "synthetic model");
             return 1;
         }
@@ -308,6 +329,11 @@ int cmd_bench(int argc, char **argv)
         return 1;
     }
     const dsv4_config *cf = &m->cfg;
+    /* a --spec the model cannot run fails now, not after the decode timings */
+    if (spec && ((spec = cli_spec_k("bench", m, dspark, spec)) < 0 || !spec_runs(m, spec))) {
+        dsv4_model_free(m);
+        return 1;
+    }
     /* every timed session must stay inside the model's context */
     for (int i = 0; i < n_ctx; i++)
         if (ctx[i] > (int64_t)cf->max_pos - 2 - n_dec) {

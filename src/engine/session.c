@@ -175,9 +175,11 @@ int dsv4_session_poisoned(const dsv4_session *s) { return s->poisoned; }
 
 /* Benchmarks: pretend the session has consumed n tokens, with random state
  * (window ring, open compressor rows, entries), so decode speed at a long
- * context can be measured without running the prefill. Random fp32 rows go
- * through the backend's ring_store (as rows 0.. of a "ring" as long as the
- * array), which packs them in the layout's formats. */
+ * context can be measured without running the prefill. A drafter has
+ * consumed them too (its rings full, mtp_pos = n, no rows owed), so a
+ * DSpark block attends to a full window as it would at that context.
+ * Random fp32 rows go through the backend's ring_store (as rows 0.. of a
+ * "ring" as long as the array), which packs them in the layout's formats. */
 dsv4_status session_fill_random(dsv4_session *s, int64_t n)
 {
     const dsv4_config *c = &s->m->cfg;
@@ -205,9 +207,9 @@ dsv4_status session_fill_random(dsv4_session *s, int64_t n)
         h[i] = (float)(x >> 8) / 8388608.0f - 1.0f;
     }
     b->ops->upload(b, d, h, size_mul(most, sizeof *h));
-    for (int l = 0; l < c->n_layers; l++) {
+    for (int l = 0; l < session_n_layers(s); l++) {
         dsv4_layer_state *ls = &s->L[l];
-        int r = config_ratio(c, l), kind = c->attn_kind[l];
+        int r = config_ratio(c, l), kind = config_kind(c, l);
         b->ops->ring_store(b, ls->ring, c->window, &L->kv, d, c->window, 0);
         if (kind == ATTN_SWA) continue;
         int64_t ne = n / r;
@@ -229,5 +231,7 @@ dsv4_status session_fill_random(dsv4_session *s, int64_t n)
         return st;
     }
     s->pos = n;
+    s->mtp_pos = s->m->n_draft ? n : 0;
+    s->n_owed = 0;
     return DSV4_OK;
 }

@@ -99,14 +99,15 @@ dsv4_status dsv4_model_load(const char *dir, const dsv4_load_options *opt, dsv4_
 }
 
 dsv4_status dsv4_model_synthetic(const char *preset, int layers, int experts, const char *weights,
-                                 const dsv4_load_options *opt, dsv4_model **out)
+                                 const char *drafter, const dsv4_load_options *opt, dsv4_model **out)
 {
     *out = NULL;
     dsv4_model *m = calloc(1, sizeof *m);
     if (!m) return dsv4_fail(DSV4_ERR_NOMEM, "out of memory");
     size_t len = 0;
     int gg = 0;
-    dsv4_status st = model_synthetic_image(preset, layers, experts, weights, &m->cfg, &m->owned_image, &len, &gg);
+    dsv4_status st =
+        model_synthetic_image(preset, layers, experts, weights, drafter, &m->cfg, &m->owned_image, &len, &gg);
     if (!st && gg) { /* read back like a file: the config from the metadata */
         st = gguf_open_memory(m->owned_image, len, "synthetic checkpoint", &m->gg);
         if (!st) st = config_from_gguf(m->gg, &m->cfg);

@@ -90,10 +90,11 @@ struct dsv4_model {
 /* Random checkpoint image with the preset's real dimensions ("flash",
  * "pro"), `layers` layers and `experts` routed experts (<= 0: the real
  * count), weights "fp8-fp4" (the released mix; NULL: the same), "bf16" or
- * "gguf-iq3_xxs" (synthetic.c); fills cfg and returns a malloc'd safetensors
- * image, or a GGUF one (*is_gguf = 1; its metadata says cfg). */
-dsv4_status model_synthetic_image(const char *preset, int layers, int experts, const char *weights, dsv4_config *cfg,
-                                  void **image, size_t *image_len, int *is_gguf);
+ * "gguf-iq3_xxs", drafter "mtp" (NULL: the same) or "dspark" (not with
+ * GGUF) (synthetic.c); fills cfg and returns a malloc'd safetensors image,
+ * or a GGUF one (*is_gguf = 1; its metadata says cfg). */
+dsv4_status model_synthetic_image(const char *preset, int layers, int experts, const char *weights,
+                                  const char *drafter, dsv4_config *cfg, void **image, size_t *image_len, int *is_gguf);
 
 /* Bind every expected tensor of the config: presence, dtype and exact shape.
  * Fills m->embed ... m->layers; records unknown tensor names. */

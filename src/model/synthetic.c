@@ -1,14 +1,17 @@
 /* Synthetic checkpoints with the real V4-Flash / V4-Pro dimensions and random
  * weights, built in memory and loaded through the normal path (config or
  * GGUF metadata parser, binder, backend). For benchmarks at real shapes with
- * a reduced number of layers and experts, and an MTP head (mtp.0.*) for
- * speculative decoding's speed. Weight mixes, so a decode step reads a real
- * checkpoint's bytes:
+ * a reduced number of layers and experts, and a drafter for speculative
+ * decoding's speed: the MTP head (mtp.0.*) of V4-Flash/Pro, or the DSpark
+ * drafter of V4-Flash-0731 (docs/DSPARK.md §2-3: stages mtp.0..2 over the
+ * streams after the last three layers, FP8 main_proj, BF16 Markov and
+ * confidence heads; safetensors mixes only, as the loader reads it). Weight
+ * mixes, so a decode step reads a real checkpoint's bytes:
  *   "fp8-fp4"       the released checkpoints (spec §7), a safetensors image:
- *                   FP8 e4m3 dense projections (the MTP's e_proj/h_proj too,
- *                   spec §5.2) and shared experts with 128x128 E8M0 scales,
- *                   MXFP4 routed experts, BF16 embedding/head/router/
- *                   compressor/indexer projections;
+ *                   FP8 e4m3 dense projections (the MTP's e_proj/h_proj and
+ *                   DSpark's main_proj too, spec §5.2) and shared experts
+ *                   with 128x128 E8M0 scales, MXFP4 routed experts, BF16
+ *                   embedding/head/router/compressor/indexer projections;
  *   "bf16"          every matrix BF16 (safetensors);
  *   "gguf-iq3_xxs"  a GGUF image like the community UD-IQ3_XXS files
  *                   (llama.cpp's deepseek4 names and metadata, experts merged
@@ -26,6 +29,7 @@
 #include "base/ggml_quant.h"
 #include "base/threadpool.h"
 #include "io/gguf_write.h"
+#include "model/catalog.h"
 #include "model/config_gguf.h"
 #include "model/model.h"
 #include "model/names_gguf.h"
@@ -41,6 +45,9 @@ typedef struct {
     int exp;           /* quantized formats and their scales: every block's scale is 2^exp */
     uint64_t off;      /* in the data area */
 } syn_tensor;
+
+/* Flash-0731's DSpark drafter has three stages (docs/DSPARK.md §1). */
+#define SYN_DSPARK_STAGES 3
 
 /* The weight classes of the list; a mix gives each a format. */
 enum { C_DENSE, C_EXPERT, C_EMBED, C_HEAD, C_PROJ, C_ROUTER, C_COUNT };
@@ -123,9 +130,58 @@ static int qmat_n(syn_list *l, const char *name, int64_t out, int64_t in, int fm
     return r ? -1 : 0;
 }
 
+/* A drafter's own hc head and final norm under prefix pre (the MTP's
+ * mtp.0., DSpark's last stage). */
+static int draft_head(syn_list *l, const dsv4_config *c, const char *pre)
+{
+    char n[96];
+    int r = 0, D = c->dim, hc = c->hc_mult;
+#define NM(fmt) (snprintf(n, sizeof n, "%s" fmt, pre), n)
+    r |= add(l, NM("norm.weight"), DT_BF16, D, 0, 0.1f, 1.0f);
+    r |= add(l, NM("hc_head_fn"), DT_F32, hc, (int64_t)hc * D, 1.0f / sqrtf((float)hc * D), 0);
+    r |= add(l, NM("hc_head_base"), DT_F32, hc, 0, 0.5f, 0);
+    r |= add(l, NM("hc_head_scale"), DT_F32, 1, 0, 0.1f, 0.5f);
+#undef NM
+    return r;
+}
+
+/* The MTP head's input fusion (FP8 in the released checkpoints, spec §5.2)
+ * and own head; its block is layer n_layers. */
+static int mtp_head(syn_list *l, const dsv4_config *c, int q8)
+{
+    int r = 0, D = c->dim;
+    r |= qmat_n(l, "mtp.0.e_proj.weight", D, D, q8, 1);
+    r |= qmat_n(l, "mtp.0.h_proj.weight", D, D, q8, 1);
+    r |= add(l, "mtp.0.enorm.weight", DT_BF16, D, 0, 0.1f, 1.0f);
+    r |= add(l, "mtp.0.hnorm.weight", DT_BF16, D, 0, 0.1f, 1.0f);
+    return r | draft_head(l, c, "mtp.0.");
+}
+
+/* DSpark's context fusion on stage 0 (main_proj FP8 in the release, like
+ * the dense projections), and on the last stage the hc head, norm, Markov
+ * and confidence heads (BF16 in the release whatever the rest); the shapes
+ * are the catalog's. The stages' blocks are layers n_layers ... */
+static int dspark_heads(syn_list *l, const dsv4_config *c, int q8, int stages)
+{
+    char n[96];
+    int r = 0;
+    int64_t D = c->dim, V = c->vocab, R = catalog_dim(c, 0, DM_MARKOV);
+    r |= qmat_n(l, "mtp.0.main_proj.weight", D, catalog_dim(c, 0, DM_DSPARK_CTX), q8, 1);
+    r |= add(l, "mtp.0.main_norm.weight", DT_BF16, D, 0, 0.1f, 1.0f);
+    char pre[32];
+    snprintf(pre, sizeof pre, "mtp.%d.", stages - 1);
+#define NM(fmt) (snprintf(n, sizeof n, "%s" fmt, pre), n)
+    r |= qmat_n(l, NM("markov_head.markov_w1.weight"), V, R, WF_BF16, 1);
+    r |= qmat_n(l, NM("markov_head.markov_w2.weight"), V, R, WF_BF16, 1);
+    r |= qmat_n(l, NM("confidence_head.proj.weight"), 1, catalog_dim(c, 0, DM_CONF_IN), WF_BF16, 1);
+#undef NM
+    return r | draft_head(l, c, pre);
+}
+
 /* The checkpoint's tensors under their official names, in the mix's formats
- * (GGUF: the experts merged per layer). */
-static int build_list(const dsv4_config *c, const syn_mix *x, syn_list *l)
+ * (GGUF: the experts merged per layer), with `stages` drafter blocks: the
+ * MTP head's one, or DSpark's (config dspark_block_size set). */
+static int build_list(const dsv4_config *c, const syn_mix *x, int stages, syn_list *l)
 {
     const int *f = x->fmt;
     int q8 = f[C_DENSE];
@@ -139,19 +195,11 @@ static int build_list(const dsv4_config *c, const syn_mix *x, syn_list *l)
     r |= add(l, "hc_head_fn", DT_F32, hc, (int64_t)hc * D, 1.0f / sqrtf((float)hc * D), 0);
     r |= add(l, "hc_head_base", DT_F32, hc, 0, 0.5f, 0);
     r |= add(l, "hc_head_scale", DT_F32, 1, 0, 0.1f, 0.5f);
-    /* the MTP head's input fusion and own head; its block is layer n_layers below */
-    r |= qmat(l, "mtp.0.e_proj.weight", D, D, q8);
-    r |= qmat(l, "mtp.0.h_proj.weight", D, D, q8);
-    r |= add(l, "mtp.0.enorm.weight", DT_BF16, D, 0, 0.1f, 1.0f);
-    r |= add(l, "mtp.0.hnorm.weight", DT_BF16, D, 0, 0.1f, 1.0f);
-    r |= add(l, "mtp.0.norm.weight", DT_BF16, D, 0, 0.1f, 1.0f);
-    r |= add(l, "mtp.0.hc_head_fn", DT_F32, hc, (int64_t)hc * D, 1.0f / sqrtf((float)hc * D), 0);
-    r |= add(l, "mtp.0.hc_head_base", DT_F32, hc, 0, 0.5f, 0);
-    r |= add(l, "mtp.0.hc_head_scale", DT_F32, 1, 0, 0.1f, 0.5f);
-    for (int i = 0; i <= c->n_layers; i++) {
+    r |= c->dspark_block ? dspark_heads(l, c, q8, stages) : mtp_head(l, c, q8);
+    for (int i = 0; i < c->n_layers + stages; i++) {
         char pre[32];
         if (i < c->n_layers) snprintf(pre, sizeof pre, "layers.%d.", i);
-        else snprintf(pre, sizeof pre, "mtp.0.");
+        else snprintf(pre, sizeof pre, "mtp.%d.", i - c->n_layers);
 #define NM(fmt) (snprintf(n, sizeof n, "%s" fmt, pre), n)
         int kind = config_kind(c, i), ratio = config_ratio(c, i), hd = c->head_dim, cw = hd * (kind == ATTN_CSA ? 2 : 1);
         r |= add(l, NM("attn_norm.weight"), DT_BF16, D, 0, 0.1f, 1.0f);
@@ -278,19 +326,37 @@ static void fill_tensors(void *ctx, int64_t k0, int64_t k1, int tid)
     }
 }
 
-static dsv4_status synthetic_config(const char *preset, int layers, int experts, int quant, dsv4_config *c)
+/* Flash-0731's DSpark keys (docs/DSPARK.md §2); its target layers are the
+ * last three of 43, here the last three of L (all of them when L < 3);
+ * num_nextn_predict_layers stays 1 as in the release. Empty without the
+ * drafter. */
+static void dspark_keys(int dspark, int L, char *out, size_t len)
+{
+    out[0] = 0;
+    if (!dspark) return;
+    char ids[32] = "", *p = ids;
+    int first = L > SYN_DSPARK_STAGES ? L - SYN_DSPARK_STAGES : 0;
+    for (int i = first; i < L; i++) p += sprintf(p, "%s%d", i > first ? "," : "", i);
+    snprintf(out, len, ",\"dspark_block_size\":5,\"dspark_target_layer_ids\":[%s],\"dspark_markov_rank\":256,"
+             "\"dspark_noise_token_id\":128799,\"dspark_markov_head_type\":\"vanilla\",\"dspark_window_size\":128",
+             ids);
+}
+
+static dsv4_status synthetic_config(const char *preset, int layers, int experts, int quant, int dspark, dsv4_config *c)
 {
     int flash = !strcmp(preset, "flash"), pro = !strcmp(preset, "pro");
     if (!flash && !pro) return dsv4_fail(DSV4_ERR_ARG, "unknown synthetic preset '%s' (flash or pro)", preset);
     int L = layers > 0 ? layers : (flash ? 43 : 61), E = experts > 0 ? experts : (flash ? 256 : 384);
     if (L > DSV4_MAX_LAYERS) return dsv4_fail(DSV4_ERR_ARG, "--layers %d is above %d", L, DSV4_MAX_LAYERS);
     if (E < 6) return dsv4_fail(DSV4_ERR_ARG, "--experts must be at least 6 (top-6 routing)");
-    /* the real per-layer pattern, cut to L layers, plus the trailing MTP entry */
-    char ratios[8 * DSV4_MAX_LAYERS + 16] = "", *p = ratios;
-    for (int i = 0; i <= L; i++) {
-        int r = i == L ? 0 : i < 2 ? (flash ? 0 : 128) : (i % 2 == 0 ? 4 : 128);
+    /* the real per-layer pattern, cut to L layers, plus a trailing 0 per
+     * drafter block (SWA-only: the MTP layer, or each DSpark stage) */
+    char ratios[8 * DSV4_MAX_LAYERS + 16] = "", *p = ratios, ds[320];
+    for (int i = 0; i < L + (dspark ? SYN_DSPARK_STAGES : 1); i++) {
+        int r = i >= L ? 0 : i < 2 ? (flash ? 0 : 128) : (i % 2 == 0 ? 4 : 128);
         p += sprintf(p, "%s%d", i ? "," : "", r);
     }
+    dspark_keys(dspark, L, ds, sizeof ds);
     char json[9000];
     snprintf(json, sizeof json,
              "{\"vocab_size\":129280,\"hidden_size\":%d,\"num_hidden_layers\":%d,\"num_attention_heads\":%d,"
@@ -302,11 +368,11 @@ static dsv4_status synthetic_config(const char *preset, int layers, int experts,
              "\"n_shared_experts\":1,\"moe_intermediate_size\":%d,\"num_hash_layers\":3,"
              "\"scoring_func\":\"sqrtsoftplus\",\"routed_scaling_factor\":%s,\"swiglu_limit\":10.0,\"hc_mult\":4,"
              "\"hc_sinkhorn_iters\":20,\"hc_eps\":1e-6,\"rms_norm_eps\":1e-6,\"num_nextn_predict_layers\":1,"
-             "\"max_position_embeddings\":1048576,\"bos_token_id\":0,\"eos_token_id\":1%s}",
+             "\"max_position_embeddings\":1048576,\"bos_token_id\":0,\"eos_token_id\":1%s%s}",
              flash ? 4096 : 7168, L, flash ? 64 : 128, flash ? 1024 : 1536, flash ? 8 : 16, ratios,
              flash ? 512 : 1024, E, flash ? 2048 : 3072, flash ? "1.5" : "2.5",
              quant ? ",\"quantization_config\":{\"quant_method\":\"fp8\",\"fmt\":\"e4m3\",\"scale_fmt\":\"ue8m0\","
-                     "\"weight_block_size\":[128,128]},\"expert_dtype\":\"fp4\"" : "");
+                     "\"weight_block_size\":[128,128]},\"expert_dtype\":\"fp4\"" : "", ds);
     return config_parse(json, strlen(json), "synthetic config", c);
 }
 
@@ -385,17 +451,26 @@ static dsv4_status gguf_image(const dsv4_config *c, syn_list *l, void **image, s
     return gw_finish(&w, image, image_len, data);
 }
 
-dsv4_status model_synthetic_image(const char *preset, int layers, int experts, const char *weights, dsv4_config *cfg,
-                                  void **image, size_t *image_len, int *is_gguf)
+dsv4_status model_synthetic_image(const char *preset, int layers, int experts, const char *weights,
+                                  const char *drafter, dsv4_config *cfg, void **image, size_t *image_len, int *is_gguf)
 {
     const syn_mix *x = NULL;
     for (size_t i = 0; i < sizeof k_mixes / sizeof k_mixes[0] && !x; i++)
         if (!strcmp(weights ? weights : "fp8-fp4", k_mixes[i].name)) x = &k_mixes[i];
     if (!x) return dsv4_fail(DSV4_ERR_ARG, "unknown synthetic weight format '%s' (fp8-fp4, bf16 or gguf-iq3_xxs)", weights);
-    dsv4_status st = synthetic_config(preset, layers, experts, x->quant_config, cfg);
+    int dspark = drafter && !strcmp(drafter, "dspark");
+    if (drafter && !dspark && strcmp(drafter, "mtp"))
+        return dsv4_fail(DSV4_ERR_ARG, "unknown synthetic drafter '%s' (mtp or dspark)", drafter);
+    if (dspark && x->gguf)
+        return dsv4_fail(DSV4_ERR_UNSUPPORTED, "synthetic checkpoint: a DSpark drafter is not read from GGUF, so the "
+                         "%s mix cannot have one (fp8-fp4 and bf16 can)", x->name);
+    dsv4_status st = synthetic_config(preset, layers, experts, x->quant_config, dspark, cfg);
     if (st) return st;
     syn_list l = {0};
-    if (build_list(cfg, x, &l)) { free(l.t); return dsv4_fail(DSV4_ERR_NOMEM, "out of memory"); }
+    if (build_list(cfg, x, dspark ? SYN_DSPARK_STAGES : 1, &l)) {
+        free(l.t);
+        return dsv4_fail(DSV4_ERR_NOMEM, "out of memory");
+    }
     uint8_t *data = NULL;
     st = x->gguf ? gguf_image(cfg, &l, image, image_len, &data) : st_image(&l, image, image_len, &data);
     if (st) { free(l.t); return st; }

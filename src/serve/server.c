@@ -171,7 +171,9 @@ static int load(server *S)
             return -1;
         }
         if (load_tokenizer(S)) return -1;
-        if (dsv4_model_synthetic(o->synthetic, o->synth_layers, o->synth_experts, o->synth_weights, &lo, &S->model)) {
+        /* with the drafter --spec names (an MTP head otherwise) */
+        if (dsv4_model_synthetic(o->synthetic, o->synth_layers, o->synth_experts, o->synth_weights,
+                                 o->spec_dspark ? "dspark" : NULL, &lo, &S->model)) {
             fprintf(stderr, "dsv4 serve: synthetic model: %s\n", dsv4_last_error());
             return -1;
         }

@@ -3,7 +3,9 @@
 # exactly what plain greedy decoding prints (token ids, text, chat turns, a
 # server's greedy replies, with /metrics counting the drafts), `dsv4 info`
 # reports the drafter, and a --spec naming the other drafter is refused in
-# one line.
+# one line. bench --spec dspark measures the drafter's speed with forced
+# acceptance, on the fixture and on a synthetic Flash built with
+# Flash-0731's DSpark drafter, and refuses what cannot have one.
 set -u
 BIN=${DSV4_BIN:-build/dsv4}
 FX=tests/fixtures/tiny-dspark-bf16
@@ -44,6 +46,36 @@ info=$("$BIN" info --model $FX)
 if printf '%s' "$info" | grep -q "dspark drafter: *yes (3 stages" && printf '%s' "$info" | grep -q "mtp head: *no" &&
    "$BIN" info --model tests/fixtures/tiny-mtp-f32 | grep -q "dspark drafter: *no"; then pass info_reports_dspark
 else fail info_reports_dspark "$(printf '%s' "$info" | tail -4)"; fi
+
+# bench: "speculative dspark:K, forced acceptance P, context C: X tok/s (T
+# tokens/step, ...; N of M drafts kept) -> S x plain decoding"; prints
+# "T M N" of that line ("" if absent)
+spec_line() { grep "^speculative dspark:$1, forced acceptance $2, context 0: " |
+    sed -n 's/.*(\([0-9.]*\) tokens\/step,.*; \([0-9]*\) of \([0-9]*\) drafts kept) -> [0-9.]*x plain decoding$/\1 \3 \2/p'; }
+# every step drafts K; the kept drafts follow P: 1 + P + ... + P^5 = 3.69 tokens per step expected at 0.8
+read -r t m n <<< "$("$BIN" bench --device cpu --model $FX --contexts 0 --prefill 0 --decode 100 --spec dspark \
+    --accept 0.8 2>&1 | spec_line 5 0.80)"
+if [ "${m:-}" = 500 ] && [ "$n" -le 500 ] && awk -v t="$t" 'BEGIN { exit !(t >= 3.2 && t <= 4.2) }'; then
+    pass dspark_bench_fixture
+else fail dspark_bench_fixture "tokens/step ${t:-none}, ${n:-?} of ${m:-?} drafts kept"; fi
+# the synthetic Flash (real widths, 1 layer, 6 experts: ~40 s on 2 cores) with the DSpark drafter
+out=$("$BIN" bench --device cpu --synthetic flash --layers 1 --experts 6 --contexts 0 --prefill 0 --decode 2 \
+    --spec dspark --accept 0.8 2>&1)
+read -r t m n <<< "$(printf '%s\n' "$out" | spec_line 5 0.80)"
+if [ "${m:-}" = 10 ] && [ "$n" -le 10 ] && awk -v t="$t" 'BEGIN { exit !(t >= 1 && t <= 6) }'; then
+    pass dspark_bench_synthetic
+else fail dspark_bench_synthetic "$(printf '%s\n' "$out" | grep -v '^ ' | tail -3)"; fi
+
+e1=$("$BIN" bench --device cpu --synthetic flash --layers 1 --experts 6 --weights gguf-iq3_xxs --spec dspark \
+    --accept 0.8 2>&1); r1=$?
+e2=$("$BIN" bench --device cpu --model tests/fixtures/tiny-mtp-f32 --spec dspark --accept 0.8 2>&1); r2=$?
+e3=$("$BIN" bench --device cpu --model $FX --spec dspark:6 --accept 0.8 2>&1); r3=$?
+e4=$("$BIN" bench --device cpu --model tests/fixtures/tiny-mixed-f32 --spec dspark --accept 0.8 2>&1); r4=$?
+if [ $r1 = 1 ] && echo "$e1" | grep -q "DSpark drafter is not read from GGUF" && [ $r2 = 1 ] &&
+   echo "$e2" | grep -q "has an MTP head, not a DSpark drafter" && [ $r3 = 1 ] && echo "$e3" | grep -q "at most 5" &&
+   [ $r4 = 1 ] && echo "$e4" | grep -q "no MTP head (mtp.0.\*) or DSpark drafter" &&
+   [ "$(printf '%s\n' "$e1" "$e2" "$e3" "$e4" | wc -l)" = 4 ]; then pass dspark_bench_refusals
+else fail dspark_bench_refusals "$r1 $e1 / $r2 $e2 / $r3 $e3 / $r4 $e4"; fi
 
 # serve: the same greedy replies with and without --spec dspark
 "$BIN" serve --device cpu --threads 1 --model $FX --port 0 >/dev/null 2>$tmp/plain.log & pids="$pids $!"

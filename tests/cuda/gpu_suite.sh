@@ -5,8 +5,8 @@
 # through dsv4 score: chunkings, determinism, graph == eager), transactions,
 # the general step, the MTP head and speculative decoding on CUDA; then the
 # benchmarks (43-layer FP8/FP4 and GGUF UD-IQ3_XXS-mix synthetic Flash, the
-# 4-layer BF16 one for comparison with earlier runs, MTP speculation) and the
-# server under load.
+# 4-layer BF16 one for comparison with earlier runs, MTP and DSpark
+# speculation) and the server under load.
 # usage (on the device, repo root): bash tests/cuda/gpu_suite.sh [tests] [bench] [serve]; logs to $OUT
 # (at most 8 files come back).
 set -u
@@ -47,6 +47,9 @@ want bench && {
     echo "== the same (FP8/FP4) with MTP speculation, k=1, forced acceptance 0.8"
     timeout 120 build/dsv4 bench --device cuda --synthetic flash --layers 43 --experts 16 --weights fp8-fp4 \
         --contexts 0 --prefill 0 --decode 16 --spec mtp:1 --accept 0.8 2>&1
+    echo "== the same with Flash-0731's DSpark drafter, k=5, forced acceptance 0.82 (82/67/55/45/37 % per position)"
+    timeout 180 build/dsv4 bench --device cuda --synthetic flash --layers 43 --experts 16 --weights fp8-fp4 \
+        --contexts 0 --prefill 0 --decode 16 --spec dspark:5 --accept 0.82 2>&1
     echo "== Flash shapes, 4 layers, 16 experts, BF16 (earlier runs' shape)"
     timeout 90 build/dsv4 bench --device cuda --synthetic flash --layers 4 --experts 16 --weights bf16 \
         --contexts 0,32768 --prefill 512 --decode 32 --lanes 1,4 2>&1
