@@ -97,6 +97,16 @@ __host__ __device__ constexpr int ggtc_job_row(int lane, int mt) { return lane %
 __host__ __device__ constexpr int ggtc_job_chunk(int lane, int mt) { return lane / (16 * mt); }
 
 #ifdef __CUDACC__
+/* Asks for the 128-byte lines of the block that holds chunk c of a row
+ * (blocks are at most 210 bytes: up to three lines). */
+template <int FMT>
+__device__ __forceinline__ void ggtc_prefetch(const uint8_t *row, int64_t c)
+{
+    constexpr int SUB = gg_block_elems(FMT) / 32, BB = gg_block_bytes(FMT);
+    uintptr_t b = (uintptr_t)(row + (uint64_t)c / SUB * BB), end = b + BB;
+    for (uintptr_t l = b & ~(uintptr_t)127; l < end; l += 128) asm volatile("prefetch.global.L2 [%0];" ::"l"(l));
+}
+
 /* One slice of a warp's rows: chunks sp, sp + ks, ... of nch, in increasing
  * order, into acc (zeroed here; factors of the activation rows not applied).
  * jrow: this lane's job row (its bytes); xr[j]: token g of tile j's
@@ -109,7 +119,12 @@ __device__ __forceinline__ void ggtc_slice(float (*acc)[NT][4], const uint8_t *j
     int lane = threadIdx.x & 31, g = lane >> 2, q = lane & 3, ju = ggtc_job_chunk(lane, MT);
     tc_zero<MT, NT>(acc);
     for (int64_t base = sp; base < nch; base += (int64_t)CPI * ks) {
-        int64_t cj = base + (int64_t)ju * ks;
+        int64_t cj = base + (int64_t)ju * ks, cn = cj + (int64_t)CPI * ks;
+        /* the next pass's block on its way to L2 while this one is decoded:
+         * a slice is a chain of dependent passes, and short matrices give
+         * too few warps to hide a memory latency per pass (a hint: the
+         * values do not depend on it) */
+        if (cn < nch) ggtc_prefetch<FMT>(jrow, cn);
         __syncwarp(); /* the previous pass's reads are done */
         if (cj < nch) {
             gg_codes o;
