@@ -107,14 +107,18 @@ __device__ __forceinline__ uint16_t sr_to_bf16(float f)
     return (uint16_t)(u >> 16);
 }
 
+/* Value c of an FP8 row whose scale for c (that of block c / 64) is s:
+ * the e4m3 code times s, or for the rope dims the bf16 (s unused). */
+SR_FN float sr_fp8_value(const dsv4_row_fmt &f, const uint8_t *row, int c, float s)
+{
+    return c < f.n_fp8 ? sr_e4m3(row[c]) * s : sr_bf16(row + f.rope_off + 2 * (c - f.n_fp8));
+}
+
 /* Value c of a stored row. */
 SR_FN float sr_load(const dsv4_row_fmt &f, const uint8_t *row, int c)
 {
     if (f.kind == ROW_F32) return ((const float *)row)[c];
-    if (f.kind == ROW_FP8) {
-        if (c < f.n_fp8) return sr_e4m3(row[c]) * sr_e8m0(row[f.scale_off + c / 64]);
-        return sr_bf16(row + f.rope_off + 2 * (c - f.n_fp8));
-    }
+    if (f.kind == ROW_FP8) return sr_fp8_value(f, row, c, c < f.n_fp8 ? sr_e8m0(row[f.scale_off + c / 64]) : 0.0f);
     return sr_e2m1((row[c / 2] >> (4 * (c & 1))) & 15) * sr_e8m0(row[f.scale_off + c / 32]);
 }
 
@@ -131,7 +135,7 @@ SR_UNROLL
 SR_UNROLL
         for (int e = 0; e < 2; e++) {
             int j = 2 * p + e, c = 32 * j + lane;
-            v[j] = j >= nd ? 0.0f : c < f.n_fp8 ? sr_e4m3(row[c]) * s : sr_bf16(row + f.rope_off + 2 * (c - f.n_fp8));
+            v[j] = j < nd ? sr_fp8_value(f, row, c, s) : 0.0f;
         }
     }
 }

@@ -196,8 +196,8 @@ static dsv4_status check_gguf_blocks(const src_tensor *t, int64_t rows, int64_t 
 {
     if (is_float(t->dtype)) return DSV4_OK;
     char why[96];
-    uint32_t gt = wformat_ggml_type((dsv4_wformat)t->fmt);
-    int64_t per_row = cols / ggml_type_get(gt)->block_elems, bad = ggml_check_blocks(gt, t->data, rows * per_row, why, sizeof why);
+    int64_t per_row = cols / wformat_info((dsv4_wformat)t->fmt)->block_elems;
+    int64_t bad = ggml_check_blocks(wformat_ggml_type((dsv4_wformat)t->fmt), t->data, rows * per_row, why, sizeof why);
     if (bad < 0) return DSV4_OK;
     return dsv4_fail(DSV4_ERR_FORMAT, "checkpoint: tensor '%s' row %lld block %lld: %s", t->name,
                      (long long)(bad / per_row), (long long)(bad % per_row), why);
