@@ -116,7 +116,9 @@ def conversations(rng, counts, op_weights):
         out.append(simple("chat", it[1], it[2], system=sysp()))
     for it in draw(tasks.arith_item, counts["arith_think"]):
         a, sym, b = it[4]
-        out.append(simple("thinking", it[1], it[2], reasoning=tasks.column_reasoning(a, sym, b, it[3])))
+        # The reasoning block holds the working, so the reply after it is the bare result.
+        out.append(simple("thinking", it[1], f"{a} {sym} {b} = {it[3]}.",
+                          reasoning=tasks.column_reasoning(a, sym, b, it[3])))
     for it in draw(tasks.unit_item, counts["units"]):
         out.append(simple("chat", it[1], it[2], system=sysp()))
     for it in draw(tasks.puzzle_item, counts["puzzles"]):
@@ -280,7 +282,7 @@ def main():
     if a.stage2:
         base = {"arith": 150000, "arith_think": 4000, "units": 6000, "puzzles": 10000, "tools": 3000,
                 "tools_think": 300, "multi": 2000}
-        op_weights = (4, 7, 1)
+        op_weights = (4, 6, 3)
     if a.stage3:
         # After stage 2 the held-out scores were + 96.3%, - 93.1%, * 86.2% (stage 2 had
         # almost no multiplication) with tool calls and tool answers 150/150: arithmetic

@@ -46,7 +46,48 @@ def arith_item(rng, weights=(5, 4, 3)):
         b = rng.randint(1, 999) if rng.random() < 0.15 else rng.randint(10, 999)
         r, qs, sym = (a + b, ADD_Q, "+") if op == "+" else (a - b, SUB_Q, "-")
     q = rng.choice(qs).format(a=a, b=b)
-    return f"{a}{sym}{b}", q, f"{a} {sym} {b} = {r}.", r, (a, sym, b)
+    return f"{a}{sym}{b}", q, worked_answer(a, sym, b, r), r, (a, sym, b)
+
+
+def place_parts(n):
+    """n split into its nonzero place values, largest first: 285 -> [200, 80, 5]."""
+    s = str(n)
+    return [int(d) * 10 ** (len(s) - 1 - i) for i, d in enumerate(s) if d != "0"] or [0]
+
+
+def worked_answer(a, sym, b, r):
+    """The chat-mode reply: a chain of one-place steps, then the result.
+
+    A 13.8 M-parameter model gets whole 3-digit sums and differences wrong where two
+    carries or borrows meet; taken one place value at a time (347 + 200, then + 80, then
+    + 5), every step changes one or two neighbouring digits. The reply still ends in
+    "a op b = r." (what eval.py reads). Single steps stay one equation."""
+    if sym == "*":
+        x, y = (a, b) if a >= b else (b, a)       # the 2-digit operand is split
+        parts = place_parts(x)
+        if len(parts) == 1:
+            return f"{a} * {b} = {r}."
+        mul = (lambda p: f"{p} * {y}") if a >= b else (lambda p: f"{y} * {p}")
+        steps = ", ".join(f"{mul(p)} = {p * y}" for p in parts)
+        return f"{a} * {b}: {steps}, {' + '.join(str(p * y) for p in parts)} = {r}. So {a} * {b} = {r}."
+    if sym == "-" and a < b:
+        chain = _chain(b, "-", place_parts(a))
+        return (f"{a} - {b}: {b} is larger, so take {b} - {a} and negate it. {chain}. "
+                f"So {a} - {b} = {r}.")
+    parts = place_parts(b)
+    if len(parts) == 1:
+        return f"{a} {sym} {b} = {r}."
+    return f"{a} {sym} {b}: {_chain(a, sym, parts)}. So {a} {sym} {b} = {r}."
+
+
+def _chain(x, sym, parts):
+    """'x op p1 = y1, y1 op p2 = y2, ...'"""
+    steps = []
+    for p in parts:
+        y = x + p if sym == "+" else x - p
+        steps.append(f"{x} {sym} {p} = {y}")
+        x = y
+    return ", ".join(steps)
 
 
 def column_reasoning(a, sym, b, r):
