@@ -3,7 +3,6 @@
 
   build_data.py --out DIR [--seed 1] [--render build/demo_render]
   build_data.py --out DIR2 --seed 2 --stage2 --tokenizer DIR/tokenizer.json   (second stage)
-  build_data.py --out DIR3 --seed 3 --stage3 --tokenizer DIR/tokenizer.json   (third stage)
 
 Writes DIR/tokenizer.json (byte-level BPE in DeepSeek-V4's tokenizer.json layout),
 DIR/train.npz (packed rows of token ids with a loss mask) and DIR/data.json (counts,
@@ -267,12 +266,8 @@ def main():
     p.add_argument("--render", default="build/demo_render")
     p.add_argument("--scale", type=float, default=1.0, help="multiplies every conversation count")
     p.add_argument("--tokenizer", help="use this tokenizer.json instead of training one")
-    stage = p.add_mutually_exclusive_group()
-    stage.add_argument("--stage2", action="store_true",
-                       help="the second, short training stage's mix: mostly arithmetic, subtraction weighted up")
-    stage.add_argument("--stage3", action="store_true",
-                       help="the third stage's mix: multiplication and subtraction weighted up, with enough "
-                            "of every other task that a short fine-tune does not forget them")
+    p.add_argument("--stage2", action="store_true",
+                   help="the second, short training stage's mix: mostly arithmetic, subtraction weighted up")
     a = p.parse_args()
     os.makedirs(a.out, exist_ok=True)
     rng = random.Random(a.seed)
@@ -283,16 +278,6 @@ def main():
         base = {"arith": 150000, "arith_think": 4000, "units": 6000, "puzzles": 10000, "tools": 3000,
                 "tools_think": 300, "multi": 2000}
         op_weights = (4, 6, 3)
-    if a.stage3:
-        # After stage 2 the held-out scores were + 96.3%, - 93.1%, * 86.2% (stage 2 had
-        # almost no multiplication) with tool calls and tool answers 150/150: arithmetic
-        # with multiplication weighted up, and the other tasks at a third to a half of
-        # their stage-1 counts so a short fine-tune keeps them. The packed rows (about
-        # 15000, compressed under 6 MB) are about one pass of a 110 s H200 run; --scale 0.5 for
-        # the 55 s that stages 1 and 2 leave of the 10-minute budget.
-        base = {"arith": 52000, "arith_think": 3500, "units": 7000, "puzzles": 10500, "tools": 8000,
-                "tools_think": 1300, "multi": 2200}
-        op_weights = (3, 4, 5)   # addition is the largest eval category: kept in too
     counts = {k: max(1, int(v * a.scale)) for k, v in base.items()}
 
     with tempfile.TemporaryDirectory() as work:
@@ -332,7 +317,7 @@ def main():
     rows = pack(chat, prose, rng)
     np.savez_compressed(os.path.join(a.out, "train.npz"), rows=rows)
     trained = int((rows >> 15).sum())
-    info = {"seed": a.seed, "stage2": a.stage2, "stage3": a.stage3, "op_weights": op_weights, "counts": counts, "rows": int(rows.shape[0]), "seq": SEQ,
+    info = {"seed": a.seed, "stage2": a.stage2, "op_weights": op_weights, "counts": counts, "rows": int(rows.shape[0]), "seq": SEQ,
             "tokens": int(rows.size), "trained_tokens": trained,
             "prose_tokens": int(sum(len(x) for x in prose)), "kjv_chapters": len(chapters),
             "debian_packages_sha256": deb_hashes,
