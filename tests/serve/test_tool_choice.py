@@ -1,10 +1,14 @@
 """tool_choice enforcement on the demo model (models/demo, trained to call the
 demo tools), through the official OpenAI and Anthropic SDKs.
 
-The conversation has already called get_weather and holds its result, so with
-tool_choice auto (or none) the model answers in text; required/any must still
-give a parsed tool call of an offered tool, and a named tool a call of that
-tool, in both thinking modes. The named reply must be exactly what the engine
+Two conversations. One has already called get_weather and holds its result,
+so with tool_choice auto (or none) the model answers in text. The other asks
+for the weather in Paris, which the model answers with a get_weather call of
+its own: required/any must give a parsed tool call of an offered tool (only
+get_time, in thinking mode), and a named tool (get_time) a call of that tool,
+in both thinking modes. (Forced calls start from a question: the demo model was
+never trained to call a tool right after a tool's result, so what it writes
+when forced to there is not a test of the server.) The named reply must be exactly what the engine
 generates (`dsv4 generate`, greedy) after the prompt followed by the call's
 opening as the chat encoder writes it (spelled here from the DSML format), so
 the forced tokens are the encoder's own and the model continues from them."""
@@ -34,6 +38,8 @@ MSGS = [{"role": "system", "content": tasks.SYSTEM}, {"role": "user", "content":
         {"role": "assistant", "content": "", "tool_calls": [{"id": "c1", "type": "function", "function": {
             "name": "get_weather", "arguments": json.dumps({"city": "Paris"})}}]},
         {"role": "tool", "tool_call_id": "c1", "content": json.dumps(RESULT)}]
+ASK = MSGS[:2]
+AN_ASK = [{"role": "user", "content": "What's the weather in Paris?"}]
 AN_MSGS = [{"role": "user", "content": "What's the weather in Paris?"},
            {"role": "assistant", "content": [{"type": "tool_use", "id": "c1", "name": "get_weather",
                                               "input": {"city": "Paris"}}]},
@@ -53,14 +59,14 @@ def calls(r):
     return [(t.function.name, json.loads(t.function.arguments)) for t in (r.choices[0].message.tool_calls or [])]
 
 
-def chat(names, choice, **kw):
-    return oa.chat.completions.create(model="demo", messages=MSGS, tools=tools(*names), tool_choice=choice,
+def chat(names, choice, messages=ASK, **kw):
+    return oa.chat.completions.create(model="demo", messages=messages, tools=tools(*names), tool_choice=choice,
                                       **GREEDY, **kw)
 
 
 def test_auto_answers_in_text():
     for think in (False, True):
-        r = chat(TOOLS, "auto", **(THINK if think else {}))
+        r = chat(TOOLS, "auto", MSGS, **(THINK if think else {}))
         check("tool_choice_auto_text_%d" % think, not calls(r) and r.choices[0].finish_reason == "stop"
               and "Paris" in r.choices[0].message.content, "%s" % r.choices[0])
 
@@ -95,7 +101,7 @@ def test_named_calls_that_tool():
               and r.choices[0].finish_reason == "tool_calls", "%s" % r.choices[0])
     # The same reply from the engine alone: the prompt (the server offers only
     # the named tool) and the opening of a get_time call, greedily continued.
-    line = json.dumps({"mode": "chat", "tools": tools("get_time"), "messages": MSGS, "cuts": [len(MSGS)]})
+    line = json.dumps({"mode": "chat", "tools": tools("get_time"), "messages": ASK, "cuts": [len(ASK)]})
     prompt = json.loads(subprocess.run([RENDER], input=line.encode(), capture_output=True, check=True).stdout)[0]
     opening = '\n\n<｜DSML｜tool_calls>\n<｜DSML｜invoke name="get_time">\n'
     with tempfile.NamedTemporaryFile("w", suffix=".txt") as f:
@@ -110,11 +116,11 @@ def test_named_calls_that_tool():
 
 
 def test_none_and_stream():
-    none = chat(TOOLS, "none")
+    none = chat(TOOLS, "none", MSGS)
     check("tool_choice_none", not calls(none) and none.choices[0].message.content, "%s" % none.choices[0])
     plain = chat(("get_weather", "get_time"), "required")
     names, args, finish = {}, {}, None
-    for ch in oa.chat.completions.create(model="demo", messages=MSGS, tools=tools("get_weather", "get_time"),
+    for ch in oa.chat.completions.create(model="demo", messages=ASK, tools=tools("get_weather", "get_time"),
                                          tool_choice="required", stream=True, **GREEDY):
         for c in ch.choices:
             for t in c.delta.tool_calls or []:
@@ -131,12 +137,12 @@ def test_anthropic():
                            tool_choice={"type": "auto"}, extra_body={"temperature": 0}, system=tasks.SYSTEM)
     check("anthropic_tool_choice_auto_text", [b.type for b in a.content] == ["text"] and a.stop_reason == "end_turn",
           "%s" % a.content)
-    a = an.messages.create(model="demo", max_tokens=120, messages=AN_MSGS, tools=an_tools("get_weather", "get_time"),
+    a = an.messages.create(model="demo", max_tokens=120, messages=AN_ASK, tools=an_tools("get_weather", "get_time"),
                            tool_choice={"type": "any"}, extra_body={"temperature": 0}, system=tasks.SYSTEM)
     uses = [(b.name, b.input) for b in a.content if b.type == "tool_use"]
     check("anthropic_tool_choice_any", uses == calls(chat(("get_weather", "get_time"), "required"))
           and a.stop_reason == "tool_use", "%s" % a.content)
-    a = an.messages.create(model="demo", max_tokens=120, messages=AN_MSGS, tools=an_tools(*TOOLS),
+    a = an.messages.create(model="demo", max_tokens=120, messages=AN_ASK, tools=an_tools(*TOOLS),
                            tool_choice={"type": "tool", "name": "get_time"}, extra_body={"temperature": 0},
                            system=tasks.SYSTEM)
     uses = [b.name for b in a.content if b.type == "tool_use"]
