@@ -23,6 +23,31 @@ __device__ __forceinline__ void group_dots(int e, const dsv4_mat *W, const int64
     else cu_dots<NW, NB>(W, r, n, xs, nb, vec, acc);
 }
 
+/* The w1 and w3 dots of row r, one matrix at a time, into g and u. With a
+ * run-time format dispatch (FR < 0, or GGUF's block types) every block
+ * decoder the dispatch can meet is inlined at each call, which is most of
+ * these kernels' compile time: there the two dots run as a loop that is not
+ * unrolled, one copy of the code (and the kernel has no two-row dot either);
+ * the common formats keep the two unrolled calls. The sums are the same
+ * either way: a row's order does not depend on how many rows a dot takes. */
+__host__ __device__ constexpr bool moe_one_copy(int fr) { return fr < 0 || fr == CU_W_GGUF; }
+
+template <int FR, int FS, int NB>
+__device__ __forceinline__ void pair_dots(int e, const dsv4_mat *w1, const dsv4_mat *w3, const int64_t *rr,
+                                          int64_t n, const float *const *xs, int nb, int vec, float *g, float *u)
+{
+#pragma unroll(moe_one_copy(FR) ? 1 : 2)
+    for (int m = 0; m < 2; m++) {
+        float t[1][NB];
+        group_dots<FR, FS, 1, NB>(e, m ? w3 : w1, rr, n, xs, nb, vec, t);
+#pragma unroll
+        for (int j = 0; j < NB; j++) {
+            if (m) u[j] = t[0][j];
+            else g[j] = t[0][j];
+        }
+    }
+}
+
 /* Block (row block, group): each warp takes one row of w1 and w3 of the
  * group's expert and applies it to the group's tokens, NB at a time (a lone
  * token through cu_lane_dot: the same products in the same order). NB = 1
@@ -42,22 +67,18 @@ __global__ void __launch_bounds__(256) expert_up_kernel(moe_args a, int part)
     const char *r1 = (const char *)w1.data + r * cu_row_bytes(w1), *r3 = (const char *)w3.data + r * cu_row_bytes(w3);
     int vec = cu_dots_vec(w1, r1, a.x, a.D) && cu_dots_vec(w3, r3, a.x, a.D);
     if (NB == 1) { /* one-token step: the group is pair g0 of token 0 */
-        float acc[1][1];
-        group_dots<FR, FS, 1, 1>(G.e, &w1, rr, a.D, &a.x, 1, vec, acc);
-        float gv = cu_warp_sum(acc[0][0]);
-        group_dots<FR, FS, 1, 1>(G.e, &w3, rr, a.D, &a.x, 1, vec, acc);
-        swiglu_store(a, g0, r, gv, cu_warp_sum(acc[0][0]));
+        float gv, uv;
+        pair_dots<FR, FS, 1>(G.e, &w1, &w3, rr, a.D, &a.x, 1, vec, &gv, &uv);
+        swiglu_store(a, g0, r, cu_warp_sum(gv), cu_warp_sum(uv));
     } else {
         for (int i0 = g0; i0 < g1; i0 += NB) {
             int nb = g1 - i0 < NB ? g1 - i0 : NB;
             if (nb == 1) { /* the same products as the one-token step */
                 int p = group_pair(a, i0);
                 const float *x = a.x + (int64_t)pair_token(a, p) * a.D;
-                float acc[1][1];
-                group_dots<FR, FS, 1, 1>(G.e, &w1, rr, a.D, &x, 1, vec, acc);
-                float gv = cu_warp_sum(acc[0][0]);
-                group_dots<FR, FS, 1, 1>(G.e, &w3, rr, a.D, &x, 1, vec, acc);
-                swiglu_store(a, p, r, gv, cu_warp_sum(acc[0][0]));
+                float gv, uv;
+                pair_dots<FR, FS, 1>(G.e, &w1, &w3, rr, a.D, &x, 1, vec, &gv, &uv);
+                swiglu_store(a, p, r, cu_warp_sum(gv), cu_warp_sum(uv));
                 continue;
             }
             const float *xs[NB];
@@ -65,11 +86,10 @@ __global__ void __launch_bounds__(256) expert_up_kernel(moe_args a, int part)
                 xs[j] = a.x + (int64_t)pair_token(a, group_pair(a, i0 + (j < nb ? j : 0))) * a.D;
             const dsv4_mat w13[2] = {w1, w3};
             float acc[2][NB];
-            if (w1.fmt == w3.fmt) {
+            if (!moe_one_copy(FR) && w1.fmt == w3.fmt) {
                 group_dots<FR, FS, 2, NB>(G.e, w13, rr, a.D, xs, nb, vec, acc);
             } else { /* one row at a time: the same sums (a row's order does not depend on NW) */
-                group_dots<FR, FS, 1, NB>(G.e, &w1, rr, a.D, xs, nb, vec, acc);
-                group_dots<FR, FS, 1, NB>(G.e, &w3, rr, a.D, xs, nb, vec, acc + 1);
+                pair_dots<FR, FS, NB>(G.e, &w1, &w3, rr, a.D, xs, nb, vec, acc[0], acc[1]);
             }
             for (int j = 0; j < NB; j++) {
                 if (j >= nb) break;
