@@ -224,7 +224,7 @@ __global__ void __launch_bounds__(256) tc_kernel(const __half *xq, const float *
     float *part = smem + (GG ? GGTC_STAGE_BYTES / 4 : 0); /* SEQ = 0, ks > 1: [8 warps][MT][NT][4][32] */
     int64_t tb = (int64_t)blockIdx.y * 8 * NT, npad = tc_npad(W.cols);
     int nr = T - tb < 8 * NT ? (int)(T - tb) : 8 * NT;
-    float *stg = part + (!SEQ && ks > 1 ? 8 * MT * NT * 4 * 32 : 0);
+    float *stg = part + tc_part_floats(SEQ, MT, NT, ks);
     __half *sx = (__half *)stg;
     float *spf = stg + (int64_t)nr * npad, *sh = spf + 8;
     if (stage) tc_prep_block(x + tb * ldx, ldx, nr, W.cols, sx, spf, sh);
@@ -291,18 +291,12 @@ static int tc_matmul_kind(const dsv4_mat *W, int64_t grp_rows)
     return grp_rows % 16 == 0 ? tc_kind(*W) : -1;
 }
 
-/* Shared bytes of the slice sums of an instance. */
-static size_t tc_part_bytes(int seq, int mt, int nt, int ks)
-{
-    return !seq && ks > 1 ? (size_t)8 * mt * nt * 4 * 32 * sizeof(float) : 0;
-}
-
 template <int KIND, int MT, int NT, int SEQ, int U>
 static void tc_launch(cu_impl *c, const cu_matmul_args *a, int ks, int G, int stage)
 {
     const dsv4_mat *W = &a->W;
     int wpt = SEQ ? 1 : ks;
-    size_t shm = tc_kind_bytes(KIND) + tc_part_bytes(SEQ, MT, NT, ks) +
+    size_t shm = tc_kind_bytes(KIND) + (size_t)tc_part_floats(SEQ, MT, NT, ks) * sizeof(float) +
                  (stage ? tc_stage_bytes(a->T < 8 * NT ? a->T : 8 * NT, W->cols) : 0);
     dim3 grid(cu_blocks(W->rows, 8 / wpt * 16 * MT), cu_blocks(a->T, 8 * NT));
     cu_launch(c, "tc_kernel", tc_kernel<KIND, MT, NT, SEQ, U>, grid, dim3(256), shm, (const __half *)a->xq,
@@ -318,7 +312,7 @@ static void run_tc(cu_impl *c, const cu_matmul_args *a)
     int ks = tc_splits(a->W.rows, (a->W.cols + tc_chunk_cols(KIND) - 1) / tc_chunk_cols(KIND));
     /* decode steps whose rows fit in shared memory prepare them in each block */
     int stage = a->T <= 8 && G == 1 && a->W.cols <= TC_STAGE_MAX_N &&
-                tc_kind_bytes(KIND) + tc_part_bytes(0, 1, 1, ks) + tc_stage_bytes(a->T, a->W.cols) <= TC_STAGE_MAX;
+                tc_kind_bytes(KIND) + (size_t)tc_part_floats(0, 1, 1, ks) * sizeof(float) + tc_stage_bytes(a->T, a->W.cols) <= TC_STAGE_MAX;
     if (!stage) tc_prep(c, a->x, a->ldx, a->T, G, a->W.cols, a->xq, a->pf);
     if (a->T <= 8) tc_launch<KIND, 1, 1, 0, 4>(c, a, ks, G, stage);
     else if (a->T <= 64) tc_launch<KIND, 1, 4, 0, 2>(c, a, ks, G, 0);

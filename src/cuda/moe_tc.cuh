@@ -33,7 +33,7 @@ __global__ void __launch_bounds__(256) expert_tc_kernel(moe_args a, int part, in
     int64_t R = UP ? a.I : a.D, n = UP ? a.D : a.I, npad = tc_npad(n);
     /* one-token steps: the block prepares its one row (x, or the pair's H)
      * in shared memory instead of reading the prepared rows (tc_prep_block) */
-    float *stg = sm + (!SEQ && ks > 1 ? 8 * MT * NT * 4 * 32 : 0);
+    float *stg = sm + tc_part_floats(SEQ, MT, NT, ks);
     int stage = UP ? a.stage_up : a.stage_down;
     if (stage) tc_prep_block(UP ? a.x : a.H + (int64_t)G.i0 * a.I, 0, 1, n, (__half *)stg, stg + npad, stg + npad + 8);
     int64_t row0 = ((int64_t)blockIdx.x * (8 / wpt) + warp / wpt) * 16;
@@ -121,7 +121,7 @@ static void launch_tc(cu_impl *c, const moe_args *a, int part)
     unsigned gy = part == PART_SHARED ? 1u : (unsigned)a->gmax;
     const char *what = UP ? "moe up (tensor cores)" : "moe down (tensor cores)";
     if (a->T <= 64) {
-        size_t shm = tc_kind_bytes(KIND) + (ks > 1 ? (size_t)8 * MT * 1 * 4 * 32 * sizeof(float) : 0) +
+        size_t shm = tc_kind_bytes(KIND) + (size_t)tc_part_floats(0, MT, 1, ks) * sizeof(float) +
                      ((UP ? a->stage_up : a->stage_down) ? tc_stage_bytes(1, n) : 0);
         dim3 grid(cu_blocks(R, 8 / ks * 16), gy, 1);
         /* loads in flight: 4 chunks of one row tile, 2 of the two tiles (up) */

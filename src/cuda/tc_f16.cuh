@@ -301,6 +301,14 @@ __device__ __forceinline__ int tc_slices_sum(float (*tot)[NT][4], int ks, int sp
     }
 }
 
+/* Floats of tc_slices_sum's part for an instance (SEQ = 0 with ks > 1
+ * slices; nothing otherwise): the kernels place their staging after it,
+ * the launches size their shared memory by it. */
+__host__ __device__ static inline int64_t tc_part_floats(int seq, int mt, int nt, int ks)
+{
+    return !seq && ks > 1 ? (int64_t)8 * mt * nt * 4 * 32 : 0;
+}
+
 /* tc_slices_sum over tc_slice_f16 (FP8/MXFP4). */
 template <int FAM, int MT, int NT, int SEQ, int U>
 __device__ __forceinline__ int tc_warp_sums(float (*tot)[NT][4], const dsv4_mat &W, const char *const (*wr)[2],
