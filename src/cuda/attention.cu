@@ -154,23 +154,32 @@ __global__ void __launch_bounds__(ATT_G * 32) attention_part_kernel(att_args a, 
 __global__ void attention_combine_kernel(att_args a, const int64_t *dpos)
 {
     cu_pdl();
-    extern __shared__ float f[]; /* [splits] */
+    extern __shared__ float f[]; /* [splits] weights, then [splits] denominators */
     __shared__ float s_inv;
-    int h = blockIdx.x, t = a.t0 + blockIdx.y, hd = a.hd, S = a.splits;
+    int h = blockIdx.x, t = a.t0 + blockIdx.y, hd = a.hd, S = a.splits, lane = threadIdx.x & 31;
+    float *ls = f + S;
     (void)dpos;
     const float *p = a.part + ((int64_t)blockIdx.y * a.H + h) * S * (hd + 2);
-    if (threadIdx.x == 0) {
-        if (a.sel_idx && (a.sel_n[t] < 0 || a.sel_n[t] > a.sel_cap)) cu_fault(a.err, CU_FAULT_SELECT, t, a.layer);
+    /* warp 0: the slices' maxima and denominators read side by side (a max
+     * is the same in any order), then lane 0 adds the denominators in
+     * slice order */
+    if (threadIdx.x < 32) {
+        if (lane == 0 && a.sel_idx && (a.sel_n[t] < 0 || a.sel_n[t] > a.sel_cap)) cu_fault(a.err, CU_FAULT_SELECT, t, a.layer);
         float sink = cu_ld(a.sinks.dtype, a.sinks.data, h), M = sink;
-        for (int s = 0; s < S; s++)
-            if (p[s * (hd + 2) + hd + 1] > 0.0f) M = fmaxf(M, p[s * (hd + 2) + hd]);
-        float denom = expf(sink - M);
-        for (int s = 0; s < S; s++) {
-            float l = p[s * (hd + 2) + hd + 1];
-            f[s] = l > 0.0f ? expf(p[s * (hd + 2) + hd] - M) : 0.0f;
-            denom += l * f[s];
+        for (int s = lane; s < S; s += 32) {
+            float l = p[s * (hd + 2) + hd + 1], m = p[s * (hd + 2) + hd];
+            ls[s] = l;
+            f[s] = m;
+            if (l > 0.0f) M = fmaxf(M, m);
         }
-        s_inv = 1.0f / denom;
+        for (int o = 16; o > 0; o >>= 1) M = fmaxf(M, __shfl_xor_sync(0xffffffffu, M, o));
+        for (int s = lane; s < S; s += 32) f[s] = ls[s] > 0.0f ? expf(f[s] - M) : 0.0f;
+        __syncwarp();
+        if (lane == 0) {
+            float denom = expf(sink - M);
+            for (int s = 0; s < S; s++) denom += ls[s] * f[s];
+            s_inv = 1.0f / denom;
+        }
     }
     __syncthreads();
     float *o = a.out + ((int64_t)t * a.H + h) * hd;
@@ -194,7 +203,7 @@ void cu_exec_attention(cu_impl *c, const void *args, const int64_t *dpos)
         else
             cu_launch(c, "attention", attention_part_kernel<ROW_FP8>, grid, dim3(ATT_G * 32), 0, b, dpos);
         cu_launch(c, "attention combine", attention_combine_kernel, dim3((unsigned)a->H, rows), dim3(256),
-                  (size_t)a->splits * sizeof(float), b, dpos);
+                  (size_t)a->splits * 2 * sizeof(float), b, dpos);
     }
 }
 

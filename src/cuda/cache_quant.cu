@@ -50,25 +50,37 @@ __device__ __forceinline__ float cq_e2m1(float f)
     return signbit(f) ? -r : r;
 }
 
-/* One thread per block of 64 (FP8) or per row's bf16 tail. */
-__global__ void kv_fp8_kernel(cq_args a)
+/* One warp per block of 64 FP8 values (two per lane) or per row's bf16
+ * tail: the block's amax is a warp max (fmaxf drops NaN in any order, as
+ * the CPU's scan), then each value on its own. */
+__global__ void __launch_bounds__(256) kv_fp8_kernel(cq_args a)
 {
     cu_pdl();
-    int nb = (a.n_fp8 + 63) / 64 + 1; /* FP8 blocks, then the tail */
-    int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-    if (i >= (int64_t)a.rows * nb) return;
-    int64_t r = i / nb;
-    int b = (int)(i % nb);
+    int lane = threadIdx.x & 31, nb = (a.n_fp8 + 63) / 64 + 1; /* FP8 blocks, then the tail */
+    int64_t w = (int64_t)blockIdx.x * 8 + (threadIdx.x >> 5);
+    if (w >= (int64_t)a.rows * nb) return;
+    int64_t r = w / nb;
+    int b = (int)(w % nb);
     float *row = a.y + r * a.width;
     if (b == nb - 1) {
-        for (int c = a.n_fp8; c < a.width; c++) row[c] = __bfloat162float(__float2bfloat16_rn(row[c]));
+        for (int c = a.n_fp8 + lane; c < a.width; c += 32) row[c] = __bfloat162float(__float2bfloat16_rn(row[c]));
         return;
     }
     int c0 = b * 64, n = a.n_fp8 - c0 < 64 ? a.n_fp8 - c0 : 64;
-    float amax = 1e-4f;
-    for (int c = 0; c < n; c++) amax = fmaxf(amax, fabsf(row[c0 + c]));
+    float v[2], amax = 1e-4f;
+#pragma unroll
+    for (int k = 0; k < 2; k++) {
+        int cc = lane + 32 * k;
+        v[k] = cc < n ? row[c0 + cc] : 0.0f;
+        amax = fmaxf(amax, fabsf(v[k]));
+    }
+    for (int o = 16; o > 0; o >>= 1) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, o));
     float s = cq_pow2_ceil(amax / 448.0f), inv = 1.0f / s;
-    for (int c = 0; c < n; c++) row[c0 + c] = cq_e4m3(row[c0 + c] * inv) * s;
+#pragma unroll
+    for (int k = 0; k < 2; k++) {
+        int cc = lane + 32 * k;
+        if (cc < n) row[c0 + cc] = cq_e4m3(v[k] * inv) * s;
+    }
 }
 
 /* One warp per row (width a power of two up to 1024, in shared memory):
@@ -131,7 +143,7 @@ void cu_exec_cache_quant(cu_impl *c, const void *args, const int64_t *dpos)
     if (a->rows <= 0) return;
     if (a->mode == CQ_KV) {
         int64_t n = (int64_t)a->rows * ((a->n_fp8 + 63) / 64 + 1);
-        cu_launch(c, "kv fp8 round", kv_fp8_kernel, dim3(cu_blocks(n, 128)), dim3(128), 0, *a);
+        cu_launch(c, "kv fp8 round", kv_fp8_kernel, dim3(cu_blocks(n, 8)), dim3(256), 0, *a);
     } else if (a->mode == CQ_IDX) {
         cu_launch(c, "idx fp4 round", idx_fp4_kernel, dim3(cu_blocks(a->rows, 8)), dim3(256), 0, *a);
     } else {

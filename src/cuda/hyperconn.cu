@@ -115,23 +115,31 @@ __device__ void sinkhorn_block(float *cm, int hc, int iters, float eps, int q)
 
 /* hc·hc <= 32 (hc = 4 in the real models): one warp, lane q holds entry q
  * in a register and gathers its row or column with shuffles; sums in the
- * CPU's order, one division per lane per step, all lanes at once. */
-__device__ void sinkhorn_warp(float *cm, int hc, int iters, float eps)
+ * CPU's order, one division per lane per step, all lanes at once. HC > 0:
+ * hc known at compile time, so the shuffles of a sum are issued together
+ * (the same sums). */
+template <int HC>
+__device__ void sinkhorn_warp(float *cm, int hc_rt, int iters, float eps)
 {
+    const int hc = HC > 0 ? HC : hc_rt;
     int q = threadIdx.x & 31, nq = hc * hc, r = q / hc, k = q % hc;
     float c = q < nq ? cm[q] : 0.0f;
     float mx = -INFINITY, sum = 0.0f;
+#pragma unroll
     for (int j = 0; j < hc; j++) mx = fmaxf(mx, __shfl_sync(0xffffffffu, c, (r * hc + j) & 31));
     float e = expf(c - mx);
+#pragma unroll
     for (int j = 0; j < hc; j++) sum += __shfl_sync(0xffffffffu, e, (r * hc + j) & 31);
     c = e / sum + eps;
     for (int it = 0; it < iters; it++) {
         if (it > 0) {
             float sr = 0.0f;
+#pragma unroll
             for (int j = 0; j < hc; j++) sr += __shfl_sync(0xffffffffu, c, (r * hc + j) & 31);
             c = c / (sr + eps);
         }
         float sc = 0.0f;
+#pragma unroll
         for (int j = 0; j < hc; j++) sc += __shfl_sync(0xffffffffu, c, (j * hc + k) & 31);
         c = c / (sc + eps);
     }
@@ -156,7 +164,8 @@ __global__ void __launch_bounds__(256) hc_finish_kernel(hc_args a)
         if (q < nq) cm[q] = mix[2 * hc + q] * s2 + cu_ld(a.base.dtype, a.base.data, 2 * hc + q);
         __syncthreads();
         if (nq <= 32) {
-            if (q < 32) sinkhorn_warp(cm, hc, a.iters, a.hc_eps);
+            if (q < 32 && hc == 4) sinkhorn_warp<4>(cm, hc, a.iters, a.hc_eps);
+            else if (q < 32) sinkhorn_warp<0>(cm, hc, a.iters, a.hc_eps);
         } else {
             sinkhorn_block(cm, hc, a.iters, a.hc_eps, q);
         }

@@ -396,8 +396,8 @@ void cu_moe(dsv4_backend *b, const float *x, const int32_t *tok, int T, int D, c
      * staging and the slice sums (4 slices of 2 tiles) */
     size_t kb_up = tc_kind_bytes(tc_is_gg(a.tk_r[1]) ? a.tk_r[1] : a.tk_s[1]);
     size_t kb_dn = tc_kind_bytes(tc_is_gg(a.tk_r[0]) ? a.tk_r[0] : a.tk_s[0]);
-    a.stage_up = T == 1 && D <= TC_STAGE_MAX_N && kb_up + (size_t)8 * 2 * 4 * 32 * 4 + tc_stage_bytes(1, D) <= TC_STAGE_MAX;
-    a.stage_down = T == 1 && I <= TC_STAGE_MAX_N && kb_dn + (size_t)8 * 2 * 4 * 32 * 4 + tc_stage_bytes(1, I) <= TC_STAGE_MAX;
+    a.stage_up = T == 1 && D <= TC_STAGE_MAX_N && kb_up + (size_t)tc_part_floats(0, 2, 1, 2) * sizeof(float) + tc_stage_bytes(1, D) <= TC_STAGE_MAX;
+    a.stage_down = T == 1 && I <= TC_STAGE_MAX_N && kb_dn + (size_t)tc_part_floats(0, 2, 1, 2) * sizeof(float) + tc_stage_bytes(1, I) <= TC_STAGE_MAX;
     size_t o_hq = o_xq + (tcx ? al(tc_prep_bytes((int64_t)t, D)) : 0);
     size_t o_xa = o_hq + (tcx ? al(tc_prep_bytes((int64_t)pairs, I)) : 0);
     a.act = p->act_fp8;

@@ -18,7 +18,7 @@
  * last group. Shared memory: the GGUF kinds' staging, the slice sums, the
  * staged row. */
 template <int KIND, int NT, int SEQ, int U, int UP>
-__global__ void __launch_bounds__(256) expert_tc_kernel(moe_args a, int part, int ks)
+__global__ void __launch_bounds__(256, SEQ ? 1 : 2) expert_tc_kernel(moe_args a, int part, int ks)
 {
     cu_pdl();
     constexpr int MT = UP ? 2 : 1, GG = tc_is_gg(KIND);
@@ -124,9 +124,10 @@ static void launch_tc(cu_impl *c, const moe_args *a, int part)
         size_t shm = tc_kind_bytes(KIND) + (size_t)tc_part_floats(0, MT, 1, ks) * sizeof(float) +
                      ((UP ? a->stage_up : a->stage_down) ? tc_stage_bytes(1, n) : 0);
         dim3 grid(cu_blocks(R, 8 / ks * 16), gy, 1);
-        /* loads in flight: 4 chunks of one row tile, 2 of the two tiles (up) */
-        if (a->T == 1) cu_launch(c, what, expert_tc_kernel<KIND, 1, 0, UP ? 2 : 4, UP>, grid, dim3(256), shm, *a, part, ks);
-        else cu_launch(c, what, expert_tc_kernel<KIND, 1, 0, 2, UP>, grid, dim3(256), shm, *a, part, ks);
+        /* one chunk's loads in flight per tile, at most 128 registers: two
+         * blocks an SM stream faster than more loads in flight at one block
+         * an SM (docs/PERFORMANCE.md, 2026-12-02) */
+        cu_launch(c, what, expert_tc_kernel<KIND, 1, 0, 1, UP>, grid, dim3(256), shm, *a, part, ks);
     } else {
         constexpr int NT = UP ? 2 : 4;
         unsigned z = a->T / 256 < 1 ? 1u : a->T / 256 > 8 ? 8u : (unsigned)(a->T / 256);
