@@ -22,20 +22,51 @@ typedef struct {
 } hc_args;
 
 /* mix[t][k] = rsqrt(mean(X[t]²)+eps) · (fn[k] · X[t]); 16-byte loads of fn
- * and X when aligned; GGUF blocks of fn 32 values (one chunk) at a time. */
+ * and X when aligned (a thread's first HC_PRE pieces of fn read before
+ * waiting for the predecessor: no predecessor writes fn, so the reads'
+ * latency overlaps its end); GGUF blocks of fn 32 values (one chunk) at a
+ * time. */
+#define HC_PRE 4
 __global__ void __launch_bounds__(1024) hc_mix_kernel(const float *X, int64_t n, dsv4_mat fn, float eps, float *mix,
                                                       int n_mix, int vec)
 {
+    int k = blockIdx.x, t = blockIdx.y;
+    int per = fn.dtype == DT_F32 ? 4 : 8, esz = fn.dtype == DT_F32 ? 4 : 2;
+    const uint4 *w = (const uint4 *)((const char *)fn.data + (int64_t)k * n * esz);
+    int64_t nc = n / per;
+    int pre = vec && !gg_is_fmt(fn.fmt);
+    uint4 wp[HC_PRE];
+#pragma unroll
+    for (int i = 0; i < HC_PRE; i++) {
+        int64_t c = threadIdx.x + (int64_t)i * blockDim.x;
+        wp[i] = pre && c < nc ? __ldg(w + c) : make_uint4(0, 0, 0, 0);
+    }
     cu_pdl();
     __shared__ float sh[32];
-    int k = blockIdx.x, t = blockIdx.y;
     const float *v = X + (int64_t)t * n;
     float ss = 0.0f, dot = 0.0f;
+    /* piece c of fn (u) against the same 4 or 8 values of X */
+    auto piece = [&](int64_t c, uint4 u) {
+        float f[8], xv[8];
+        if (per == 8) {
+            float4 a = ((const float4 *)v)[2 * c], b = ((const float4 *)v)[2 * c + 1];
+            xv[0] = a.x; xv[1] = a.y; xv[2] = a.z; xv[3] = a.w; xv[4] = b.x; xv[5] = b.y; xv[6] = b.z; xv[7] = b.w;
+            cu_unpack8(fn.dtype, u, f);
+        } else {
+            float4 a = ((const float4 *)v)[c];
+            xv[0] = a.x; xv[1] = a.y; xv[2] = a.z; xv[3] = a.w;
+            f[0] = __uint_as_float(u.x); f[1] = __uint_as_float(u.y); f[2] = __uint_as_float(u.z); f[3] = __uint_as_float(u.w);
+        }
+        for (int j = 0; j < per; j++) {
+            ss = fmaf(xv[j], xv[j], ss);
+            dot = fmaf(f[j], xv[j], dot);
+        }
+    };
     if (gg_is_fmt(fn.fmt)) {
-        const uint8_t *w = (const uint8_t *)fn.data + k * gg_row_bytes(fn.fmt, n);
+        const uint8_t *wg = (const uint8_t *)fn.data + k * gg_row_bytes(fn.fmt, n);
         for (int64_t c = threadIdx.x; c < n / 32; c += blockDim.x) {
             float f[32];
-            gg_chunk_rt(fn.fmt, w, c, f);
+            gg_chunk_rt(fn.fmt, wg, c, f);
             for (int j = 0; j < 32; j++) {
                 float xv = v[32 * c + j];
                 ss = fmaf(xv, xv, ss);
@@ -43,25 +74,13 @@ __global__ void __launch_bounds__(1024) hc_mix_kernel(const float *X, int64_t n,
             }
         }
     } else if (vec) {
-        int per = fn.dtype == DT_F32 ? 4 : 8, esz = fn.dtype == DT_F32 ? 4 : 2;
-        const char *w = (const char *)fn.data + (int64_t)k * n * esz;
-        for (int64_t c = threadIdx.x; c < n / per; c += blockDim.x) {
-            float f[8], xv[8];
-            if (per == 8) {
-                float4 a = ((const float4 *)v)[2 * c], b = ((const float4 *)v)[2 * c + 1];
-                xv[0] = a.x; xv[1] = a.y; xv[2] = a.z; xv[3] = a.w; xv[4] = b.x; xv[5] = b.y; xv[6] = b.z; xv[7] = b.w;
-                uint4 u = __ldg((const uint4 *)w + c);
-                cu_unpack8(fn.dtype, u, f);
-            } else {
-                float4 a = ((const float4 *)v)[c], u = __ldg((const float4 *)w + c);
-                xv[0] = a.x; xv[1] = a.y; xv[2] = a.z; xv[3] = a.w;
-                f[0] = u.x; f[1] = u.y; f[2] = u.z; f[3] = u.w;
-            }
-            for (int j = 0; j < per; j++) {
-                ss = fmaf(xv[j], xv[j], ss);
-                dot = fmaf(f[j], xv[j], dot);
-            }
+        /* the pieces in the same order as one loop over c would take them */
+#pragma unroll
+        for (int i = 0; i < HC_PRE; i++) {
+            int64_t c = threadIdx.x + (int64_t)i * blockDim.x;
+            if (c < nc) piece(c, wp[i]);
         }
+        for (int64_t c = threadIdx.x + (int64_t)HC_PRE * blockDim.x; c < nc; c += blockDim.x) piece(c, __ldg(w + c));
     } else {
         for (int64_t i = threadIdx.x; i < n; i += blockDim.x) {
             float xv = v[i];
@@ -150,18 +169,25 @@ __device__ void sinkhorn_warp(float *cm, int hc_rt, int iters, float eps)
  * of the streams; block 0 of a token also computes post and comb. */
 __global__ void __launch_bounds__(256) hc_finish_kernel(hc_args a)
 {
+    int t = blockIdx.y, hc = a.hc, D = a.D, q = threadIdx.x, nq = hc * hc;
+    int full = !a.head && blockIdx.x == 0; /* this block also computes post and comb */
+    /* the weights before waiting for the predecessor (none writes them) */
+    float s0 = cu_ld(a.scale.dtype, a.scale.data, 0), s1 = 0.0f, s2 = 0.0f, b0 = 0.0f, b1 = 0.0f, b2 = 0.0f;
+    if (q < hc) b0 = cu_ld(a.base.dtype, a.base.data, q);
+    if (full) {
+        s1 = cu_ld(a.scale.dtype, a.scale.data, 1);
+        s2 = cu_ld(a.scale.dtype, a.scale.data, 2);
+        if (q < hc) b1 = cu_ld(a.base.dtype, a.base.data, hc + q);
+        if (q < nq) b2 = cu_ld(a.base.dtype, a.base.data, 2 * hc + q);
+    }
     cu_pdl();
     __shared__ float pre[HC_MAX], cm[HC_MAX * HC_MAX];
-    int t = blockIdx.y, hc = a.hc, D = a.D, q = threadIdx.x, nq = hc * hc;
     int n_mix = a.head ? hc : (2 + hc) * hc;
     const float *mix = a.mix + (int64_t)t * n_mix;
-    float s0 = cu_ld(a.scale.dtype, a.scale.data, 0);
-    if (q < hc) pre[q] = sigm(mix[q] * s0 + cu_ld(a.base.dtype, a.base.data, q)) + a.hc_eps;
-    if (!a.head && blockIdx.x == 0) {
-        float s1 = cu_ld(a.scale.dtype, a.scale.data, 1), s2 = cu_ld(a.scale.dtype, a.scale.data, 2);
-        if (q < hc)
-            a.post[(int64_t)t * hc + q] = 2.0f * sigm(mix[hc + q] * s1 + cu_ld(a.base.dtype, a.base.data, hc + q));
-        if (q < nq) cm[q] = mix[2 * hc + q] * s2 + cu_ld(a.base.dtype, a.base.data, 2 * hc + q);
+    if (q < hc) pre[q] = sigm(mix[q] * s0 + b0) + a.hc_eps;
+    if (full) {
+        if (q < hc) a.post[(int64_t)t * hc + q] = 2.0f * sigm(mix[hc + q] * s1 + b1);
+        if (q < nq) cm[q] = mix[2 * hc + q] * s2 + b2;
         __syncthreads();
         if (nq <= 32) {
             if (q < 32 && hc == 4) sinkhorn_warp<4>(cm, hc, a.iters, a.hc_eps);

@@ -165,20 +165,35 @@ static void launch_tc_part(cu_impl *c, const moe_args *a, int kind, int up, int 
     tc_kind_dispatch(kind, [&](auto k) { moe_tc_kind<decltype(k)::value>(c, a, up, part); });
 }
 
+/* Block (column block, tokens blockIdx.y + i·gridDim.y): a token's slots in
+ * combine order, their pairs and weights read once into shared memory (not
+ * a chain of dependent loads per slot in every thread), then each column
+ * adds its experts in that order and the shared expert last. */
 __global__ void combine_kernel(moe_args a)
 {
     cu_pdl();
-    int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-    if (i >= (int64_t)a.T * a.D) return;
-    int64_t t = i / a.D, d = i % a.D;
-    float acc = 0.0f;
-    for (int j = 0; j < a.K; j++) {
-        int k = a.ord[t * a.K + j];
-        int64_t p = t * a.K + k;
-        if (a.sel[p] >= 0) acc += a.act ? a.Y[p * a.D + d] : a.Y[p * a.D + d] * a.wt[p]; /* act: wt is in Y */
+    __shared__ int sp[MOE_MAX_K];
+    __shared__ float sw[MOE_MAX_K];
+    int64_t d = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    for (int64_t t = blockIdx.y; t < a.T; t += gridDim.y) {
+        if (threadIdx.x < a.K) {
+            int k = a.ord[t * a.K + threadIdx.x];
+            int64_t p = t * a.K + k;
+            sp[threadIdx.x] = a.sel[p] >= 0 ? (int)p : -1;
+            sw[threadIdx.x] = a.wt[p];
+        }
+        __syncthreads();
+        if (d < a.D) {
+            float acc = 0.0f;
+            for (int j = 0; j < a.K; j++) {
+                int64_t p = sp[j];
+                if (p >= 0) acc += a.act ? a.Y[p * a.D + d] : a.Y[p * a.D + d] * sw[j]; /* act: wt is in Y */
+            }
+            acc += a.Y[((int64_t)a.T * a.K + t) * a.D + d];
+            a.out[t * a.D + d] = acc;
+        }
+        __syncthreads(); /* sp, sw are rewritten for the next token */
     }
-    acc += a.Y[((int64_t)a.T * a.K + t) * a.D + d];
-    a.out[i] = acc;
 }
 
 /* The fp32 expert kernels (moe_fp32.cuh) for the experts' formats, up or
@@ -226,7 +241,9 @@ void cu_exec_moe(cu_impl *c, const void *args, const int64_t *dpos)
     g.xq = a->xq; /* used only when the gate takes the tensor-core path */
     g.pf = a->xpf;
     cu_exec_matmul(c, &g, dpos);
-    cu_launch(c, "moe route", route_kernel, dim3(a->T), dim3(256), (size_t)a->E * 2 * sizeof(float), *a);
+    /* one warp while it holds few experts per lane: no block-wide barriers
+     * in the top-k rounds (the choice is the same: route_better orders) */
+    cu_launch(c, "moe route", route_kernel, dim3(a->T), dim3(a->E <= 256 ? 32 : 256), (size_t)a->E * 2 * sizeof(float), *a);
     if (a->T > 1)
         cu_launch(c, "moe group", group_kernel, dim3(1), dim3(256), (size_t)a->E * 2 * sizeof(int), *a);
     /* the experts' view of the step: official numerics give them x through FP8 (the gate had x) */
@@ -257,7 +274,7 @@ void cu_exec_moe(cu_impl *c, const void *args, const int64_t *dpos)
         if (ts) launch_tc_part(c, a, a->tk_s[up], up, PART_SHARED);
         else launch_fp32_part(c, a, up, PART_SHARED);
     }
-    cu_launch(c, "moe combine", combine_kernel, dim3(cu_blocks((int64_t)a->T * a->D, 256)), dim3(256), 0, *a);
+    cu_launch(c, "moe combine", combine_kernel, dim3(cu_blocks(a->D, 256), (unsigned)(a->T < 65535 ? a->T : 65535)), dim3(256), 0, *a);
 }
 
 /* Whether two weight views have one format, shape and scale layout. */

@@ -20,11 +20,21 @@ typedef struct {
 #define NORM_REG 8
 __global__ void __launch_bounds__(1024) rmsnorm_kernel(const float *x, float *y, int n, dsv4_mat w, float eps)
 {
+    /* the weights (which no predecessor writes) are read before waiting
+     * for the predecessor, so their latency overlaps its end */
+    float wv[NORM_REG];
+    int in_regs = n <= NORM_REG * (int)blockDim.x;
+    if (in_regs && w.data)
+#pragma unroll
+        for (int j = 0; j < NORM_REG; j++) {
+            int i = j * blockDim.x + threadIdx.x;
+            wv[j] = i < n ? cu_ld(w.dtype, w.data, i) : 0.0f;
+        }
     cu_pdl();
     __shared__ float sh[32];
     const float *xr = x + (int64_t)blockIdx.x * n;
     float *yr = y + (int64_t)blockIdx.x * n;
-    if (n <= NORM_REG * (int)blockDim.x) {
+    if (in_regs) {
         float v[NORM_REG], ss = 0.0f;
 #pragma unroll
         for (int j = 0; j < NORM_REG; j++) {
@@ -37,7 +47,7 @@ __global__ void __launch_bounds__(1024) rmsnorm_kernel(const float *x, float *y,
 #pragma unroll
         for (int j = 0; j < NORM_REG; j++) {
             int i = j * blockDim.x + threadIdx.x;
-            if (i < n) yr[i] = w.data ? (v[j] * r) * cu_ld(w.dtype, w.data, i) : v[j] * r;
+            if (i < n) yr[i] = w.data ? (v[j] * r) * wv[j] : v[j] * r;
         }
         return;
     }
