@@ -212,6 +212,22 @@ static int bench_spec(dsv4_model *m, int k, double P, int64_t ctx, int n_dec, do
            dsv4_model_has_dspark(m) ? "dspark" : "mtp", k, P, (long long)ctx, tps, (double)produced / steps, step_ms,
            step_ms / (1e3 * plain_t),
            l.n_kept - kept0, l.n_drafted - drafted0, tps * plain_t);
+    /* the verify step's bytes against a 1-token step's (the main model's;
+     * the drafter's are not counted): its k+1 rows read the dense weights
+     * once, the routed experts they are expected to choose (uniform routing:
+     * E·(1 − (1 − K/E)^rows) a layer) and about the same state */
+    const dsv4_config *cf = &m->cfg;
+    int rows = k + 1;
+    double E = cf->n_experts, K = cf->n_active, dv = E * (1 - pow(1 - K / E, rows));
+    uint64_t wd, wo, wv, st;
+    model_decode_traffic(m, ctx, 0, &wd, &st);
+    model_decode_traffic(m, ctx, K, &wo, &st);
+    model_decode_traffic(m, ctx, dv, &wv, &st);
+    double one = (double)(wo + st), ver = (double)(wv + st);
+    printf("verify step of %d rows: %.3f MB (dense %.3f + routed experts %.3f, %.2f of %d distinct a layer, + state %.3f)"
+           " = %.2fx the bytes of a 1-token step (%.3f MB, routed experts %.3f)\n",
+           rows, ver / 1e6, (double)wd / 1e6, (double)(wv - wd) / 1e6, dv, cf->n_experts, (double)st / 1e6, ver / one,
+           one / 1e6, (double)(wo - wd) / 1e6);
     spec_lane_free(&l);
     dsv4_session_free(s);
     return 0;

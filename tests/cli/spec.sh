@@ -68,6 +68,16 @@ else fail info_reports_mtp "$("$BIN" info --model $FX | tail -3)"; fi
 out=$("$BIN" bench --device cpu --model $FX --contexts 0 --prefill 0 --decode 8 --spec mtp:2 --accept 0.8 2>&1)
 if echo "$out" | grep -q "speculative mtp:2, forced acceptance 0.80"; then pass bench_spec
 else fail bench_spec "$(echo "$out" | tail -3)"; fi
+# ... and the verify step's bytes: 3 rows of the fixture (8 experts, 3 a token)
+# choose 8·(1 − (5/8)^3) = 6.046875 distinct experts a layer under uniform
+# routing, 6.046875/3 times one row's expert bytes; the parts add up
+v=$(echo "$out" | grep '^verify step of ' | sed 's/[(),=+]/ /g; s/\([0-9]\)x /\1 /')
+read -r rows tot dense ex dist st ratio one ex1 <<< "$(echo "$v" | awk '{print $4, $6, $9, $12, $13, $20, $21, $28, $32}')"
+if [ "$rows" = 3 ] && [ "$dist" = 6.05 ] &&
+   awk -v t="$tot" -v d="$dense" -v e="$ex" -v s="$st" -v r="$ratio" -v o="$one" -v e1="$ex1" 'BEGIN {
+       exit !(t - d - e - s < 0.002 && d + e + s - t < 0.002 && e / e1 > 2.0156 * 0.99 && e / e1 < 2.0156 * 1.01 &&
+              r - t / o < 0.006 && t / o - r < 0.006 && e1 > 0) }'; then pass bench_spec_verify_bytes
+else fail bench_spec_verify_bytes "$(echo "$out" | grep '^verify step' || echo 'no verify line') [$rows $tot $dense $ex $dist $st $ratio $one $ex1]"; fi
 
 # chat: the same replies with --spec over turns, a mode switch (which
 # re-renders earlier turns) and /reset
