@@ -127,6 +127,14 @@ out:
     return t;
 }
 
+/* Expected distinct routed experts a layer when n token rows each pick
+ * n_active of n_experts uniformly (the bench's synthetic routing). */
+static double expected_experts(const dsv4_config *cf, int n)
+{
+    double E = cf->n_experts, K = cf->n_active;
+    return E * (1 - pow(1 - K / E, n));
+}
+
 /* Aggregate decode speed of batched steps with n lanes at context ctx. */
 static int bench_lanes(dsv4_model *m, const int64_t *nl, int cnt, int64_t ctx, int n_dec, double limit)
 {
@@ -155,10 +163,8 @@ static int bench_lanes(dsv4_model *m, const int64_t *nl, int cnt, int64_t ctx, i
         for (int k = 0; k < n; k++) dsv4_session_free(s[k]);
         free(lg);
         if (!ok) { cli_report("bench", "batched decode"); return -1; }
-        /* expected distinct experts per layer when n tokens each pick K of E uniformly */
-        double E = cf->n_experts, K = cf->n_active, distinct = E * (1 - pow(1 - K / E, n));
         uint64_t wb, sb;
-        model_decode_traffic(m, ctx, distinct, &wb, &sb);
+        model_decode_traffic(m, ctx, expected_experts(cf, n), &wb, &sb);
         double bytes = (double)wb + (double)n * (double)sb, gbs = bytes / t / 1e9;
         if (i == 0) one = n / t;
         printf("%-6d %12.2f %10.3f %9.2fx %14.1f %9.1f %7.1f%%\n", n, n / t, 1e3 * t, (n / t) / one, bytes / 1e6, gbs,
@@ -214,14 +220,14 @@ static int bench_spec(dsv4_model *m, int k, double P, int64_t ctx, int n_dec, do
            l.n_kept - kept0, l.n_drafted - drafted0, tps * plain_t);
     /* the verify step's bytes against a 1-token step's (the main model's;
      * the drafter's are not counted): its k+1 rows read the dense weights
-     * once, the routed experts they are expected to choose (uniform routing:
-     * E·(1 − (1 − K/E)^rows) a layer) and about the same state */
+     * once, the routed experts they are expected to choose and about the
+     * same state */
     const dsv4_config *cf = &m->cfg;
     int rows = k + 1;
-    double E = cf->n_experts, K = cf->n_active, dv = E * (1 - pow(1 - K / E, rows));
+    double dv = expected_experts(cf, rows);
     uint64_t wd, wo, wv, st;
     model_decode_traffic(m, ctx, 0, &wd, &st);
-    model_decode_traffic(m, ctx, K, &wo, &st);
+    model_decode_traffic(m, ctx, expected_experts(cf, 1), &wo, &st);
     model_decode_traffic(m, ctx, dv, &wv, &st);
     double one = (double)(wo + st), ver = (double)(wv + st);
     printf("verify step of %d rows: %.3f MB (dense %.3f + routed experts %.3f, %.2f of %d distinct a layer, + state %.3f)"
