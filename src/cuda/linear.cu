@@ -260,17 +260,17 @@ __global__ void __launch_bounds__(256) tc_kernel(const __half *xq, const float *
             ggtc_slice<tc_gg_fmt(KIND), MT, NT>(acc, jrow, n / 32, sp, ks, xr, st);
         });
     } else {
-        const char *wr[MT][2], *sr[MT][2];
+        tc_rows<MT> R;
 #pragma unroll
         for (int m = 0; m < MT; m++)
 #pragma unroll
             for (int h = 0; h < 2; h++) {
                 int64_t r = row0 + m * 16 + g + 8 * h;
                 r = r < W.rows ? r : W.rows - 1;
-                wr[m][h] = (const char *)W.data + r * rb + (KIND == CU_W_FP8 ? 16 * q : 4 * q);
-                sr[m][h] = cu_scale_row(W, r);
+                R.w[m][h] = (const char *)W.data + r * rb + (KIND == CU_W_FP8 ? 16 * q : 4 * q);
+                R.s[m][h] = cu_scale_row(W, r);
             }
-        mine = tc_warp_sums<KIND, MT, NT, SEQ, U>(tot, W, wr, sr, rb, n, ks, sp0, xr, P, q, part);
+        mine = tc_warp_sums<KIND, MT, NT, SEQ, U>(tot, W, R, ks, sp0, xr, q, part);
     }
     if (!mine || !active) return;
 #pragma unroll
@@ -280,8 +280,8 @@ __global__ void __launch_bounds__(256) tc_kernel(const __half *xq, const float *
 #pragma unroll
             for (int i = 0; i < 4; i++) {
                 int64_t r = row0 + m * 16 + g + (i >= 2 ? 8 : 0), t = tb + 8 * j + 2 * q + (i & 1);
-                /* the GGUF sums are of the scaled rows: their factor comes last */
-                if (r < W.rows && t < T) y[t * ldy + r] = GG ? tot[m][j][i] * P[j][i & 1] : tot[m][j][i];
+                /* the sums are of the scaled rows: their factor comes last */
+                if (r < W.rows && t < T) y[t * ldy + r] = tot[m][j][i] * P[j][i & 1];
             }
 }
 

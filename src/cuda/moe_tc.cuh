@@ -42,7 +42,7 @@ __global__ void __launch_bounds__(256, SEQ ? 1 : 2) expert_tc_kernel(moe_args a,
     if (!active) row0 = 0; /* a dummy tile, so every warp reaches the barriers */
     dsv4_mat W[2] = {group_weight(a, G.e, UP ? 0 : 2), group_weight(a, G.e, UP ? 1 : 2)};
     int64_t rb = cu_row_bytes(W[0]);
-    const char *wr[MT][2], *sr[MT][2];
+    tc_rows<MT> WR;
     const uint8_t *jrow = NULL; /* GGUF: this lane's job row (tile m = the matrix W[m]) */
     if constexpr (GG) {
         int jr = ggtc_job_row(lane, MT), m = jr / 16;
@@ -55,8 +55,8 @@ __global__ void __launch_bounds__(256, SEQ ? 1 : 2) expert_tc_kernel(moe_args a,
             for (int h = 0; h < 2; h++) {
                 int64_t r = row0 + g + 8 * h;
                 r = r < R ? r : R - 1;
-                wr[m][h] = (const char *)W[m].data + r * rb + (KIND == CU_W_FP8 ? 16 * q : 4 * q);
-                sr[m][h] = cu_scale_row(W[m], r);
+                WR.w[m][h] = (const char *)W[m].data + r * rb + (KIND == CU_W_FP8 ? 16 * q : 4 * q);
+                WR.s[m][h] = cu_scale_row(W[m], r);
             }
     }
     const __half *pq = UP ? a.xq : a.hq;
@@ -87,15 +87,15 @@ __global__ void __launch_bounds__(256, SEQ ? 1 : 2) expert_tc_kernel(moe_args a,
             store = tc_slices_sum<MT, NT, SEQ>(tot, ks, sp0, sm, [&](float (*acc)[NT][4], int sp) {
                 ggtc_slice<tc_gg_fmt(KIND), MT, NT>(acc, jrow, n / 32, sp, ks, xr, st);
             });
-#pragma unroll
-            for (int m = 0; m < MT; m++) /* the sums are of the scaled rows: their factor comes last */
-#pragma unroll
-                for (int j = 0; j < NT; j++)
-#pragma unroll
-                    for (int i = 0; i < 4; i++) tot[m][j][i] *= P[j][i & 1];
         } else {
-            store = tc_warp_sums<KIND, MT, NT, SEQ, U>(tot, W[0], wr, sr, rb, n, ks, sp0, xr, P, q, sm);
+            store = tc_warp_sums<KIND, MT, NT, SEQ, U>(tot, W[0], WR, ks, sp0, xr, q, sm);
         }
+#pragma unroll
+        for (int m = 0; m < MT; m++) /* the sums are of the scaled rows: their factor comes last */
+#pragma unroll
+            for (int j = 0; j < NT; j++)
+#pragma unroll
+                for (int i = 0; i < 4; i++) tot[m][j][i] *= P[j][i & 1];
         if (!store || !active) continue;
 #pragma unroll
         for (int j = 0; j < NT; j++)

@@ -2,11 +2,11 @@
  * blocks) weights with fp32 activations, shared by the matmul (linear.cu)
  * and the experts (moe.cu).
  *
- * Numerics. Every weight code becomes an f16 by moving its bits (no
- * conversion instruction, no multiply): the f16 value is the code's value
- * times 2^-8 (e4m3) or 2^-14 (E2M1), exactly, subnormal codes included. The
- * scale block's power of two is applied to the block's fp32 sum after the
- * MMAs, with the activation row's own power of two folded in (exact). An
+ * Numerics. Every weight code becomes an f16 exactly: an e4m3 code by
+ * the hardware conversion (its value), an E2M1 code by moving its bits
+ * (its value times 2^-14, subnormal codes included). The scale block's
+ * power of two is applied to the block's fp32 sum after the MMAs, the
+ * activation row's own power of two to the row's total (both exact). An
  * activation row is "prepared" once per op (tc_prep): scaled by a power of
  * two so that its largest |value| lies in [2^14, 2^15), then split into f16
  * hi + lo (hi = f16(x), lo = f16(x - hi)): 22 significant bits, each term
@@ -23,7 +23,7 @@
  * columns; thread (g = lane/4, q = lane%4) loads rows g and g+8 of each tile.
  * A k-step covers 16 columns from the four threads of a quad; the values of
  * an 8-column group v0..v7 are paired (v0,v4) (v1,v5) (v2,v6) (v3,v7), the
- * order the bit moves produce, and a prepared row stores each group in that
+ * order the conversions produce, and a prepared row stores each group in that
  * order: [x0 x4 x1 x5 x2 x6 x3 x7] (hi), then the same 8 of lo.
  *   FP8: a chunk is 64 columns; thread q loads 16 bytes (columns 16q..) of
  *        each row: 2 groups, 4 k-steps; the chunk lies in one scale block
@@ -42,16 +42,15 @@
 
 __host__ __device__ static inline int64_t tc_npad(int64_t n) { return (n + TC_PAD - 1) / TC_PAD * TC_PAD; }
 
-/* f16 pairs of an e4m3 word pair. u holds bytes [v0 v1 v4 v5] (or
- * [v2 v3 v6 v7]); e4m3 bits s.eeee.mmm go to f16 bits s.0eeee.mmm0000000:
- * the f16 is the code's value times 2^-8 (subnormals too). */
-__device__ __forceinline__ uint32_t tc_e4m3_lo(uint32_t u) /* (byte 0, byte 2) */
+/* f16 pairs (v0, v4), (v1, v5) of the e4m3 bytes [v0 v4 v1 v5] of v: the
+ * hardware conversion, exact for every code (f16 holds every e4m3 value),
+ * two values an instruction. */
+__device__ __forceinline__ void tc_e4m3_pairs(uint32_t v, uint32_t &lo, uint32_t &hi)
 {
-    return ((u << 7) & 0x3F803F80u) | ((u << 8) & 0x80008000u);
-}
-__device__ __forceinline__ uint32_t tc_e4m3_hi(uint32_t u) /* (byte 1, byte 3) */
-{
-    return ((u >> 1) & 0x3F803F80u) | (u & 0x80008000u);
+    __half2_raw a = __nv_cvt_fp8x2_to_halfraw2((__nv_fp8x2_storage_t)(v & 0xffffu), __NV_E4M3);
+    __half2_raw b = __nv_cvt_fp8x2_to_halfraw2((__nv_fp8x2_storage_t)(v >> 16), __NV_E4M3);
+    lo = (uint32_t)a.x | (uint32_t)a.y << 16;
+    hi = (uint32_t)b.x | (uint32_t)b.y << 16;
 }
 
 /* f16 pair (n_i, n_{i+4}) of the E2M1 nibbles of w (n0 = bits 0..3): bits
@@ -89,69 +88,35 @@ __device__ __forceinline__ void tc_mma(float *d, uint32_t a0, uint32_t a1, uint3
         : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
 }
 
-/* The weight bytes of one chunk for one thread and row: FP8 16 bytes at
- * p (columns 16q..), FP4 word q of each of the 4 blocks (p = the chunk's
- * start + 4q). avail: bytes of the row from p on. Rows are whole 16-byte
- * pieces (tc_shape_ok), so a piece is wholly inside the row or past its
- * end (read as 0). */
-template <int FAM>
-__device__ __forceinline__ uint4 tc_load(const char *p, int64_t avail)
+/* Block b's scale of an MXFP4 chunk from its 4 E8M0 bytes plus one each
+ * (s1 = the loaded word + 0x01010101; no byte carries, the loaders admit
+ * no byte above 219): 2^(e-126), a normal float for every admitted e, 0
+ * included, in two operations; the sums' 2^-1 is in tc_row_factor. */
+template <int B>
+__device__ __forceinline__ float tc_fp4_scale(uint32_t s1)
 {
-    if constexpr (FAM == CU_W_FP8) {
-        return avail > 0 ? __ldg((const uint4 *)p) : make_uint4(0, 0, 0, 0);
-    } else {
-        uint32_t w[4];
-#pragma unroll
-        for (int b = 0; b < 4; b++) w[b] = avail > 16 * b ? __ldg((const uint32_t *)(p + 16 * b)) : 0u;
-        return make_uint4(w[0], w[1], w[2], w[3]);
-    }
+    uint32_t v = B == 0 ? s1 << 23 : B == 1 ? s1 << 15 : B == 2 ? s1 << 7 : s1 >> 1;
+    return __uint_as_float(v & 0x7F800000u);
 }
 
-/* Scales of one chunk of a row, packed in a word: FP8 its one scale (fp32
- * bits), FP4 its 4 blocks' E8M0 bytes, a block past the row's end as byte
- * 0 (2^-127: its sum is exactly 0, and nothing past the grid is read). */
-template <int FAM>
-__device__ __forceinline__ uint32_t tc_scales(const dsv4_mat &W, const char *srow, int64_t col0, int64_t n)
-{
-    if constexpr (FAM == CU_W_FP8) {
-        /* blk_c is a power of two here (tc_shape_ok) */
-        uint32_t j = (uint32_t)col0 >> (__ffs((uint32_t)W.blk_c) - 1);
-        if (W.scale_dtype == DT_F32) return __ldg((const uint32_t *)srow + j);
-        return __float_as_uint(cu_e8m0(__ldg((const uint8_t *)srow + j)));
-    } else {
-        /* the chunk's 4 bytes in one load where the grid's rows allow it (one
-         * register per load in flight instead of four) */
-        if (col0 + 128 <= n && W.scale_cols % 4 == 0 && (uintptr_t)W.scale % 4 == 0)
-            return __ldg((const uint32_t *)(srow + (col0 >> 5)));
-        uint32_t s = 0;
-#pragma unroll
-        for (int b = 0; b < 4; b++) {
-            int64_t c = col0 + 32 * b;
-            if (c < n) s |= (uint32_t)__ldg((const uint8_t *)srow + (c >> 5)) << (8 * b);
-        }
-        return s;
-    }
-}
-
-/* Block b's scale from a tc_scales word. */
-template <int FAM>
-__device__ __forceinline__ float tc_scale(uint32_t s, int b)
-{
-    if constexpr (FAM == CU_W_FP8) return __uint_as_float(s);
-    else return cu_e8m0((s >> (8 * b)) & 0xffu);
-}
-
-/* One chunk's products for a warp: the weight loads u[m][h] (rows g, g+8 of
- * tile m) with scales sc[m][h][], against the prepared token rows xr[j]
- * (token g of tile j; group index gi = the chunk's first 8-column group
- * for this thread), P[j][2] the output columns' row factors; adds the
- * chunk's (FP4: each block's) scaled sums to acc. */
+/* One chunk's products for a warp: the weight words u[m][h] (rows g, g+8
+ * of tile m) with their scale word sc[m][h] (FP8: the block's fp32 scale;
+ * FP4: the 4 blocks' E8M0 bytes), against the prepared token rows xr[j]
+ * (token g of tile j; gi = the chunk's first 8-column group for this
+ * thread); adds each scale block's sum times its scale to acc. The rows'
+ * factors are applied by the caller, after the slices' sum (powers of
+ * two: the same bits as applying them here). */
 template <int FAM, int MT, int NT>
 __device__ __forceinline__ void tc_chunk_f16(float (*acc)[NT][4], const uint4 (*u)[2], const uint32_t (*sc)[2],
-                                             const __half *const *xr, int64_t gi, const float (*P)[2])
+                                             const __half *const *xr, int gi)
 {
-    constexpr int NB = FAM == CU_W_FP8 ? 1 : 4;   /* scale blocks in the chunk */
-    constexpr int SPB = FAM == CU_W_FP8 ? 4 : 2;  /* k-steps per block */
+    constexpr int NB = FAM == CU_W_FP8 ? 1 : 4;  /* scale blocks in the chunk */
+    constexpr int SPB = FAM == CU_W_FP8 ? 4 : 2; /* k-steps per block */
+    uint32_t s1[MT][2];
+#pragma unroll
+    for (int m = 0; m < MT; m++)
+#pragma unroll
+        for (int h = 0; h < 2; h++) s1[m][h] = sc[m][h] + 0x01010101u;
 #pragma unroll
     for (int b = 0; b < NB; b++) {
         float blk[MT][NT][4];
@@ -167,11 +132,9 @@ __device__ __forceinline__ void tc_chunk_f16(float (*acc)[NT][4], const uint4 (*
 #pragma unroll
                 for (int h = 0; h < 2; h++) {
                     uint32_t x0, x1;
-                    if (FAM == CU_W_FP8) {
+                    if constexpr (FAM == CU_W_FP8) {
                         uint32_t w0 = grp ? u[m][h].z : u[m][h].x, w1 = grp ? u[m][h].w : u[m][h].y;
-                        uint32_t v = __byte_perm(w0, w1, odd ? 0x7632 : 0x5410);
-                        x0 = tc_e4m3_lo(v);
-                        x1 = tc_e4m3_hi(v);
+                        tc_e4m3_pairs(__byte_perm(w0, w1, odd ? 0x7362 : 0x5140), x0, x1);
                     } else {
                         uint32_t w = b == 0 ? u[m][h].x : b == 1 ? u[m][h].y : b == 2 ? u[m][h].z : u[m][h].w;
                         x0 = odd ? tc_e2m1_pair<2>(w) : tc_e2m1_pair<0>(w);
@@ -194,63 +157,145 @@ __device__ __forceinline__ void tc_chunk_f16(float (*acc)[NT][4], const uint4 (*
             }
         }
 #pragma unroll
-        for (int m = 0; m < MT; m++)
+        for (int m = 0; m < MT; m++) {
+            float sv[2];
+#pragma unroll
+            for (int h = 0; h < 2; h++) {
+                if constexpr (FAM == CU_W_FP8) sv[h] = __uint_as_float(sc[m][h]);
+                else
+                    sv[h] = b == 0 ? tc_fp4_scale<0>(s1[m][h]) : b == 1 ? tc_fp4_scale<1>(s1[m][h])
+                            : b == 2 ? tc_fp4_scale<2>(s1[m][h]) : tc_fp4_scale<3>(s1[m][h]);
+            }
 #pragma unroll
             for (int j = 0; j < NT; j++)
 #pragma unroll
-                for (int i = 0; i < 4; i++)
-                    acc[m][j][i] = fmaf(blk[m][j][i], tc_scale<FAM>(sc[m][i >> 1], b) * P[j][i & 1], acc[m][j][i]);
+                for (int i = 0; i < 4; i++) acc[m][j][i] = fmaf(blk[m][j][i], sv[i >> 1], acc[m][j][i]);
+        }
     }
 }
 
-/* One slice of a warp's rows: chunks sp, sp+ks, ... (in increasing order,
- * U of them loading while one computes) into acc (zeroed here).
- * wr[m][h]: row pointers at this thread's offset (FP8 16q, FP4 4q);
- * sr[m][h]: the rows' scale rows; rb: row bytes; n: columns. */
+/* The fp32 bits of the scale of FP8 chunk c of a row (srow: its scale
+ * row; blk_c a power of two, tc_shape_ok). */
+__device__ __forceinline__ uint32_t tc_fp8_scale(const dsv4_mat &W, const char *srow, int c)
+{
+    int j = (c * TC_CC8) >> (__ffs((uint32_t)W.blk_c) - 1);
+    if (W.scale_dtype == DT_F32) return __ldg((const uint32_t *)srow + j);
+    return __float_as_uint(cu_e8m0(__ldg((const uint8_t *)srow + j)));
+}
+
+/* The first 8-column group of thread q's columns in chunk c. */
+__device__ __forceinline__ int tc_group(int fam, int c, int q)
+{
+    return fam == CU_W_FP8 ? c * (TC_CC8 / 8) + 2 * q : c * (TC_CC4 / 8) + q;
+}
+
+/* Where a warp's rows are read: per tile m and half h the weight bytes at
+ * this thread's offset (FP8 16q, FP4 4q) and the scale row. */
+template <int MT>
+struct tc_rows {
+    const char *w[MT][2], *s[MT][2];
+};
+
+/* The weight words and scale word of chunk c of a warp's rows, bounds
+ * checked: pieces past the row's end read as 0 and blocks past it take
+ * scale byte 0 (a sum of exactly 0, and nothing past the grid is read).
+ * For the last chunk of a row and for FP4 grids whose rows do not allow
+ * whole-word scale loads. */
+template <int FAM, int MT>
+__device__ __forceinline__ void tc_load_checked(const dsv4_mat &W, const tc_rows<MT> &R, int rb, int n, int c, int tq,
+                                                uint4 (*uo)[2], uint32_t (*so)[2])
+{
+    constexpr int CC = FAM == CU_W_FP8 ? TC_CC8 : TC_CC4, CB = 64;
+    int off = c * CB;
+#pragma unroll
+    for (int m = 0; m < MT; m++)
+#pragma unroll
+        for (int h = 0; h < 2; h++) {
+            const char *p = R.w[m][h] + off;
+            if constexpr (FAM == CU_W_FP8) {
+                uo[m][h] = off + tq < rb ? __ldg((const uint4 *)p) : make_uint4(0, 0, 0, 0);
+                so[m][h] = tc_fp8_scale(W, R.s[m][h], c);
+            } else {
+                const uint8_t *sr = (const uint8_t *)R.s[m][h] + 4 * c;
+                uint32_t w[4], sw = 0;
+#pragma unroll
+                for (int b = 0; b < 4; b++) {
+                    w[b] = off + tq + 16 * b < rb ? __ldg((const uint32_t *)(p + 16 * b)) : 0u;
+                    if (c * CC + 32 * b < n) sw |= (uint32_t)__ldg(sr + b) << (8 * b);
+                }
+                uo[m][h] = make_uint4(w[0], w[1], w[2], w[3]);
+                so[m][h] = sw;
+            }
+        }
+}
+
+/* One slice of a warp's rows: chunks sp, sp+ks, ... in increasing order
+ * into acc (zeroed here). rb: row bytes (whole 16-byte pieces,
+ * tc_shape_ok), n: columns. The chunks wholly inside the rows stream with
+ * U of them loading while one computes, each row walked by pointer
+ * without bounds checks, U + 1 register sets turning round with the
+ * unrolled loop (no load is copied); the rest (a row's last, partial
+ * chunk, or all of them where FP4 scales cannot load as words) one at a
+ * time through tc_load_checked. The same sums either way. */
 template <int FAM, int MT, int NT, int U>
-__device__ __forceinline__ void tc_slice_f16(float (*acc)[NT][4], const dsv4_mat &W, const char *const (*wr)[2],
-                                             const char *const (*sr)[2], int64_t rb, int64_t n, int sp, int ks,
-                                             const __half *const *xr, const float (*P)[2], int q)
+__device__ __forceinline__ void tc_slice_f16(float (*acc)[NT][4], const dsv4_mat &W, const tc_rows<MT> &R, int rb,
+                                             int n, int sp, int ks, const __half *const *xr, int q)
 {
     constexpr int CC = FAM == CU_W_FP8 ? TC_CC8 : TC_CC4, CB = 64; /* CB: a chunk's row bytes, either family */
-    int64_t nch = (n + CC - 1) / CC;
-    int tq = FAM == CU_W_FP8 ? 16 * q : 4 * q; /* this thread's byte offset in a chunk */
+    const int nch = (n + CC - 1) / CC, tq = FAM == CU_W_FP8 ? 16 * q : 4 * q; /* tq: this thread's offset */
+    /* FP4 scale words load whole where the grid's rows allow it (one
+     * register per load in flight instead of four) */
+    const int words = FAM == CU_W_FP8 || (W.scale_cols % 4 == 0 && (uintptr_t)W.scale % 4 == 0);
+    const int nfull = words ? n / CC : 0; /* chunks streamed */
     tc_zero<MT, NT>(acc);
-    uint4 ub[U][MT][2];
-    uint32_t sb[U][MT][2];
-#define TC_LOAD(c, i)                                                                                  \
-    do {                                                                                               \
-        int64_t off_ = (c) * CB;                                                                       \
-        _Pragma("unroll") for (int m = 0; m < MT; m++)                                                 \
-        _Pragma("unroll") for (int h = 0; h < 2; h++) {                                                \
-            ub[i][m][h] = tc_load<FAM>(wr[m][h] + off_, rb - off_ - tq);                                \
-            sb[i][m][h] = tc_scales<FAM>(W, sr[m][h], (c) * CC, n);                                    \
-        }                                                                                              \
-    } while (0)
+    uint4 ub[U + 1][MT][2];
+    uint32_t sb[U + 1][MT][2];
+    /* the next streamed chunk's bytes (and FP4 scales) of each row */
+    const char *lw[MT][2], *ls[MT][2];
+#pragma unroll
+    for (int m = 0; m < MT; m++)
+#pragma unroll
+        for (int h = 0; h < 2; h++) {
+            lw[m][h] = R.w[m][h] + sp * CB;
+            ls[m][h] = R.s[m][h] + 4 * sp;
+        }
+    auto load = [&](int c, uint4 (*uo)[2], uint32_t (*so)[2]) {
+#pragma unroll
+        for (int m = 0; m < MT; m++)
+#pragma unroll
+            for (int h = 0; h < 2; h++) {
+                const char *p = lw[m][h];
+                lw[m][h] += ks * CB;
+                if constexpr (FAM == CU_W_FP8) {
+                    uo[m][h] = __ldg((const uint4 *)p);
+                    so[m][h] = tc_fp8_scale(W, R.s[m][h], c);
+                } else {
+                    uo[m][h] = make_uint4(__ldg((const uint32_t *)p), __ldg((const uint32_t *)(p + 16)),
+                                          __ldg((const uint32_t *)(p + 32)), __ldg((const uint32_t *)(p + 48)));
+                    so[m][h] = __ldg((const uint32_t *)ls[m][h]);
+                    ls[m][h] += 4 * ks;
+                }
+            }
+    };
 #pragma unroll
     for (int i = 0; i < U; i++)
-        if (sp + (int64_t)i * ks < nch) TC_LOAD(sp + (int64_t)i * ks, i);
-    for (int64_t base = sp; base < nch; base += (int64_t)U * ks) {
+        if (sp + i * ks < nfull) load(sp + i * ks, ub[i], sb[i]);
+    int c = sp;
+    for (; c < nfull; c += (U + 1) * ks) {
 #pragma unroll
-        for (int i = 0; i < U; i++) {
-            int64_t c = base + (int64_t)i * ks;
-            if (c >= nch) break;
-            uint4 u[MT][2];
-            uint32_t sc[MT][2];
-#pragma unroll
-            for (int m = 0; m < MT; m++)
-#pragma unroll
-                for (int h = 0; h < 2; h++) {
-                    u[m][h] = ub[i][m][h];
-                    sc[m][h] = sb[i][m][h];
-                }
-            if (c + (int64_t)U * ks < nch) TC_LOAD(c + (int64_t)U * ks, i);
-            /* first 8-column group of this thread's columns in chunk c */
-            int64_t gi = FAM == CU_W_FP8 ? c * (TC_CC8 / 8) + 2 * q : c * (TC_CC4 / 8) + q;
-            tc_chunk_f16<FAM, MT, NT>(acc, u, sc, xr, gi, P);
+        for (int i = 0; i <= U; i++) {
+            int ci = c + i * ks;
+            if (ci >= nfull) break;
+            if (ci + U * ks < nfull) load(ci + U * ks, ub[(i + U) % (U + 1)], sb[(i + U) % (U + 1)]);
+            tc_chunk_f16<FAM, MT, NT>(acc, ub[i], sb[i], xr, tc_group(FAM, ci, q));
         }
     }
-#undef TC_LOAD
+    /* the first chunk of the slice not streamed */
+    c = nfull <= sp ? sp : sp + (nfull - sp + ks - 1) / ks * ks;
+    for (; c < nch; c += ks) {
+        tc_load_checked<FAM, MT>(W, R, rb, n, c, tq, ub[0], sb[0]);
+        tc_chunk_f16<FAM, MT, NT>(acc, ub[0], sb[0], xr, tc_group(FAM, c, q));
+    }
 }
 
 /* A warp's row sums from its K slices, the same for every instance: SEQ =
@@ -311,22 +356,24 @@ __host__ __device__ static inline int64_t tc_part_floats(int seq, int mt, int nt
 
 /* tc_slices_sum over tc_slice_f16 (FP8/MXFP4). */
 template <int FAM, int MT, int NT, int SEQ, int U>
-__device__ __forceinline__ int tc_warp_sums(float (*tot)[NT][4], const dsv4_mat &W, const char *const (*wr)[2],
-                                            const char *const (*sr)[2], int64_t rb, int64_t n, int ks, int sp0,
-                                            const __half *const *xr, const float (*P)[2], int q, float *part)
+__device__ __forceinline__ int tc_warp_sums(float (*tot)[NT][4], const dsv4_mat &W, const tc_rows<MT> &R, int ks,
+                                            int sp0, const __half *const *xr, int q, float *part)
 {
+    int rb = (int)cu_row_bytes(W), n = (int)W.cols;
     return tc_slices_sum<MT, NT, SEQ>(tot, ks, sp0, part, [&](float (*acc)[NT][4], int sp) {
-        tc_slice_f16<FAM, MT, NT, U>(acc, W, wr, sr, rb, n, sp, ks, xr, P, q);
+        tc_slice_f16<FAM, MT, NT, U>(acc, W, R, rb, n, sp, ks, xr, q);
     });
 }
 
 /* The factor of a prepared row's sums for the weight kind: the row's
- * 2^-e times the codes' 2^8 (FP8) or 2^14 (FP4); the GGUF kinds'
- * (ggml_tc.cuh) codes are plain integers. */
+ * 2^-e, times 2^-1 for MXFP4 (its scales are taken as 2^(e-126),
+ * tc_fp4_scale) and 2^14 for its codes (f16 = value·2^-14); e4m3 codes
+ * convert to their values, the GGUF kinds' (ggml_tc.cuh) are plain
+ * integers. */
 template <int FAM>
 __device__ __forceinline__ float tc_row_factor(const float *pf, int64_t row)
 {
-    return pf[row] * (FAM == CU_W_FP8 ? 256.0f : FAM == CU_W_FP4 ? 16384.0f : 1.0f);
+    return pf[row] * (FAM == CU_W_FP4 ? 8192.0f : 1.0f);
 }
 
 /* ---- activation rows (the preparation of the header comment) ---- */
