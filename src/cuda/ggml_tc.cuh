@@ -192,6 +192,26 @@ __host__ static inline int tc_kind(const dsv4_mat &W)
 /* Shared bytes of a kind's staging (the GGUF kinds' ggtc_stage per warp). */
 __host__ static inline size_t tc_kind_bytes(int kind) { return tc_is_gg(kind) ? GGTC_STAGE_BYTES : 0; }
 
+/* Shared bytes at the start of a kernel instance's shared memory: the GGUF
+ * kinds' staging, or the FP8/MXFP4 kinds' copy rings (tc_ring_bytes). */
+__host__ __device__ constexpr size_t tc_lead_bytes(int kind, int mt, int u)
+{
+    return tc_is_gg(kind) ? GGTC_STAGE_BYTES : tc_ring_bytes(mt, u);
+}
+
+/* Lets kernel use shm bytes of shared memory (above the default 48 KB an
+ * opt-in per kernel; *done: the most already allowed). Nonzero on error. */
+template <typename K>
+__host__ static inline int tc_allow_smem(cu_impl *c, K kernel, size_t shm, size_t *done)
+{
+    if (shm <= 48 * 1024 || shm <= *done) return 0;
+    if (cu_check(c, cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)shm),
+                 "tensor-core shared memory"))
+        return 1;
+    *done = shm;
+    return 0;
+}
+
 /* The columns of a kind's chunk (the unit of its K slices). */
 __host__ __device__ constexpr int tc_chunk_cols(int kind)
 {

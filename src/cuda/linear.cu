@@ -221,7 +221,7 @@ __global__ void __launch_bounds__(256) tc_kernel(const __half *xq, const float *
     constexpr int GG = tc_is_gg(KIND);
     extern __shared__ float smem[];
     int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, q = lane & 3;
-    float *part = smem + (GG ? GGTC_STAGE_BYTES / 4 : 0); /* SEQ = 0, ks > 1: [8 warps][MT][NT][4][32] */
+    float *part = smem + tc_lead_bytes(KIND, MT, U) / 4; /* SEQ = 0, ks > 1: [8 warps][MT][NT][4][32] */
     int64_t tb = (int64_t)blockIdx.y * 8 * NT, npad = tc_npad(W.cols);
     int nr = T - tb < 8 * NT ? (int)(T - tb) : 8 * NT;
     float *stg = part + tc_part_floats(SEQ, MT, NT, ks);
@@ -270,7 +270,8 @@ __global__ void __launch_bounds__(256) tc_kernel(const __half *xq, const float *
                 R.w[m][h] = (const char *)W.data + r * rb + (KIND == CU_W_FP8 ? 16 * q : 4 * q);
                 R.s[m][h] = cu_scale_row(W, r);
             }
-        mine = tc_warp_sums<KIND, MT, NT, SEQ, U>(tot, W, R, ks, sp0, xr, q, part);
+        uint4 *ring = (uint4 *)smem + warp * tc_ring_u4(MT, U) + lane;
+        mine = tc_warp_sums<KIND, MT, NT, SEQ, U>(tot, W, R, ks, sp0, xr, q, part, ring);
     }
     if (!mine || !active) return;
 #pragma unroll
@@ -296,8 +297,10 @@ static void tc_launch(cu_impl *c, const cu_matmul_args *a, int ks, int G, int st
 {
     const dsv4_mat *W = &a->W;
     int wpt = SEQ ? 1 : ks;
-    size_t shm = tc_kind_bytes(KIND) + (size_t)tc_part_floats(SEQ, MT, NT, ks) * sizeof(float) +
+    size_t shm = tc_lead_bytes(KIND, MT, U) + (size_t)tc_part_floats(SEQ, MT, NT, ks) * sizeof(float) +
                  (stage ? tc_stage_bytes(a->T < 8 * NT ? a->T : 8 * NT, W->cols) : 0);
+    static size_t allowed;
+    if (tc_allow_smem(c, tc_kernel<KIND, MT, NT, SEQ, U>, shm, &allowed)) return;
     dim3 grid(cu_blocks(W->rows, 8 / wpt * 16 * MT), cu_blocks(a->T, 8 * NT));
     cu_launch(c, "tc_kernel", tc_kernel<KIND, MT, NT, SEQ, U>, grid, dim3(256), shm, (const __half *)a->xq,
               (const float *)a->pf, a->x, a->ldx, stage, a->T, G, *W, a->y, a->ldy, ks, a->grp_rows);

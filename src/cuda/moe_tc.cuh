@@ -23,7 +23,7 @@ __global__ void __launch_bounds__(256, SEQ ? 1 : 2) expert_tc_kernel(moe_args a,
     cu_pdl();
     constexpr int MT = UP ? 2 : 1, GG = tc_is_gg(KIND);
     extern __shared__ float smem[];
-    float *sm = smem + (GG ? GGTC_STAGE_BYTES / 4 : 0); /* SEQ = 0, ks > 1: [8 warps][MT][NT][4][32] */
+    float *sm = smem + tc_lead_bytes(KIND, MT, U) / 4; /* SEQ = 0, ks > 1: [8 warps][MT][NT][4][32] */
     int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, q = lane & 3;
     int single = a.T == 1; /* one-token steps are not grouped: group k is slot k (group_at) */
     int gi = part == PART_SHARED ? (single ? a.K : a.grp[0] - 1) : (int)blockIdx.y;
@@ -88,7 +88,8 @@ __global__ void __launch_bounds__(256, SEQ ? 1 : 2) expert_tc_kernel(moe_args a,
                 ggtc_slice<tc_gg_fmt(KIND), MT, NT>(acc, jrow, n / 32, sp, ks, xr, st);
             });
         } else {
-            store = tc_warp_sums<KIND, MT, NT, SEQ, U>(tot, W[0], WR, ks, sp0, xr, q, sm);
+            uint4 *ring = (uint4 *)smem + warp * tc_ring_u4(MT, U) + lane;
+            store = tc_warp_sums<KIND, MT, NT, SEQ, U>(tot, W[0], WR, ks, sp0, xr, q, sm, ring);
         }
 #pragma unroll
         for (int m = 0; m < MT; m++) /* the sums are of the scaled rows: their factor comes last */
@@ -121,18 +122,23 @@ static void launch_tc(cu_impl *c, const moe_args *a, int part)
     unsigned gy = part == PART_SHARED ? 1u : (unsigned)a->gmax;
     const char *what = UP ? "moe up (tensor cores)" : "moe down (tensor cores)";
     if (a->T <= 64) {
-        size_t shm = tc_kind_bytes(KIND) + (size_t)tc_part_floats(0, MT, 1, ks) * sizeof(float) +
+        /* U = 3 chunks in flight per tile through the copy rings, two
+         * blocks an SM (docs/PERFORMANCE.md, 2026-12-02) */
+        constexpr int U = 3;
+        size_t shm = tc_lead_bytes(KIND, MT, U) + (size_t)tc_part_floats(0, MT, 1, ks) * sizeof(float) +
                      ((UP ? a->stage_up : a->stage_down) ? tc_stage_bytes(1, n) : 0);
+        static size_t allowed;
+        if (tc_allow_smem(c, expert_tc_kernel<KIND, 1, 0, U, UP>, shm, &allowed)) return;
         dim3 grid(cu_blocks(R, 8 / ks * 16), gy, 1);
-        /* one chunk's loads in flight per tile, at most 128 registers: two
-         * blocks an SM stream faster than more loads in flight at one block
-         * an SM (docs/PERFORMANCE.md, 2026-12-02) */
-        cu_launch(c, what, expert_tc_kernel<KIND, 1, 0, 1, UP>, grid, dim3(256), shm, *a, part, ks);
+        cu_launch(c, what, expert_tc_kernel<KIND, 1, 0, U, UP>, grid, dim3(256), shm, *a, part, ks);
     } else {
-        constexpr int NT = UP ? 2 : 4;
+        constexpr int NT = UP ? 2 : 4, U = 2;
         unsigned z = a->T / 256 < 1 ? 1u : a->T / 256 > 8 ? 8u : (unsigned)(a->T / 256);
+        size_t shm = tc_lead_bytes(KIND, MT, U);
+        static size_t allowed;
+        if (tc_allow_smem(c, expert_tc_kernel<KIND, NT, 1, U, UP>, shm, &allowed)) return;
         dim3 grid(cu_blocks(R, 8 * 16), gy, z);
-        cu_launch(c, what, expert_tc_kernel<KIND, NT, 1, 2, UP>, grid, dim3(256), tc_kind_bytes(KIND), *a, part, ks);
+        cu_launch(c, what, expert_tc_kernel<KIND, NT, 1, U, UP>, grid, dim3(256), shm, *a, part, ks);
     }
 }
 

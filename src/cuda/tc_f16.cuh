@@ -229,17 +229,38 @@ __device__ __forceinline__ void tc_load_checked(const dsv4_mat &W, const tc_rows
         }
 }
 
+/* Asynchronous copies global -> shared (cp.async): the streamed weight
+ * bytes go to shared memory without holding registers while in flight. */
+__device__ __forceinline__ void tc_cp16(void *dst, const void *src)
+{
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"((uint32_t)__cvta_generic_to_shared(dst)), "l"(src)
+                 : "memory");
+}
+__device__ __forceinline__ void tc_cp_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
+template <int N>
+__device__ __forceinline__ void tc_cp_wait()
+{
+    asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory");
+}
+
+/* uint4s of one warp's copy ring: U + 1 stages of [MT][2][32 lanes], a
+ * lane's 16 bytes of rows g and g+8 of each tile (its own: no lane reads
+ * another's copies). The kernels' shared memory starts with 8 warps'. */
+__host__ __device__ constexpr int tc_ring_u4(int mt, int u) { return (u + 1) * mt * 2 * 32; }
+__host__ __device__ constexpr size_t tc_ring_bytes(int mt, int u) { return (size_t)8 * tc_ring_u4(mt, u) * 16; }
+
 /* One slice of a warp's rows: chunks sp, sp+ks, ... in increasing order
  * into acc (zeroed here). rb: row bytes (whole 16-byte pieces,
- * tc_shape_ok), n: columns. The chunks wholly inside the rows stream with
- * U of them loading while one computes, each row walked by pointer
- * without bounds checks, U + 1 register sets turning round with the
- * unrolled loop (no load is copied); the rest (a row's last, partial
- * chunk, or all of them where FP4 scales cannot load as words) one at a
- * time through tc_load_checked. The same sums either way. */
+ * tc_shape_ok), n: columns. The chunks wholly inside the rows stream
+ * through the warp's copy ring (ring: this lane's first uint4), U of them
+ * in flight while one computes, each row walked by pointer without bounds
+ * checks; their scales ride along in U + 1 register sets turning round
+ * with the unrolled loop. The rest (a row's last, partial chunk, or all of
+ * them where FP4 scales cannot load as words) one at a time through
+ * tc_load_checked. The same sums either way. */
 template <int FAM, int MT, int NT, int U>
 __device__ __forceinline__ void tc_slice_f16(float (*acc)[NT][4], const dsv4_mat &W, const tc_rows<MT> &R, int rb,
-                                             int n, int sp, int ks, const __half *const *xr, int q)
+                                             int n, int sp, int ks, const __half *const *xr, int q, uint4 *ring)
 {
     constexpr int CC = FAM == CU_W_FP8 ? TC_CC8 : TC_CC4, CB = 64; /* CB: a chunk's row bytes, either family */
     const int nch = (n + CC - 1) / CC, tq = FAM == CU_W_FP8 ? 16 * q : 4 * q; /* tq: this thread's offset */
@@ -247,8 +268,11 @@ __device__ __forceinline__ void tc_slice_f16(float (*acc)[NT][4], const dsv4_mat
      * register per load in flight instead of four) */
     const int words = FAM == CU_W_FP8 || (W.scale_cols % 4 == 0 && (uintptr_t)W.scale % 4 == 0);
     const int nfull = words ? n / CC : 0; /* chunks streamed */
+    /* FP4: lane (g, q) copies piece q (16 bytes) of its rows and reads word
+     * q of the quad's four pieces; slot q ^ swz keeps those reads free of
+     * bank conflicts (rows g, g+2, g+4, g+6 share banks otherwise) */
+    const int lane = threadIdx.x & 31, g = lane >> 2, swz = (g >> 1) & 3;
     tc_zero<MT, NT>(acc);
-    uint4 ub[U + 1][MT][2];
     uint32_t sb[U + 1][MT][2];
     /* the next streamed chunk's bytes (and FP4 scales) of each row */
     const char *lw[MT][2], *ls[MT][2];
@@ -259,42 +283,69 @@ __device__ __forceinline__ void tc_slice_f16(float (*acc)[NT][4], const dsv4_mat
             lw[m][h] = R.w[m][h] + sp * CB;
             ls[m][h] = R.s[m][h] + 4 * sp;
         }
-    auto load = [&](int c, uint4 (*uo)[2], uint32_t (*so)[2]) {
+    auto issue = [&](int c, int st, uint32_t (*so)[2]) {
 #pragma unroll
         for (int m = 0; m < MT; m++)
 #pragma unroll
             for (int h = 0; h < 2; h++) {
                 const char *p = lw[m][h];
+                char *d = (char *)(ring + ((st * MT + m) * 2 + h) * 32);
                 lw[m][h] += ks * CB;
                 if constexpr (FAM == CU_W_FP8) {
-                    uo[m][h] = __ldg((const uint4 *)p);
+                    tc_cp16(d, p);
                     so[m][h] = tc_fp8_scale(W, R.s[m][h], c);
                 } else {
-                    uo[m][h] = make_uint4(__ldg((const uint32_t *)p), __ldg((const uint32_t *)(p + 16)),
-                                          __ldg((const uint32_t *)(p + 32)), __ldg((const uint32_t *)(p + 48)));
+                    /* piece q of the row (16 bytes from the chunk's start),
+                     * at the quad's slot q ^ swz (see rd4) */
+                    tc_cp16(d + 16 * ((q ^ swz) - q), p - 4 * q + 16 * q);
                     so[m][h] = __ldg((const uint32_t *)ls[m][h]);
                     ls[m][h] += 4 * ks;
                 }
             }
     };
+    /* every step commits a group (empty past the streamed chunks), so
+     * waiting for all but the newest U finds the chunk's own complete */
 #pragma unroll
-    for (int i = 0; i < U; i++)
-        if (sp + i * ks < nfull) load(sp + i * ks, ub[i], sb[i]);
-    int c = sp;
-    for (; c < nfull; c += (U + 1) * ks) {
+    for (int i = 0; i < U; i++) {
+        if (sp + i * ks < nfull) issue(sp + i * ks, i, sb[i]);
+        tc_cp_commit();
+    }
+    for (int c = sp; c < nfull; c += (U + 1) * ks) {
 #pragma unroll
         for (int i = 0; i <= U; i++) {
             int ci = c + i * ks;
             if (ci >= nfull) break;
-            if (ci + U * ks < nfull) load(ci + U * ks, ub[(i + U) % (U + 1)], sb[(i + U) % (U + 1)]);
-            tc_chunk_f16<FAM, MT, NT>(acc, ub[i], sb[i], xr, tc_group(FAM, ci, q));
+            if (ci + U * ks < nfull) issue(ci + U * ks, (i + U) % (U + 1), sb[(i + U) % (U + 1)]);
+            tc_cp_commit();
+            tc_cp_wait<U>();
+            uint4 u[MT][2];
+            if constexpr (FAM == CU_W_FP8) {
+#pragma unroll
+                for (int m = 0; m < MT; m++)
+#pragma unroll
+                    for (int h = 0; h < 2; h++) u[m][h] = ring[((i * MT + m) * 2 + h) * 32];
+            } else {
+                __syncwarp(); /* the quad's copies are read by all four */
+#pragma unroll
+                for (int m = 0; m < MT; m++)
+#pragma unroll
+                    for (int h = 0; h < 2; h++) {
+                        const uint32_t *sl = (const uint32_t *)(ring - lane + ((i * MT + m) * 2 + h) * 32 + 4 * g);
+                        u[m][h] = make_uint4(sl[4 * (0 ^ swz) + q], sl[4 * (1 ^ swz) + q], sl[4 * (2 ^ swz) + q],
+                                             sl[4 * (3 ^ swz) + q]);
+                    }
+                __syncwarp(); /* read before the next copies into this stage */
+            }
+            tc_chunk_f16<FAM, MT, NT>(acc, u, sb[i], xr, tc_group(FAM, ci, q));
         }
     }
     /* the first chunk of the slice not streamed */
-    c = nfull <= sp ? sp : sp + (nfull - sp + ks - 1) / ks * ks;
+    int c = nfull <= sp ? sp : sp + (nfull - sp + ks - 1) / ks * ks;
     for (; c < nch; c += ks) {
-        tc_load_checked<FAM, MT>(W, R, rb, n, c, tq, ub[0], sb[0]);
-        tc_chunk_f16<FAM, MT, NT>(acc, ub[0], sb[0], xr, tc_group(FAM, c, q));
+        uint4 u[MT][2];
+        uint32_t sc[MT][2];
+        tc_load_checked<FAM, MT>(W, R, rb, n, c, tq, u, sc);
+        tc_chunk_f16<FAM, MT, NT>(acc, u, sc, xr, tc_group(FAM, c, q));
     }
 }
 
@@ -354,14 +405,14 @@ __host__ __device__ static inline int64_t tc_part_floats(int seq, int mt, int nt
     return !seq && ks > 1 ? (int64_t)8 * mt * nt * 4 * 32 : 0;
 }
 
-/* tc_slices_sum over tc_slice_f16 (FP8/MXFP4). */
+/* tc_slices_sum over tc_slice_f16 (FP8/MXFP4); ring: the warp's copy ring. */
 template <int FAM, int MT, int NT, int SEQ, int U>
 __device__ __forceinline__ int tc_warp_sums(float (*tot)[NT][4], const dsv4_mat &W, const tc_rows<MT> &R, int ks,
-                                            int sp0, const __half *const *xr, int q, float *part)
+                                            int sp0, const __half *const *xr, int q, float *part, uint4 *ring)
 {
     int rb = (int)cu_row_bytes(W), n = (int)W.cols;
     return tc_slices_sum<MT, NT, SEQ>(tot, ks, sp0, part, [&](float (*acc)[NT][4], int sp) {
-        tc_slice_f16<FAM, MT, NT, U>(acc, W, R, rb, n, sp, ks, xr, q);
+        tc_slice_f16<FAM, MT, NT, U>(acc, W, R, rb, n, sp, ks, xr, q, ring);
     });
 }
 
