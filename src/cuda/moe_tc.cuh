@@ -122,9 +122,10 @@ static void launch_tc(cu_impl *c, const moe_args *a, int part)
     unsigned gy = part == PART_SHARED ? 1u : (unsigned)a->gmax;
     const char *what = UP ? "moe up (tensor cores)" : "moe down (tensor cores)";
     if (a->T <= 64) {
-        /* U = 3 chunks in flight per tile through the copy rings, two
-         * blocks an SM (docs/PERFORMANCE.md, 2026-12-02) */
-        constexpr int U = 3;
+        /* U = 2 chunks in flight per tile through the copy rings, two
+         * blocks an SM: faster than 3 or 4 (docs/PERFORMANCE.md,
+         * 2026-12-02, "Copy rings") */
+        constexpr int U = 2;
         size_t shm = tc_lead_bytes(KIND, MT, U) + (size_t)tc_part_floats(0, MT, 1, ks) * sizeof(float) +
                      ((UP ? a->stage_up : a->stage_down) ? tc_stage_bytes(1, n) : 0);
         static size_t allowed;
