@@ -128,16 +128,16 @@ static void launch_tc(cu_impl *c, const moe_args *a, int part)
         constexpr int U = 2;
         size_t shm = tc_lead_bytes(KIND, MT, U) + (size_t)tc_part_floats(0, MT, 1, ks) * sizeof(float) +
                      ((UP ? a->stage_up : a->stage_down) ? tc_stage_bytes(1, n) : 0);
-        static size_t allowed;
-        if (tc_allow_smem(c, expert_tc_kernel<KIND, 1, 0, U, UP>, shm, &allowed)) return;
+        static size_t allowed[TC_SMEM_GPUS];
+        if (tc_allow_smem(c, expert_tc_kernel<KIND, 1, 0, U, UP>, shm, allowed)) return;
         dim3 grid(cu_blocks(R, 8 / ks * 16), gy, 1);
         cu_launch(c, what, expert_tc_kernel<KIND, 1, 0, U, UP>, grid, dim3(256), shm, *a, part, ks);
     } else {
         constexpr int NT = UP ? 2 : 4, U = 2;
         unsigned z = a->T / 256 < 1 ? 1u : a->T / 256 > 8 ? 8u : (unsigned)(a->T / 256);
         size_t shm = tc_lead_bytes(KIND, MT, U);
-        static size_t allowed;
-        if (tc_allow_smem(c, expert_tc_kernel<KIND, NT, 1, U, UP>, shm, &allowed)) return;
+        static size_t allowed[TC_SMEM_GPUS];
+        if (tc_allow_smem(c, expert_tc_kernel<KIND, NT, 1, U, UP>, shm, allowed)) return;
         dim3 grid(cu_blocks(R, 8 * 16), gy, z);
         cu_launch(c, what, expert_tc_kernel<KIND, NT, 1, U, UP>, grid, dim3(256), shm, *a, part, ks);
     }
