@@ -243,9 +243,10 @@ __device__ __forceinline__ void tc_cp_wait()
     asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory");
 }
 
-/* uint4s of one warp's copy ring: U + 1 stages of [MT][2][32 lanes], a
- * lane's 16 bytes of rows g and g+8 of each tile (its own: no lane reads
- * another's copies). The kernels' shared memory starts with 8 warps'. */
+/* uint4s of one warp's copy ring: U + 1 stages of [MT][2][32 lanes] of 16
+ * bytes, rows g and g+8 of each tile (FP8: a lane's own bytes; FP4: the
+ * quad's four pieces of a row, read across the quad, tc_slice_f16). The
+ * kernels' shared memory starts with 8 warps'. */
 __host__ __device__ constexpr int tc_ring_u4(int mt, int u) { return (u + 1) * mt * 2 * 32; }
 __host__ __device__ constexpr size_t tc_ring_bytes(int mt, int u) { return (size_t)8 * tc_ring_u4(mt, u) * 16; }
 
@@ -295,8 +296,8 @@ __device__ __forceinline__ void tc_slice_f16(float (*acc)[NT][4], const dsv4_mat
                     tc_cp16(d, p);
                     so[m][h] = tc_fp8_scale(W, R.s[m][h], c);
                 } else {
-                    /* piece q of the row (16 bytes from the chunk's start),
-                     * at the quad's slot q ^ swz (see rd4) */
+                    /* p is the chunk's byte 4q: piece q (16 bytes at 16q)
+                     * goes to the quad's slot q ^ swz (read back below) */
                     tc_cp16(d + 16 * ((q ^ swz) - q), p - 4 * q + 16 * q);
                     so[m][h] = __ldg((const uint32_t *)ls[m][h]);
                     ls[m][h] += 4 * ks;
