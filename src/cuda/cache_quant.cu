@@ -21,23 +21,6 @@ typedef struct {
     int rows, width, n_fp8, nf, mode;
 } cq_args;
 
-/* Round to e4m3fn and back (f32_to_e4m3 then e4m3_to_f32): saturates at
- * 448, round half to even on the subnormal grid m·2^-9 and on 3 fraction
- * bits above it. */
-__device__ __forceinline__ float cq_e4m3(float f)
-{
-    float a = fabsf(f), r;
-    if (!(a < 464.0f)) r = 448.0f;
-    else if (a < 0x1p-6f) r = rintf(a * 0x1p9f) * 0x1p-9f;
-    else {
-        int e;
-        float m = frexpf(a, &e);
-        float q = rintf(m * 16.0f); /* 8..16 */
-        r = ldexpf(q, e - 4);
-    }
-    return signbit(f) ? -r : r;
-}
-
 /* Round to E2M1 and back (f32_to_e2m1, ties to the even code). */
 __device__ __forceinline__ float cq_e2m1(float f)
 {
@@ -108,8 +91,7 @@ __global__ void __launch_bounds__(256) idx_fp4_kernel(cq_args a)
     for (int c = lane; c < n; c += 32) row[c] = v[c];
 }
 
-/* One warp per block of 128 values of a row, 4 per lane: the row factor,
- * the block's amax (a warp max), then each value on its own. */
+/* One warp per block of 128 values of a row (cq_act_block). */
 __global__ void __launch_bounds__(256) act_fp8_kernel(cq_args a)
 {
     cu_pdl();
@@ -117,23 +99,7 @@ __global__ void __launch_bounds__(256) act_fp8_kernel(cq_args a)
     int64_t w = (int64_t)blockIdx.x * 8 + (threadIdx.x >> 5);
     if (w >= (int64_t)a.rows * nb) return;
     int64_t r = w / nb;
-    int c0 = (int)(w % nb) * 128;
-    const float *in = a.x + r * a.width;
-    float *out = a.y + r * a.width;
-    float f = a.f && r < a.nf ? a.f[r] : 1.0f, v[4], amax = 1e-4f;
-#pragma unroll
-    for (int k = 0; k < 4; k++) {
-        int cc = c0 + lane + 32 * k;
-        v[k] = cc < a.width ? in[cc] * f : 0.0f; /* · 1 is exact */
-        amax = fmaxf(amax, fabsf(v[k]));
-    }
-    for (int o = 16; o > 0; o >>= 1) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, o));
-    float s = cq_pow2_ceil(amax / 448.0f), inv = 1.0f / s;
-#pragma unroll
-    for (int k = 0; k < 4; k++) {
-        int cc = c0 + lane + 32 * k;
-        if (cc < a.width) out[cc] = cq_e4m3(v[k] * inv) * s;
-    }
+    cq_act_block(a.x + r * a.width, a.y + r * a.width, (w % nb) * 128, a.width, a.f && r < a.nf ? a.f[r] : 1.0f, lane);
 }
 
 void cu_exec_cache_quant(cu_impl *c, const void *args, const int64_t *dpos)

@@ -175,12 +175,17 @@ static void run_gemv(cu_impl *c, const cu_matmul_args *a)
  * 8-column groups (tc_prep_group). */
 #define PREP_GROUPS 256
 __global__ void __launch_bounds__(256) tc_prep_kernel(const float *x, int64_t ldx, int G, int64_t n, int64_t npad,
-                                                      __half *xq, float *pf)
+                                                      __half *xq, float *pf, int act, const float *f, int nf)
 {
     cu_pdl();
     __shared__ float sh[32];
+    extern __shared__ float srow[]; /* act: the rounded row (n floats) */
     int64_t r = blockIdx.x;
     const float *row = x + r / G * ldx + r % G * n;
+    if (act) {
+        tc_act_row(row, n, f && r < nf ? f[r] : 1.0f, srow);
+        row = srow;
+    }
     int e = tc_row_exp(row, n, sh);
     int64_t g8 = (int64_t)blockIdx.y * PREP_GROUPS + threadIdx.x;
     if (g8 < npad / 8) tc_prep_group(row, n, g8, e, xq + r * 2 * npad);
@@ -192,11 +197,13 @@ size_t tc_prep_bytes(int64_t rows, int64_t n)
     return (size_t)rows * (size_t)tc_npad(n) * 4 + (size_t)rows * 4 + 16;
 }
 
-void tc_prep(cu_impl *c, const float *x, int64_t ldx, int T, int G, int64_t n, __half *xq, float *pf)
+void tc_prep(cu_impl *c, const float *x, int64_t ldx, int T, int G, int64_t n, __half *xq, float *pf, int act,
+             const float *f, int nf)
 {
     int64_t npad = tc_npad(n);
     dim3 grid((unsigned)((int64_t)T * G), cu_blocks(npad / 8, PREP_GROUPS));
-    cu_launch(c, "tc_prep_kernel", tc_prep_kernel, grid, dim3(256), 0, x, ldx, G, n, npad, xq, pf);
+    cu_launch(c, "tc_prep_kernel", tc_prep_kernel, grid, dim3(256), act ? (size_t)n * sizeof(float) : 0, x, ldx, G, n,
+              npad, xq, pf, act, f, nf);
 }
 
 /* Block: 8 warps. A warp computes MT tiles of 16 weight rows against NT
@@ -262,14 +269,7 @@ __global__ void __launch_bounds__(256) tc_kernel(const __half *xq, const float *
     } else {
         tc_rows<MT> R;
 #pragma unroll
-        for (int m = 0; m < MT; m++)
-#pragma unroll
-            for (int h = 0; h < 2; h++) {
-                int64_t r = row0 + m * 16 + g + 8 * h;
-                r = r < W.rows ? r : W.rows - 1;
-                R.w[m][h] = (const char *)W.data + r * rb + (KIND == CU_W_FP8 ? 16 * q : 4 * q);
-                R.s[m][h] = cu_scale_row(W, r);
-            }
+        for (int m = 0; m < MT; m++) tc_rows_set<KIND, MT>(R, m, W, row0 + m * 16, g, q);
         uint4 *ring = (uint4 *)smem + warp * tc_ring_u4(MT, U) + lane;
         mine = tc_warp_sums<KIND, MT, NT, SEQ, U>(tot, W, R, ks, sp0, xr, q, part, ring);
     }

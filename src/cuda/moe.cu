@@ -246,27 +246,36 @@ void cu_exec_moe(cu_impl *c, const void *args, const int64_t *dpos)
     cu_launch(c, "moe route", route_kernel, dim3(a->T), dim3(a->E <= 256 ? 32 : 256), (size_t)a->E * 2 * sizeof(float), *a);
     if (a->T > 1)
         cu_launch(c, "moe group", group_kernel, dim3(1), dim3(256), (size_t)a->E * 2 * sizeof(int), *a);
-    /* the experts' view of the step: official numerics give them x through FP8 (the gate had x) */
+    /* routed experts and shared expert: tensor cores where their format and
+     * shapes allow, else the fp32 kernels; one fp32 launch when neither does */
+    int tr = a->tk_r[1] >= 0, ts = a->tk_s[1] >= 0, tc_all = tr && ts && a->tk_r[0] >= 0 && a->tk_s[0] >= 0;
+    /* the experts' view of the step: official numerics give them x through
+     * FP8 (the gate had x) and H rounded after the routing weights went
+     * into it; where every expert is on tensor cores the rows' preparation
+     * rounds them (the same values, no rounding launches) */
     moe_args ea = *a;
-    if (a->act) {
+    ea.act_prep = a->act && tc_all && a->D <= CU_ROW_MAX && a->I <= CU_ROW_MAX;
+    if (a->act && !ea.act_prep) {
         cu_launch_act_fp8(c, a->x, a->xa, a->T, a->D, NULL, 0);
         ea.x = a->xa;
     }
     a = &ea;
-    /* routed experts and shared expert: tensor cores where their format and
-     * shapes allow, else the fp32 kernels; one fp32 launch when neither does */
-    int tr = a->tk_r[1] >= 0, ts = a->tk_s[1] >= 0;
-    if ((tr || ts) && !a->stage_up) tc_prep(c, a->x, a->D, a->T, 1, a->D, a->xq, a->xpf);
+    int TK = a->T * a->K, ap = a->act_prep;
+    if ((tr || ts) && !a->stage_up) tc_prep(c, a->x, a->D, a->T, 1, a->D, a->xq, a->xpf, ap);
     for (int up = 1; up >= 0; up--) {
         /* official numerics: the routed pairs' H times their weights (pairs < T·K), every row through FP8 */
-        if (!up && a->act) cu_launch_act_fp8(c, a->H, a->H, a->T * a->K + a->T, a->I, a->wt, a->T * a->K);
-        if (!up && (tr || ts) && !a->stage_down) tc_prep(c, a->H, a->I, a->T * a->K + a->T, 1, a->I, a->hq, a->hpf);
+        if (!up && a->act && !ap) cu_launch_act_fp8(c, a->H, a->H, TK + a->T, a->I, a->wt, TK);
+        if (!up && (tr || ts) && !a->stage_down) tc_prep(c, a->H, a->I, TK + a->T, 1, a->I, a->hq, a->hpf, ap, a->wt, TK);
         if (!tr && !ts) {
             launch_fp32_part(c, a, up, PART_ALL);
             continue;
         }
         if (tr && ts && a->tk_r[0] == a->tk_s[0] && a->tk_r[1] == a->tk_s[1]) {
             launch_tc_part(c, a, a->tk_r[up], up, PART_ALL);
+            continue;
+        }
+        if (a->tk_r[0] == CU_W_FP4 && a->tk_r[1] == CU_W_FP4 && a->tk_s[0] == CU_W_FP8 && a->tk_s[1] == CU_W_FP8) {
+            moe_tc_pair<CU_W_FP4, CU_W_FP8>(c, a, up);
             continue;
         }
         if (tr) launch_tc_part(c, a, a->tk_r[up], up, PART_ROUTED);

@@ -31,6 +31,7 @@ typedef struct {
     float *xpf, *hpf; /* and their factors (tc_f16.cuh); NULL when no expert takes that path */
     int act;          /* official numerics (dsv4_moe_params.act_fp8): the experts read xa, x through */
     float *xa;        /* FP8, and H rounded after the routing weights went into it */
+    int act_prep;     /* ... rounded by the rows' preparation instead (every expert on tensor cores) */
     int *err;
     int layer; /* for fault reports */
 } moe_args;
@@ -113,6 +114,11 @@ __device__ __forceinline__ int part_skips(int part, int e)
  * SwiGLU) or down (w2), for a part of the groups (moe_tc.cuh). */
 template <int KIND>
 void moe_tc_kind(cu_impl *c, const moe_args *a, int up, int part);
+
+/* Both parts in one launch: routed experts of kind KR, the shared expert
+ * of kind KS (the official checkpoints' MXFP4 + FP8, moe_tc_fp8_fp4.cu). */
+template <int KR, int KS>
+void moe_tc_pair(cu_impl *c, const moe_args *a, int up);
 
 /* The fp32 experts for the routed / shared format families FR, FS (cu_wfam;
  * -1: decided per group at run time), UP (w1·w3 and SwiGLU) or down (w2),

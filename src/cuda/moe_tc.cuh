@@ -8,56 +8,46 @@
 #include "cuda/moe_internal.cuh"
 
 /* The experts on tensor cores (FP8/MXFP4 weights, tc_f16.cuh; GGUF block
- * weights, ggml_tc.cuh): block (row tile block, group, token-tile lane z).
- * UP: a warp holds the same 16 rows of w1 and w3 (MT = 2) against 8·NT of
- * the group's pairs at a time (token tiles z, z + gridDim.z, ...), prepared
- * rows of their tokens (xq), and stores SwiGLU into H; otherwise 16 rows of
- * w2 against the pairs' H rows (hq) into Y. A pair's sums are those of
+ * weights, ggml_tc.cuh), one group's block (row tile block, group G,
+ * token-tile lane z) for weight kind KIND with ks K slices. UP: a warp
+ * holds the same 16 rows of w1 and w3 (MT = 2) against 8·NT of the group's
+ * pairs at a time (token tiles z, z + gridDim.z, ...), prepared rows of
+ * their tokens (xq), and stores SwiGLU into H; otherwise 16 rows of w2
+ * against the pairs' H rows (hq) into Y. A pair's sums are those of
  * tc_kernel: fixed by the shapes, whichever warp, tile or launch computes
- * them. PART_SHARED launches have one group row: the shared expert's, the
- * last group. Shared memory: the GGUF kinds' staging, the slice sums, the
- * staged row. */
+ * them. Shared memory: the GGUF kinds' staging, the slice sums, the staged
+ * row. */
 template <int KIND, int NT, int SEQ, int U, int UP>
-__global__ void __launch_bounds__(256, SEQ ? 1 : 2) expert_tc_kernel(moe_args a, int part, int ks)
+__device__ __forceinline__ void expert_tc_group(const moe_args &a, const moe_group &G, int ks)
 {
-    cu_pdl();
     constexpr int MT = UP ? 2 : 1, GG = tc_is_gg(KIND);
     extern __shared__ float smem[];
     float *sm = smem + tc_lead_bytes(KIND, MT, U) / 4; /* SEQ = 0, ks > 1: [8 warps][MT][NT][4][32] */
     int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, q = lane & 3;
     int single = a.T == 1; /* one-token steps are not grouped: group k is slot k (group_at) */
-    int gi = part == PART_SHARED ? (single ? a.K : a.grp[0] - 1) : (int)blockIdx.y;
-    moe_group G = single ? group_at<1>(a, gi) : group_at<4>(a, gi);
-    if (G.i0 == G.i1 || part_skips(part, G.e)) return; /* the whole block */
     int wpt = SEQ ? 1 : ks, sp0 = warp % wpt;
     int64_t R = UP ? a.I : a.D, n = UP ? a.D : a.I, npad = tc_npad(n);
     /* one-token steps: the block prepares its one row (x, or the pair's H)
      * in shared memory instead of reading the prepared rows (tc_prep_block) */
     float *stg = sm + tc_part_floats(SEQ, MT, NT, ks);
     int stage = UP ? a.stage_up : a.stage_down;
-    if (stage) tc_prep_block(UP ? a.x : a.H + (int64_t)G.i0 * a.I, 0, 1, n, (__half *)stg, stg + npad, stg + npad + 8);
+    if (stage) /* act_prep: x, or H times the pair's routing weight, through FP8 first */
+        tc_prep_block(UP ? a.x : a.H + (int64_t)G.i0 * a.I, 0, 1, n, (__half *)stg, stg + npad, stg + npad + 8,
+                      a.act_prep, !UP && G.i0 < a.T * a.K ? a.wt[G.i0] : 1.0f);
     int64_t row0 = ((int64_t)blockIdx.x * (8 / wpt) + warp / wpt) * 16;
     int active = row0 < R;
     if (wpt == 1 && !active) return;
     if (!active) row0 = 0; /* a dummy tile, so every warp reaches the barriers */
     dsv4_mat W[2] = {group_weight(a, G.e, UP ? 0 : 2), group_weight(a, G.e, UP ? 1 : 2)};
-    int64_t rb = cu_row_bytes(W[0]);
     tc_rows<MT> WR;
     const uint8_t *jrow = NULL; /* GGUF: this lane's job row (tile m = the matrix W[m]) */
     if constexpr (GG) {
         int jr = ggtc_job_row(lane, MT), m = jr / 16;
         int64_t r = row0 + jr % 16;
-        jrow = (const uint8_t *)W[m].data + (r < R ? r : R - 1) * rb;
+        jrow = (const uint8_t *)W[m].data + (r < R ? r : R - 1) * cu_row_bytes(W[0]);
     } else {
 #pragma unroll
-        for (int m = 0; m < MT; m++)
-#pragma unroll
-            for (int h = 0; h < 2; h++) {
-                int64_t r = row0 + g + 8 * h;
-                r = r < R ? r : R - 1;
-                WR.w[m][h] = (const char *)W[m].data + r * rb + (KIND == CU_W_FP8 ? 16 * q : 4 * q);
-                WR.s[m][h] = cu_scale_row(W[m], r);
-            }
+        for (int m = 0; m < MT; m++) tc_rows_set<KIND, MT>(WR, m, W[m], row0, g, q);
     }
     const __half *pq = UP ? a.xq : a.hq;
     const float *ppf = UP ? a.xpf : a.hpf;
@@ -111,14 +101,56 @@ __global__ void __launch_bounds__(256, SEQ ? 1 : 2) expert_tc_kernel(moe_args a,
     }
 }
 
-/* One tensor-core expert launch (UP or down) for a part of the groups. The
- * instance (NT, SEQ, U, z lanes) follows the step's size; the sums do not. */
+/* The tensor-core expert launch's blocks (row tile block, group, token-tile
+ * lane): the routed experts' groups in kind KR with ks_r slices and bx_r
+ * row tile blocks, the shared expert's in KS with ks_s and bx_s (the
+ * official checkpoints: MXFP4 routed, FP8 shared, in one launch instead of
+ * two; KR = KS: one kind for the groups of the part). PART_SHARED launches
+ * have one group row: the shared expert's, the last group. */
+template <int KR, int KS, int NT, int SEQ, int U, int UP>
+__global__ void __launch_bounds__(256, SEQ ? 1 : 2)
+    expert_tc_kernel(moe_args a, int part, int ks_r, int ks_s, unsigned bx_r, unsigned bx_s)
+{
+    cu_pdl();
+    int single = a.T == 1;
+    int gi = part == PART_SHARED ? (single ? a.K : a.grp[0] - 1) : (int)blockIdx.y;
+    moe_group G = single ? group_at<1>(a, gi) : group_at<4>(a, gi);
+    if (G.i0 == G.i1 || part_skips(part, G.e)) return; /* the whole block */
+    if constexpr (KR == KS) {
+        expert_tc_group<KR, NT, SEQ, U, UP>(a, G, ks_r);
+    } else if (G.e < 0) {
+        if (blockIdx.x < bx_s) expert_tc_group<KS, NT, SEQ, U, UP>(a, G, ks_s);
+    } else if (blockIdx.x < bx_r) {
+        expert_tc_group<KR, NT, SEQ, U, UP>(a, G, ks_r);
+    }
+}
+
+#define TC_EXPERT_SLICE 16
+
+/* Shared bytes of a kind's share of an expert launch: its staging or copy
+ * rings, the slice sums (SEQ = 0), the staged row. */
 template <int KIND, int UP>
+static size_t expert_tc_smem(const moe_args *a, int seq, int nt, int u, int ks)
+{
+    constexpr int MT = UP ? 2 : 1;
+    int64_t n = UP ? a->D : a->I;
+    size_t s = tc_lead_bytes(KIND, MT, u);
+    if (!seq) s += (size_t)tc_part_floats(0, MT, nt, ks) * sizeof(float) + ((UP ? a->stage_up : a->stage_down) ? tc_stage_bytes(1, n) : 0);
+    return s;
+}
+
+/* One tensor-core expert launch (UP or down) for a part of the groups,
+ * routed kind KR and shared kind KS. The instance (NT, SEQ, U, z lanes)
+ * follows the step's size; the sums do not. */
+template <int KR, int KS, int UP>
 static void launch_tc(cu_impl *c, const moe_args *a, int part)
 {
-    constexpr int CC = tc_chunk_cols(KIND), MT = UP ? 2 : 1;
     int64_t R = UP ? a->I : a->D, n = UP ? a->D : a->I;
-    int ks = tc_splits(R, (n + CC - 1) / CC);
+    /* an expert launch has K + 1 matrices side by side: FP8/MXFP4 slices
+     * of at least TC_EXPERT_SLICE chunks (1 KB of each row), where a
+     * matmul's are 4 (docs/PERFORMANCE.md, "Experts in one launch") */
+    int ks_r = tc_splits(R, (n + tc_chunk_cols(KR) - 1) / tc_chunk_cols(KR), tc_is_gg(KR) ? 4 : TC_EXPERT_SLICE);
+    int ks_s = tc_splits(R, (n + tc_chunk_cols(KS) - 1) / tc_chunk_cols(KS), tc_is_gg(KS) ? 4 : TC_EXPERT_SLICE);
     unsigned gy = part == PART_SHARED ? 1u : (unsigned)a->gmax;
     const char *what = UP ? "moe up (tensor cores)" : "moe down (tensor cores)";
     if (a->T <= 64) {
@@ -126,28 +158,38 @@ static void launch_tc(cu_impl *c, const moe_args *a, int part)
          * blocks an SM: faster than 3 or 4 (docs/PERFORMANCE.md,
          * 2026-12-02, "Copy rings") */
         constexpr int U = 2;
-        size_t shm = tc_lead_bytes(KIND, MT, U) + (size_t)tc_part_floats(0, MT, 1, ks) * sizeof(float) +
-                     ((UP ? a->stage_up : a->stage_down) ? tc_stage_bytes(1, n) : 0);
+        size_t shm_r = expert_tc_smem<KR, UP>(a, 0, 1, U, ks_r), shm_s = expert_tc_smem<KS, UP>(a, 0, 1, U, ks_s);
+        size_t shm = shm_r > shm_s ? shm_r : shm_s;
+        unsigned bx_r = cu_blocks(R, 8 / ks_r * 16), bx_s = cu_blocks(R, 8 / ks_s * 16);
         static size_t allowed[TC_SMEM_GPUS];
-        if (tc_allow_smem(c, expert_tc_kernel<KIND, 1, 0, U, UP>, shm, allowed)) return;
-        dim3 grid(cu_blocks(R, 8 / ks * 16), gy, 1);
-        cu_launch(c, what, expert_tc_kernel<KIND, 1, 0, U, UP>, grid, dim3(256), shm, *a, part, ks);
+        if (tc_allow_smem(c, expert_tc_kernel<KR, KS, 1, 0, U, UP>, shm, allowed)) return;
+        dim3 grid(bx_r > bx_s ? bx_r : bx_s, gy, 1);
+        cu_launch(c, what, expert_tc_kernel<KR, KS, 1, 0, U, UP>, grid, dim3(256), shm, *a, part, ks_r, ks_s, bx_r, bx_s);
     } else {
         constexpr int NT = UP ? 2 : 4, U = 2;
         unsigned z = a->T / 256 < 1 ? 1u : a->T / 256 > 8 ? 8u : (unsigned)(a->T / 256);
-        size_t shm = tc_lead_bytes(KIND, MT, U);
+        size_t shm_r = expert_tc_smem<KR, UP>(a, 1, NT, U, ks_r), shm_s = expert_tc_smem<KS, UP>(a, 1, NT, U, ks_s);
+        size_t shm = shm_r > shm_s ? shm_r : shm_s;
+        unsigned bx = cu_blocks(R, 8 * 16);
         static size_t allowed[TC_SMEM_GPUS];
-        if (tc_allow_smem(c, expert_tc_kernel<KIND, NT, 1, U, UP>, shm, allowed)) return;
-        dim3 grid(cu_blocks(R, 8 * 16), gy, z);
-        cu_launch(c, what, expert_tc_kernel<KIND, NT, 1, U, UP>, grid, dim3(256), shm, *a, part, ks);
+        if (tc_allow_smem(c, expert_tc_kernel<KR, KS, NT, 1, U, UP>, shm, allowed)) return;
+        dim3 grid(bx, gy, z);
+        cu_launch(c, what, expert_tc_kernel<KR, KS, NT, 1, U, UP>, grid, dim3(256), shm, *a, part, ks_r, ks_s, bx, bx);
     }
 }
 
 template <int KIND>
 void moe_tc_kind(cu_impl *c, const moe_args *a, int up, int part)
 {
-    if (up) launch_tc<KIND, 1>(c, a, part);
-    else launch_tc<KIND, 0>(c, a, part);
+    if (up) launch_tc<KIND, KIND, 1>(c, a, part);
+    else launch_tc<KIND, KIND, 0>(c, a, part);
+}
+
+template <int KR, int KS>
+void moe_tc_pair(cu_impl *c, const moe_args *a, int up)
+{
+    if (up) launch_tc<KR, KS, 1>(c, a, PART_ALL);
+    else launch_tc<KR, KS, 0>(c, a, PART_ALL);
 }
 
 #endif

@@ -23,6 +23,46 @@ __device__ __forceinline__ float cq_pow2_ceil(float v)
     return ldexpf(1.0f, m == 0.5f ? e - 1 : e);
 }
 
+/* Round to e4m3fn and back (f32_to_e4m3 then e4m3_to_f32): saturates at
+ * 448, round half to even on the subnormal grid m·2^-9 and on 3 fraction
+ * bits above it. */
+__device__ __forceinline__ float cq_e4m3(float f)
+{
+    float a = fabsf(f), r;
+    if (!(a < 464.0f)) r = 448.0f;
+    else if (a < 0x1p-6f) r = rintf(a * 0x1p9f) * 0x1p-9f;
+    else {
+        int e;
+        float m = frexpf(a, &e);
+        float q = rintf(m * 16.0f); /* 8..16 */
+        r = ldexpf(q, e - 4);
+    }
+    return signbit(f) ? -r : r;
+}
+
+/* The official numerics' activation rounding (spec §7.1) of the block of
+ * 128 values at c0 of a row of width values, each times f first (· 1 is
+ * exact), by one warp, 4 values a lane: the block's amax is a warp max
+ * (order-free), then each value on its own through e4m3 at the block's
+ * power-of-two scale. out may be in. */
+__device__ __forceinline__ void cq_act_block(const float *in, float *out, int64_t c0, int64_t width, float f, int lane)
+{
+    float v[4], amax = 1e-4f;
+#pragma unroll
+    for (int k = 0; k < 4; k++) {
+        int64_t cc = c0 + lane + 32 * k;
+        v[k] = cc < width ? in[cc] * f : 0.0f;
+        amax = fmaxf(amax, fabsf(v[k]));
+    }
+    for (int o = 16; o > 0; o >>= 1) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, o));
+    float s = cq_pow2_ceil(amax / 448.0f), inv = 1.0f / s;
+#pragma unroll
+    for (int k = 0; k < 4; k++) {
+        int64_t cc = c0 + lane + 32 * k;
+        if (cc < width) out[cc] = cq_e4m3(v[k] * inv) * s;
+    }
+}
+
 /* Host-callable pieces (SR_FN) are checked against the CPU decoders by
  * tests/cuda/test_state_rows.cu. */
 #define SR_FN __host__ __device__ __forceinline__

@@ -33,6 +33,7 @@
  *        stay in one scale block and its sum can be scaled. */
 #ifndef DSV4_CUDA_TC_F16_CUH
 #define DSV4_CUDA_TC_F16_CUH
+#include "cuda/state_rows.cuh" /* cq_act_block */
 #include "cuda/wload.cuh"
 
 /* Columns of a chunk, and of a prepared row's padding. */
@@ -189,12 +190,28 @@ __device__ __forceinline__ int tc_group(int fam, int c, int q)
     return fam == CU_W_FP8 ? c * (TC_CC8 / 8) + 2 * q : c * (TC_CC4 / 8) + q;
 }
 
-/* Where a warp's rows are read: per tile m and half h the weight bytes at
- * this thread's offset (FP8 16q, FP4 4q) and the scale row. */
+/* Where a warp's rows are read: per tile m, row g's weight bytes at this
+ * thread's offset (FP8 16q, FP4 4q) and its scale row, and how far row
+ * g+8's are past them (rows past the matrix's end repeat its last row, so
+ * the distance is at most 8 rows). One pointer a tile instead of two keeps
+ * the slices' registers below the two-blocks-an-SM limit. */
 template <int MT>
 struct tc_rows {
-    const char *w[MT][2], *s[MT][2];
+    const char *w[MT], *s[MT];
+    int dw[MT], ds[MT];
 };
+
+/* Tile m of R: rows r0 + g and r0 + g + 8 of W (clamped to its last row). */
+template <int FAM, int MT>
+__device__ __forceinline__ void tc_rows_set(tc_rows<MT> &R, int m, const dsv4_mat &W, int64_t r0, int g, int q)
+{
+    int64_t last = W.rows - 1, ra = r0 + g < last ? r0 + g : last, rc = r0 + g + 8 < last ? r0 + g + 8 : last;
+    int64_t rb = cu_row_bytes(W);
+    R.w[m] = (const char *)W.data + ra * rb + (FAM == CU_W_FP8 ? 16 * q : 4 * q);
+    R.dw[m] = (int)((rc - ra) * rb);
+    R.s[m] = cu_scale_row(W, ra);
+    R.ds[m] = (int)(cu_scale_row(W, rc) - R.s[m]);
+}
 
 /* The weight words and scale word of chunk c of a warp's rows, bounds
  * checked: pieces past the row's end read as 0 and blocks past it take
@@ -211,12 +228,12 @@ __device__ __forceinline__ void tc_load_checked(const dsv4_mat &W, const tc_rows
     for (int m = 0; m < MT; m++)
 #pragma unroll
         for (int h = 0; h < 2; h++) {
-            const char *p = R.w[m][h] + off;
+            const char *p = R.w[m] + h * R.dw[m] + off, *srow = R.s[m] + h * R.ds[m];
             if constexpr (FAM == CU_W_FP8) {
                 uo[m][h] = off + tq < rb ? __ldg((const uint4 *)p) : make_uint4(0, 0, 0, 0);
-                so[m][h] = tc_fp8_scale(W, R.s[m][h], c);
+                so[m][h] = tc_fp8_scale(W, srow, c);
             } else {
-                const uint8_t *sr = (const uint8_t *)R.s[m][h] + 4 * c;
+                const uint8_t *sr = (const uint8_t *)srow + 4 * c;
                 uint32_t w[4], sw = 0;
 #pragma unroll
                 for (int b = 0; b < 4; b++) {
@@ -275,34 +292,34 @@ __device__ __forceinline__ void tc_slice_f16(float (*acc)[NT][4], const dsv4_mat
     const int lane = threadIdx.x & 31, g = lane >> 2, swz = (g >> 1) & 3;
     tc_zero<MT, NT>(acc);
     uint32_t sb[U + 1][MT][2];
-    /* the next streamed chunk's bytes (and FP4 scales) of each row */
-    const char *lw[MT][2], *ls[MT][2];
+    /* the next streamed chunk's bytes (and FP4 scales) of row g of each
+     * tile; row g+8's are R.dw / R.ds past them */
+    const char *lw[MT], *ls[MT];
 #pragma unroll
-    for (int m = 0; m < MT; m++)
-#pragma unroll
-        for (int h = 0; h < 2; h++) {
-            lw[m][h] = R.w[m][h] + sp * CB;
-            ls[m][h] = R.s[m][h] + 4 * sp;
-        }
+    for (int m = 0; m < MT; m++) {
+        lw[m] = R.w[m] + sp * CB;
+        ls[m] = R.s[m] + 4 * sp;
+    }
     auto issue = [&](int c, int st, uint32_t (*so)[2]) {
 #pragma unroll
-        for (int m = 0; m < MT; m++)
+        for (int m = 0; m < MT; m++) {
 #pragma unroll
             for (int h = 0; h < 2; h++) {
-                const char *p = lw[m][h];
+                const char *p = lw[m] + h * R.dw[m];
                 char *d = (char *)(ring + ((st * MT + m) * 2 + h) * 32);
-                lw[m][h] += ks * CB;
                 if constexpr (FAM == CU_W_FP8) {
                     tc_cp16(d, p);
-                    so[m][h] = tc_fp8_scale(W, R.s[m][h], c);
+                    so[m][h] = tc_fp8_scale(W, R.s[m] + h * R.ds[m], c);
                 } else {
                     /* p is the chunk's byte 4q: piece q (16 bytes at 16q)
                      * goes to the quad's slot q ^ swz (read back below) */
-                    tc_cp16(d + 16 * ((q ^ swz) - q), p - 4 * q + 16 * q);
-                    so[m][h] = __ldg((const uint32_t *)ls[m][h]);
-                    ls[m][h] += 4 * ks;
+                    tc_cp16(d + 16 * ((q ^ swz) - q), p + 12 * q);
+                    so[m][h] = __ldg((const uint32_t *)(ls[m] + h * R.ds[m]));
                 }
             }
+            lw[m] += ks * CB;
+            ls[m] += 4 * ks;
+        }
     };
     /* every step commits a group (empty past the streamed chunks), so
      * waiting for all but the newest U finds the chunk's own complete */
@@ -488,16 +505,34 @@ __device__ __forceinline__ void tc_prep_group(const float *row, int64_t n, int64
     ((uint4 *)(o + g8 * 16))[1] = *(const uint4 *)lv;
 }
 
+/* Official numerics with the preparation (act): the block writes row·f
+ * through FP8 1x128 (cq_act_block: act_fp8_kernel's values) to out (n
+ * floats, shared memory), which the preparation then reads, instead of a
+ * rounding launch before it. */
+__device__ __forceinline__ void tc_act_row(const float *row, int64_t n, float f, float *out)
+{
+    int lane = threadIdx.x & 31, nw = blockDim.x >> 5;
+    for (int64_t b = threadIdx.x >> 5; b * 128 < n; b += nw) cq_act_block(row, out, b * 128, n, f, lane);
+    __syncthreads();
+}
+
 /* The block prepares nr rows (row i at x + i·ldx) itself into shared
  * memory: sx (nr rows of 2·tc_npad(n) halves), spf (nr factors); the same
  * values tc_prep writes, for decode steps whose rows fit (tc_stage_bytes),
- * saving the preparation launch and the activations' trips to L2. */
+ * saving the preparation launch and the activations' trips to L2. act:
+ * each row (times f) through FP8 1x128 first, rounded into its own staging
+ * (n floats fit in its 2·npad halves; each thread then reads the 8 floats
+ * of a group where it writes the group's 16 halves). */
 __device__ __forceinline__ void tc_prep_block(const float *x, int64_t ldx, int nr, int64_t n, __half *sx, float *spf,
-                                              float *sh)
+                                              float *sh, int act = 0, float f = 1.0f)
 {
     int64_t npad = tc_npad(n);
     for (int i = 0; i < nr; i++) {
         const float *row = x + i * ldx;
+        if (act) {
+            tc_act_row(row, n, f, (float *)(sx + i * 2 * npad));
+            row = (const float *)(sx + i * 2 * npad);
+        }
         int e = tc_row_exp(row, n, sh);
         for (int64_t g8 = threadIdx.x; g8 < npad / 8; g8 += blockDim.x) tc_prep_group(row, n, g8, e, sx + i * 2 * npad);
         if (threadIdx.x == 0) spf[i] = tc_exp_factor(e);
@@ -530,20 +565,23 @@ __host__ static inline int tc_shape_ok(const dsv4_mat &W)
 }
 
 /* K slices (a power of two up to 8, one warp each in decode): about 2048
- * warps for short matrices, each slice at least 4 chunks. From the shape
- * alone. Fewer, longer-lived warps stream better than many short ones
- * (the sweep: docs/PERFORMANCE.md, "Tuning of the tensor-core decode"). */
-__host__ static inline int tc_splits(int64_t rows, int64_t nch)
+ * warps for short matrices, each slice at least `least` chunks (4 for a
+ * matmul). From the shape alone. Fewer, longer-lived warps stream better
+ * than many short ones (the sweep: docs/PERFORMANCE.md, "Tuning of the
+ * tensor-core decode"). */
+__host__ static inline int tc_splits(int64_t rows, int64_t nch, int least = 4)
 {
     int ks = 1;
-    while (ks < 8 && (rows + 15) / 16 * ks < 2048 && nch / (ks * 2) >= 4) ks *= 2;
+    while (ks < 8 && (rows + 15) / 16 * ks < 2048 && nch / (ks * 2) >= least) ks *= 2;
     return ks;
 }
 
 /* Host: prepared rows for R = T·G activation rows of n values (row (t, b)
  * at x + t·ldx + b·n) into xq (R rows of 2·tc_npad(n) halves) and pf (R
- * factors); bytes needed: tc_prep_bytes. */
+ * factors); bytes needed: tc_prep_bytes. act (G = 1, n <= CU_ROW_MAX): the
+ * rows through FP8 1x128 first, row r times f[r] for r < nf (tc_act_row). */
 size_t tc_prep_bytes(int64_t rows, int64_t n);
-void tc_prep(cu_impl *c, const float *x, int64_t ldx, int T, int G, int64_t n, __half *xq, float *pf);
+void tc_prep(cu_impl *c, const float *x, int64_t ldx, int T, int G, int64_t n, __half *xq, float *pf, int act = 0,
+             const float *f = NULL, int nf = 0);
 
 #endif
