@@ -220,7 +220,7 @@ void tc_prep(cu_impl *c, const float *x, int64_t ldx, int T, int G, int64_t n, _
  * into shared memory (tc_prep_block), instead of reading xq/pf.
  * Shared memory: the GGUF kinds' staging, the slice sums, the staged rows. */
 template <int KIND, int MT, int NT, int SEQ, int U>
-__global__ void __launch_bounds__(256) tc_kernel(const __half *xq, const float *pf, const float *x, int64_t ldx,
+__global__ void __launch_bounds__(256, 1) tc_kernel(const __half *xq, const float *pf, const float *x, int64_t ldx,
                                                  int stage, int T, int G, dsv4_mat W, float *y, int64_t ldy, int ks,
                                                  int64_t grp_rows)
 {
