@@ -137,8 +137,11 @@ void cu_flush(cu_impl *c);
 /* Every kernel starts with cu_pdl() and is launched with cu_launch(), which
  * allows programmatic dependent launch: a kernel is scheduled while its
  * predecessor finishes, and cu_pdl() holds it until the predecessor has
- * completed and its writes are visible (before any read or write), so the
- * launch latency between the many small kernels of a step overlaps. */
+ * completed and its writes are visible (before any read of what earlier
+ * kernels wrote, and before any write), so the launch latency between the
+ * many small kernels of a step overlaps. Weights, which no kernel writes,
+ * may be read before it: their first bytes are then on their way while the
+ * predecessor finishes. */
 __device__ __forceinline__ void cu_pdl()
 {
     asm volatile("griddepcontrol.wait;" ::: "memory");

@@ -224,7 +224,6 @@ __global__ void __launch_bounds__(256, 1) tc_kernel(const __half *xq, const floa
                                                  int stage, int T, int G, dsv4_mat W, float *y, int64_t ldy, int ks,
                                                  int64_t grp_rows)
 {
-    cu_pdl();
     constexpr int GG = tc_is_gg(KIND);
     extern __shared__ float smem[];
     int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, q = lane & 3;
@@ -234,32 +233,35 @@ __global__ void __launch_bounds__(256, 1) tc_kernel(const __half *xq, const floa
     float *stg = part + tc_part_floats(SEQ, MT, NT, ks);
     __half *sx = (__half *)stg;
     float *spf = stg + (int64_t)nr * npad, *sh = spf + 8;
-    if (stage) tc_prep_block(x + tb * ldx, ldx, nr, W.cols, sx, spf, sh);
+    /* everything that reads what earlier kernels wrote (x, xq, pf) comes
+     * after the wait; FP8/MXFP4 slices call this once their first weight
+     * copies are in flight */
+    auto wait_prep = [&]() {
+        cu_pdl();
+        if (stage) tc_prep_block(x + tb * ldx, ldx, nr, W.cols, sx, spf, sh);
+    };
     int wpt = SEQ ? 1 : ks; /* warps per row tile */
     int sp0 = warp % wpt;
     int64_t row0 = ((int64_t)blockIdx.x * (8 / wpt) + warp / wpt) * (16 * MT);
     int active = row0 < W.rows;
-    if (wpt == 1 && !active) return;
+    if (wpt == 1 && !active) {
+        wait_prep(); /* its barriers */
+        return;
+    }
     if (!active) row0 = 0; /* a dummy tile, so every warp reaches the barrier */
     int64_t n = W.cols, rb = cu_row_bytes(W);
     int64_t gb = grp_rows ? row0 / grp_rows : 0; /* matmul_grouped: the row block */
     const __half *xr[NT];
-    float P[NT][2];
 #pragma unroll
     for (int j = 0; j < NT; j++) {
         int64_t t = tb + 8 * j + g;
         t = t < T ? t : T - 1;
         xr[j] = stage ? sx + (t - tb) * 2 * npad : xq + (t * G + gb) * 2 * npad;
-#pragma unroll
-        for (int e = 0; e < 2; e++) {
-            int64_t u = tb + 8 * j + 2 * q + e;
-            u = u < T ? u : T - 1;
-            P[j][e] = stage ? tc_row_factor<KIND>(spf, u - tb) : tc_row_factor<KIND>(pf, u * G + gb);
-        }
     }
     float tot[MT][NT][4];
     int mine;
     if constexpr (GG) {
+        wait_prep();
         int64_t r = row0 + ggtc_job_row(lane, MT);
         const uint8_t *jrow = (const uint8_t *)W.data + (r < W.rows ? r : W.rows - 1) * rb;
         ggtc_stage *st = (ggtc_stage *)smem + warp;
@@ -271,9 +273,18 @@ __global__ void __launch_bounds__(256, 1) tc_kernel(const __half *xq, const floa
 #pragma unroll
         for (int m = 0; m < MT; m++) tc_rows_set<KIND, MT>(R, m, W, row0 + m * 16, g, q);
         uint4 *ring = (uint4 *)smem + warp * tc_ring_u4(MT, U) + lane;
-        mine = tc_warp_sums<KIND, MT, NT, SEQ, U>(tot, W, R, ks, sp0, xr, q, part, ring);
+        mine = tc_warp_sums<KIND, MT, NT, SEQ, U>(tot, W, R, ks, sp0, xr, q, part, ring, wait_prep);
     }
     if (!mine || !active) return;
+    float P[NT][2];
+#pragma unroll
+    for (int j = 0; j < NT; j++)
+#pragma unroll
+        for (int e = 0; e < 2; e++) {
+            int64_t u = tb + 8 * j + 2 * q + e;
+            u = u < T ? u : T - 1;
+            P[j][e] = stage ? tc_row_factor<KIND>(spf, u - tb) : tc_row_factor<KIND>(pf, u * G + gb);
+        }
 #pragma unroll
     for (int m = 0; m < MT; m++)
 #pragma unroll

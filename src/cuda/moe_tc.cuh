@@ -30,13 +30,21 @@ __device__ __forceinline__ void expert_tc_group(const moe_args &a, const moe_gro
     /* one-token steps: the block prepares its one row (x, or the pair's H)
      * in shared memory instead of reading the prepared rows (tc_prep_block) */
     float *stg = sm + tc_part_floats(SEQ, MT, NT, ks);
-    int stage = UP ? a.stage_up : a.stage_down;
-    if (stage) /* act_prep: x, or H times the pair's routing weight, through FP8 first */
-        tc_prep_block(UP ? a.x : a.H + (int64_t)G.i0 * a.I, 0, 1, n, (__half *)stg, stg + npad, stg + npad + 8,
-                      a.act_prep, !UP && G.i0 < a.T * a.K ? a.wt[G.i0] : 1.0f);
+    int stage = UP ? a.stage_up : a.stage_down, prepped = 0;
+    /* once per block, by every warp (barriers); FP8/MXFP4 slices call it
+     * once their first weight copies are in flight */
+    auto prep = [&]() {
+        if (stage && !prepped) /* act_prep: x, or H times the pair's routing weight, through FP8 first */
+            tc_prep_block(UP ? a.x : a.H + (int64_t)G.i0 * a.I, 0, 1, n, (__half *)stg, stg + npad, stg + npad + 8,
+                          a.act_prep, !UP && G.i0 < a.T * a.K ? a.wt[G.i0] : 1.0f);
+        prepped = 1;
+    };
     int64_t row0 = ((int64_t)blockIdx.x * (8 / wpt) + warp / wpt) * 16;
     int active = row0 < R;
-    if (wpt == 1 && !active) return;
+    if (wpt == 1 && !active) {
+        prep();
+        return;
+    }
     if (!active) row0 = 0; /* a dummy tile, so every warp reaches the barriers */
     dsv4_mat W[2] = {group_weight(a, G.e, UP ? 0 : 2), group_weight(a, G.e, UP ? 1 : 2)};
     tc_rows<MT> WR;
@@ -55,12 +63,28 @@ __device__ __forceinline__ void expert_tc_group(const moe_args &a, const moe_gro
     for (int64_t tt = blockIdx.z; tt * 8 * NT < np; tt += gridDim.z) {
         int64_t ib = G.i0 + tt * 8 * NT; /* the tile's first entry of the pair list */
         const __half *xr[NT];
-        float P[NT][2];
 #pragma unroll
         for (int j = 0; j < NT; j++) {
             int64_t i = ib + 8 * j + g;
             int p = single ? (int)(i < G.i1 ? i : G.i1 - 1) : group_pair(a, (int)(i < G.i1 ? i : G.i1 - 1));
             xr[j] = stage ? (const __half *)stg : pq + (int64_t)(UP ? pair_token(a, p) : p) * 2 * npad;
+        }
+        /* UP: the w1 and w3 rows as the two tiles, one pass over the pairs' x */
+        float tot[MT][NT][4];
+        int store;
+        if constexpr (GG) {
+            prep();
+            ggtc_stage *st = (ggtc_stage *)smem + warp;
+            store = tc_slices_sum<MT, NT, SEQ>(tot, ks, sp0, sm, [&](float (*acc)[NT][4], int sp) {
+                ggtc_slice<tc_gg_fmt(KIND), MT, NT>(acc, jrow, n / 32, sp, ks, xr, st);
+            });
+        } else {
+            uint4 *ring = (uint4 *)smem + warp * tc_ring_u4(MT, U) + lane;
+            store = tc_warp_sums<KIND, MT, NT, SEQ, U>(tot, W[0], WR, ks, sp0, xr, q, sm, ring, prep);
+        }
+        float P[NT][2]; /* the rows' factors (a staged one is written by prep) */
+#pragma unroll
+        for (int j = 0; j < NT; j++)
 #pragma unroll
             for (int e = 0; e < 2; e++) {
                 int64_t i2 = ib + 8 * j + 2 * q + e;
@@ -68,19 +92,6 @@ __device__ __forceinline__ void expert_tc_group(const moe_args &a, const moe_gro
                                 : group_pair(a, (int)(i2 < G.i1 ? i2 : G.i1 - 1));
                 P[j][e] = stage ? tc_row_factor<KIND>(stg + npad, 0) : tc_row_factor<KIND>(ppf, UP ? pair_token(a, p2) : p2);
             }
-        }
-        /* UP: the w1 and w3 rows as the two tiles, one pass over the pairs' x */
-        float tot[MT][NT][4];
-        int store;
-        if constexpr (GG) {
-            ggtc_stage *st = (ggtc_stage *)smem + warp;
-            store = tc_slices_sum<MT, NT, SEQ>(tot, ks, sp0, sm, [&](float (*acc)[NT][4], int sp) {
-                ggtc_slice<tc_gg_fmt(KIND), MT, NT>(acc, jrow, n / 32, sp, ks, xr, st);
-            });
-        } else {
-            uint4 *ring = (uint4 *)smem + warp * tc_ring_u4(MT, U) + lane;
-            store = tc_warp_sums<KIND, MT, NT, SEQ, U>(tot, W[0], WR, ks, sp0, xr, q, sm, ring);
-        }
 #pragma unroll
         for (int m = 0; m < MT; m++) /* the sums are of the scaled rows: their factor comes last */
 #pragma unroll

@@ -275,10 +275,15 @@ __host__ __device__ constexpr size_t tc_ring_bytes(int mt, int u) { return (size
  * checks; their scales ride along in U + 1 register sets turning round
  * with the unrolled loop. The rest (a row's last, partial chunk, or all of
  * them where FP4 scales cannot load as words) one at a time through
- * tc_load_checked. The same sums either way. */
-template <int FAM, int MT, int NT, int U>
+ * tc_load_checked. The same sums either way.
+ * pre (when do_pre): called once the first U chunks' copies are issued and
+ * before anything reads xr: the weights never depend on the previous
+ * kernel, so their first bytes are on their way while the caller waits
+ * for it (griddepcontrol.wait) and prepares the activation rows. */
+template <int FAM, int MT, int NT, int U, class F>
 __device__ __forceinline__ void tc_slice_f16(float (*acc)[NT][4], const dsv4_mat &W, const tc_rows<MT> &R, int rb,
-                                             int n, int sp, int ks, const __half *const *xr, int q, uint4 *ring)
+                                             int n, int sp, int ks, const __half *const *xr, int q, uint4 *ring,
+                                             int do_pre, F pre)
 {
     constexpr int CC = FAM == CU_W_FP8 ? TC_CC8 : TC_CC4, CB = 64; /* CB: a chunk's row bytes, either family */
     const int nch = (n + CC - 1) / CC, tq = FAM == CU_W_FP8 ? 16 * q : 4 * q; /* tq: this thread's offset */
@@ -328,6 +333,7 @@ __device__ __forceinline__ void tc_slice_f16(float (*acc)[NT][4], const dsv4_mat
         if (sp + i * ks < nfull) issue(sp + i * ks, i, sb[i]);
         tc_cp_commit();
     }
+    if (do_pre) pre();
     for (int c = sp; c < nfull; c += (U + 1) * ks) {
 #pragma unroll
         for (int i = 0; i <= U; i++) {
@@ -423,14 +429,17 @@ __host__ __device__ static inline int64_t tc_part_floats(int seq, int mt, int nt
     return !seq && ks > 1 ? (int64_t)8 * mt * nt * 4 * 32 : 0;
 }
 
-/* tc_slices_sum over tc_slice_f16 (FP8/MXFP4); ring: the warp's copy ring. */
-template <int FAM, int MT, int NT, int SEQ, int U>
+/* tc_slices_sum over tc_slice_f16 (FP8/MXFP4); ring: the warp's copy ring;
+ * pre: called once, by the warp's first slice after its first copies are
+ * issued (every warp of the block calls it: it may hold barriers). */
+template <int FAM, int MT, int NT, int SEQ, int U, class F>
 __device__ __forceinline__ int tc_warp_sums(float (*tot)[NT][4], const dsv4_mat &W, const tc_rows<MT> &R, int ks,
-                                            int sp0, const __half *const *xr, int q, float *part, uint4 *ring)
+                                            int sp0, const __half *const *xr, int q, float *part, uint4 *ring, F pre)
 {
-    int rb = (int)cu_row_bytes(W), n = (int)W.cols;
+    int rb = (int)cu_row_bytes(W), n = (int)W.cols, first = 1;
     return tc_slices_sum<MT, NT, SEQ>(tot, ks, sp0, part, [&](float (*acc)[NT][4], int sp) {
-        tc_slice_f16<FAM, MT, NT, U>(acc, W, R, rb, n, sp, ks, xr, q, ring);
+        tc_slice_f16<FAM, MT, NT, U>(acc, W, R, rb, n, sp, ks, xr, q, ring, first, pre);
+        first = 0;
     });
 }
 
@@ -542,11 +551,14 @@ __device__ __forceinline__ void tc_prep_block(const float *x, int64_t ldx, int n
 
 /* Shared bytes for nr rows prepared in a block (plus the factors and the
  * reduction scratch); decode stages its rows when this fits next to the
- * slice sums in the default 48 KB and the rows are short: every block
- * prepares the whole row, which at 4096 columns and more costs more than
- * the launch it saves (measured per shape: docs/PERFORMANCE.md, "Tuning
- * of the tensor-core decode"). */
-#define TC_STAGE_MAX_N 2048
+ * slice sums in the default 48 KB and the rows have at most 8192 columns.
+ * Every block prepares the whole row; since the slices issue their first
+ * weight copies before that, it overlaps their flight and beats the
+ * preparation launch up to the longest rows of the model (FP8 wo_b, 8192
+ * columns: 20.0 -> 17.2 us; before the copies went first, rows of 4096
+ * columns were slower staged: docs/PERFORMANCE.md, "Weight copies
+ * before the wait"). */
+#define TC_STAGE_MAX_N 8192
 __host__ __device__ static inline size_t tc_stage_bytes(int nr, int64_t n)
 {
     return (size_t)nr * (size_t)tc_npad(n) * 4 + 8 * 4 + 32 * 4;
