@@ -81,6 +81,25 @@ void cpu_matmul(dsv4_backend *b, const float *x, int64_t ldx, int T, const dsv4_
     pool_for(cpu_pool(b), W->rows, grain, matmul_rows, &j);
 }
 
+void cpu_act_fp8_round(dsv4_backend *b, const float *x, int T, int n, float *y);
+
+/* The rows rounded into a buffer of their own (act_fp8_round), then the
+ * product: the same values as rounding in place and multiplying. */
+void cpu_matmul_fp8in(dsv4_backend *b, const float *x, int64_t ldx, int T, const dsv4_mat *W, float *y, int64_t ldy)
+{
+    int64_t n = W->cols;
+    if (T <= 0) return;
+    float *xr = malloc((size_t)T * (size_t)n * sizeof *xr);
+    if (!xr) {
+        backend_fail(b, DSV4_ERR_NOMEM, "out of memory for the FP8-rounded rows of a matmul");
+        return;
+    }
+    for (int t = 0; t < T; t++) memcpy(xr + t * n, x + t * ldx, (size_t)n * sizeof *xr);
+    cpu_act_fp8_round(b, xr, T, (int)n, xr);
+    cpu_matmul(b, xr, n, T, W, y, ldy);
+    free(xr);
+}
+
 /* The groups in one parallel loop over all rows of W (one dispatch). */
 void cpu_matmul_grouped(dsv4_backend *b, const float *x, int64_t ldx, int T, const dsv4_mat *W, int groups, float *y,
                         int64_t ldy)

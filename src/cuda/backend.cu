@@ -42,7 +42,7 @@ void cu_attention(dsv4_backend *b, const float *q, int T, int64_t pos0, int H, i
 void cu_moe(dsv4_backend *b, const float *x, const int32_t *tok, int T, int D, const dsv4_moe_params *p, float *out);
 void cu_kv_fp8_round(dsv4_backend *b, float *x, int T, int width, int n_fp8);
 void cu_idx_fp4_round(dsv4_backend *b, float *x, int rows, int width);
-void cu_act_fp8_round(dsv4_backend *b, const float *x, int T, int n, float *y);
+void cu_matmul_fp8in(dsv4_backend *b, const float *x, int64_t ldx, int T, const dsv4_mat *W, float *y, int64_t ldy);
 
 static dsv4_status cu_sync(dsv4_backend *b);
 static void cu_destroy(dsv4_backend *b);
@@ -78,6 +78,7 @@ static const dsv4_ops k_cuda_ops = {
     .kv_fp8_round = cu_kv_fp8_round,
     .idx_fp4_round = cu_idx_fp4_round,
     .act_fp8_round = cu_act_fp8_round,
+    .matmul_fp8in = cu_matmul_fp8in,
     .step_begin = cu_step_begin,
     .step_end = cu_step_end,
     .profile_enable = cu_profile_enable,

@@ -129,7 +129,7 @@ int cu_check(cu_impl *c, cudaError_t e, const char *what);
 void cu_submit(cu_impl *c, int kind, const void *args, int size);
 /* A workspace of at least `bytes`, stable until it must grow. */
 void *cu_ws(cu_impl *c, int slot, size_t bytes);
-enum { WS_MATMUL, WS_HC, WS_INDEXER, WS_MOE, WS_ATTN };
+enum { WS_MATMUL, WS_HC, WS_INDEXER, WS_MOE, WS_ATTN, WS_ACT };
 int cu_record_upload(cu_impl *c, void *dst, const void *src, size_t bytes);
 int cu_record_download(cu_impl *c, void *dst, const void *src, size_t bytes);
 /* Runs the pending records eagerly (before an op that cannot be recorded). */
@@ -187,6 +187,9 @@ void cu_exec_copy(cu_impl *c, const void *a, const int64_t *dpos);
  * for rows r < rows of n values (f NULL: no factor), enqueued at once (the
  * MoE rounds its experts' inputs with it). */
 void cu_launch_act_fp8(cu_impl *c, const float *x, float *y, int rows, int n, const float *f, int nf);
+/* The act_fp8_round op (submitted; cache_quant.cu): matmul_fp8in rounds the
+ * input of a product without a tensor-core path with it. */
+void cu_act_fp8_round(dsv4_backend *b, const float *x, int T, int n, float *y);
 
 /* Matmul args, also used directly by the MoE for its gate. */
 typedef struct {
@@ -200,6 +203,7 @@ typedef struct {
     int64_t grp_rows; /* matmul_grouped: rows per block of W; 0: plain matmul */
     __half *xq;       /* tensor-core path: the prepared activation rows (tc_f16.cuh), */
     float *pf;        /* and their factors; from cu_matmul_prep_ws */
+    int act;          /* matmul_fp8in on the tensor-core path: the preparation rounds the rows (FP8 1x128) */
 } cu_matmul_args;
 /* Points a's xq/pf at the matmul workspace when its weight takes the
  * tensor-core path (at submit time: exec functions do not allocate). */

@@ -221,8 +221,8 @@ void tc_prep(cu_impl *c, const float *x, int64_t ldx, int T, int G, int64_t n, _
  * Shared memory: the GGUF kinds' staging, the slice sums, the staged rows. */
 template <int KIND, int MT, int NT, int SEQ, int U>
 __global__ void __launch_bounds__(256, 1) tc_kernel(const __half *xq, const float *pf, const float *x, int64_t ldx,
-                                                 int stage, int T, int G, dsv4_mat W, float *y, int64_t ldy, int ks,
-                                                 int64_t grp_rows)
+                                                 int stage, int act, int T, int G, dsv4_mat W, float *y, int64_t ldy,
+                                                 int ks, int64_t grp_rows)
 {
     constexpr int GG = tc_is_gg(KIND);
     extern __shared__ float smem[];
@@ -238,7 +238,7 @@ __global__ void __launch_bounds__(256, 1) tc_kernel(const __half *xq, const floa
      * copies are in flight */
     auto wait_prep = [&]() {
         cu_pdl();
-        if (stage) tc_prep_block(x + tb * ldx, ldx, nr, W.cols, sx, spf, sh);
+        if (stage) tc_prep_block(x + tb * ldx, ldx, nr, W.cols, sx, spf, sh, act);
     };
     int wpt = SEQ ? 1 : ks; /* warps per row tile */
     int sp0 = warp % wpt;
@@ -314,7 +314,7 @@ static void tc_launch(cu_impl *c, const cu_matmul_args *a, int ks, int G, int st
     if (tc_allow_smem(c, tc_kernel<KIND, MT, NT, SEQ, U>, shm, allowed)) return;
     dim3 grid(cu_blocks(W->rows, 8 / wpt * 16 * MT), cu_blocks(a->T, 8 * NT));
     cu_launch(c, "tc_kernel", tc_kernel<KIND, MT, NT, SEQ, U>, grid, dim3(256), shm, (const __half *)a->xq,
-              (const float *)a->pf, a->x, a->ldx, stage, a->T, G, *W, a->y, a->ldy, ks, a->grp_rows);
+              (const float *)a->pf, a->x, a->ldx, stage, a->act, a->T, G, *W, a->y, a->ldy, ks, a->grp_rows);
 }
 
 /* The instance only sets how many rows and tokens a warp holds; every
@@ -327,7 +327,7 @@ static void run_tc(cu_impl *c, const cu_matmul_args *a)
     /* decode steps whose rows fit in shared memory prepare them in each block */
     int stage = a->T <= 8 && G == 1 && a->W.cols <= TC_STAGE_MAX_N &&
                 tc_kind_bytes(KIND) + (size_t)tc_part_floats(0, 1, 1, ks) * sizeof(float) + tc_stage_bytes(a->T, a->W.cols) <= TC_STAGE_MAX;
-    if (!stage) tc_prep(c, a->x, a->ldx, a->T, G, a->W.cols, a->xq, a->pf);
+    if (!stage) tc_prep(c, a->x, a->ldx, a->T, G, a->W.cols, a->xq, a->pf, a->act);
     if (a->T <= 8) tc_launch<KIND, 1, 1, 0, 4>(c, a, ks, G, stage);
     else if (a->T <= 64) tc_launch<KIND, 1, 4, 0, 2>(c, a, ks, G, 0);
     else if (a->grp_rows % 32 == 0) tc_launch<KIND, 2, 4, 1, 2>(c, a, ks, G, 0);
@@ -357,9 +357,10 @@ void cu_matmul_prep_ws(cu_impl *c, cu_matmul_args *a)
     a->pf = (float *)(ws + (size_t)rows * (size_t)tc_npad(a->W.cols) * 4);
 }
 
-/* grp_rows = 0: a plain matmul; otherwise rows per block of the grouped one. */
+/* grp_rows = 0: a plain matmul; otherwise rows per block of the grouped one.
+ * act: the rows through FP8 1x128 in their preparation (tensor-core kinds). */
 static void submit_matmul(dsv4_backend *b, const float *x, int64_t ldx, int T, const dsv4_mat *W, int64_t grp_rows,
-                          float *y, int64_t ldy)
+                          float *y, int64_t ldy, int act = 0)
 {
     cu_matmul_args a;
     memset(&a, 0, sizeof a);
@@ -370,6 +371,7 @@ static void submit_matmul(dsv4_backend *b, const float *x, int64_t ldx, int T, c
     a.y = y;
     a.ldy = ldy;
     a.grp_rows = grp_rows;
+    a.act = act;
     cu_matmul_prep_ws(cu_of(b), &a);
     cu_submit(cu_of(b), K_MATMUL, &a, sizeof a);
 }
@@ -377,6 +379,27 @@ static void submit_matmul(dsv4_backend *b, const float *x, int64_t ldx, int T, c
 void cu_matmul(dsv4_backend *b, const float *x, int64_t ldx, int T, const dsv4_mat *W, float *y, int64_t ldy)
 {
     submit_matmul(b, x, ldx, T, W, 0, y, ldy);
+}
+
+/* The tensor-core kinds round each row where they prepare it (tc_prep,
+ * tc_prep_block: cq_act_block, act_fp8_kernel's values); the others take
+ * the rows rounded into a workspace of their own, then the plain product. */
+void cu_matmul_fp8in(dsv4_backend *b, const float *x, int64_t ldx, int T, const dsv4_mat *W, float *y, int64_t ldy)
+{
+    cu_impl *c = cu_of(b);
+    if (T <= 0) return;
+    if (tc_matmul_kind(W, 0) >= 0 && tc_prep_act_ok(W->cols)) {
+        submit_matmul(b, x, ldx, T, W, 0, y, ldy, 1);
+        return;
+    }
+    if (ldx != W->cols) {
+        backend_fail(b, DSV4_ERR_UNSUPPORTED, "CUDA matmul of FP8-rounded rows: rows must be contiguous");
+        return;
+    }
+    float *xr = (float *)cu_ws(c, WS_ACT, (size_t)T * (size_t)W->cols * sizeof(float));
+    if (!xr) return;
+    cu_act_fp8_round(b, x, T, (int)W->cols, xr);
+    submit_matmul(b, xr, W->cols, T, W, 0, y, ldy);
 }
 
 void cu_matmul_grouped(dsv4_backend *b, const float *x, int64_t ldx, int T, const dsv4_mat *W, int groups, float *y,

@@ -254,7 +254,7 @@ void cu_exec_moe(cu_impl *c, const void *args, const int64_t *dpos)
      * into it; where every expert is on tensor cores the rows' preparation
      * rounds them (the same values, no rounding launches) */
     moe_args ea = *a;
-    ea.act_prep = a->act && tc_all && a->D <= CU_ROW_MAX && a->I <= CU_ROW_MAX;
+    ea.act_prep = a->act && tc_all && tc_prep_act_ok(a->D) && tc_prep_act_ok(a->I);
     if (a->act && !ea.act_prep) {
         cu_launch_act_fp8(c, a->x, a->xa, a->T, a->D, NULL, 0);
         ea.x = a->xa;

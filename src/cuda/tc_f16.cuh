@@ -590,9 +590,13 @@ __host__ static inline int tc_splits(int64_t rows, int64_t nch, int least = 4)
 
 /* Host: prepared rows for R = T·G activation rows of n values (row (t, b)
  * at x + t·ldx + b·n) into xq (R rows of 2·tc_npad(n) halves) and pf (R
- * factors); bytes needed: tc_prep_bytes. act (G = 1, n <= CU_ROW_MAX): the
- * rows through FP8 1x128 first, row r times f[r] for r < nf (tc_act_row). */
+ * factors); bytes needed: tc_prep_bytes. act (G = 1, tc_prep_act_ok(n)):
+ * the rows through FP8 1x128 first, row r times f[r] for r < nf (tc_act_row). */
 size_t tc_prep_bytes(int64_t rows, int64_t n);
+/* Whether tc_prep can round rows of n values: the rounded row sits in the
+ * launch's dynamic shared memory next to its 32-float reduction scratch,
+ * within the default 48 KB (12256 values; DSpark's main_proj has 12288). */
+__host__ static inline int tc_prep_act_ok(int64_t n) { return (n + 32) * (int64_t)sizeof(float) <= 48 * 1024; }
 void tc_prep(cu_impl *c, const float *x, int64_t ldx, int T, int G, int64_t n, __half *xq, float *pf, int act = 0,
              const float *f = NULL, int nf = 0);
 

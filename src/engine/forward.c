@@ -19,7 +19,6 @@
 /* Activations of one step, carved from one backend allocation. */
 struct fwd_scratch {
     float *X, *x, *xn, *post, *comb, *qr, *q, *kv, *o, *z, *a, *u, *g, *qi, *wi, *y, *logits;
-    float *xq; /* official numerics: xn as the FP8 projections see it (act_fp8_round) */
     int32_t *tok, *sel_idx, *sel_n;
     /* MTP scratch only: the main model's streams as read, and the constants
      * that make hc_post add e_proj·e to every stream (post = 1, comb = I) */
@@ -50,7 +49,7 @@ static dsv4_status scratch_alloc(dsv4_backend *b, scratch *sc, const dsv4_model 
     size_t sizes[] = {hc * D * R, D * R, D * R, hc * R, hc * hc * R, (size_t)c->q_lora * R, H * hd * R, hd * R,
                       H * hd * R, z * R, D * R, cw * R, cw * R, ih * ihd * R, ih * R, D * R,
                       (size_t)c->vocab * (size_t)out_rows, R, sel * R, R,
-                      mtp ? hc * D * R : 0, mtp ? hc * R : 0, mtp ? hc * hc * R : 0, D * R,
+                      mtp ? hc * D * R : 0, mtp ? hc * R : 0, mtp ? hc * hc * R : 0,
                       ctx ? F * R : 0, blk ? (W + 1) * hd * R : 0, blk ? MR * R : 0, blk ? (D + MR) * R : 0,
                       blk ? R : 0};
     void **slots[] = {(void **)&sc->X, (void **)&sc->x, (void **)&sc->xn, (void **)&sc->post, (void **)&sc->comb,
@@ -58,7 +57,7 @@ static dsv4_status scratch_alloc(dsv4_backend *b, scratch *sc, const dsv4_model 
                       (void **)&sc->a, (void **)&sc->u, (void **)&sc->g, (void **)&sc->qi, (void **)&sc->wi,
                       (void **)&sc->y, (void **)&sc->logits, (void **)&sc->tok, (void **)&sc->sel_idx,
                       (void **)&sc->sel_n, (void **)&sc->Xin, (void **)&sc->ones, (void **)&sc->eye,
-                      (void **)&sc->xq, (void **)&sc->feat, (void **)&sc->keys, (void **)&sc->me,
+                      (void **)&sc->feat, (void **)&sc->keys, (void **)&sc->me,
                       (void **)&sc->mcat, (void **)&sc->mconf};
     size_t n = sizeof sizes / sizeof sizes[0], total = 0;
     for (size_t i = 0; i < n; i++) total += (sizes[i] + 63) & ~(size_t)63; /* 256-byte aligned slots */
@@ -125,6 +124,16 @@ static dsv4_comp_params comp_params(const dsv4_model *m, int l, int indexer)
                               indexer ? m->layout.idx : m->layout.kv, &cw->ape, &cw->norm, freq, (float)c->norm_eps};
 }
 
+/* y = W · x for a weight the reference keeps in FP8/FP4: under the official
+ * numerics its input goes through FP8 1x128 first (act_fp8_round), in the
+ * product's own op so that a backend rounds the rows where it prepares them
+ * for the product; x itself is left as it is. */
+static void fp8_matmul(dsv4_model *m, const float *x, int64_t ldx, int T, const dsv4_mat *W, float *y, int64_t ldy)
+{
+    if (m->cache_official) m->be->ops->matmul_fp8in(m->be, x, ldx, T, W, y, ldy);
+    else m->be->ops->matmul(m->be, x, ldx, T, W, y, ldy);
+}
+
 /* The state-dependent part of attention for one lane: compressors, indexer,
  * attention over window + compressed keys, ring update. A logged lane keeps
  * copies of the rows those state writes consume. */
@@ -166,7 +175,7 @@ static void attend_lane(dsv4_model *m, int l, const fwd_lane *ln, scratch *sc)
             op->copy(b, lg.ig + (size_t)ln->t0 * 2 * ihd, sc->g, (size_t)T * 2 * ihd * f);
         }
         op->compress(b, sc->u, sc->g, T, pos0, &ip, &ls->idx); /* official: keys stored rotated FP4 */
-        op->matmul(b, qr, c->q_lora, T, &w->idx_wq_b, sc->qi, (int64_t)ih * ihd);
+        fp8_matmul(m, qr, c->q_lora, T, &w->idx_wq_b, sc->qi, (int64_t)ih * ihd);
         op->rope(b, sc->qi, T, ih, ihd, rd, pos0, 1, freq, 0);
         if (m->cache_official) op->idx_fp4_round(b, sc->qi, T * ih, ihd); /* the queries as the keys */
         op->matmul(b, xn, D, T, &w->idx_wproj, sc->wi, ih);
@@ -275,20 +284,15 @@ static void attention_block(dsv4_model *m, int l, const fwd_lane *lanes, int n_l
                (float)c->hc_eps, eps, sc->x, sc->post, sc->comb);
     op->rmsnorm(b, sc->x, rows, D, &w->attn_norm, eps, sc->xn);
     /* official numerics: the FP8 projections (wq_a, wkv; wq_b and the
-     * indexer's wq_b on qr; wo_b) see their input through FP8 1x128, the
-     * compressors and the indexer's head weights (fp32/bf16) see xn as is */
-    const float *xp = sc->xn;
-    if (m->cache_official) {
-        op->act_fp8_round(b, sc->xn, rows, D, sc->xq);
-        xp = sc->xq;
-    }
+     * indexer's wq_b on qr; wo_b) see their input through FP8 1x128
+     * (fp8_matmul), the compressors and the indexer's head weights
+     * (fp32/bf16) see xn as is */
     /* queries: low-rank, per-head unweighted norm; the single shared K=V head */
-    op->matmul(b, xp, D, rows, &w->wq_a, sc->qr, c->q_lora);
+    fp8_matmul(m, sc->xn, D, rows, &w->wq_a, sc->qr, c->q_lora);
     op->rmsnorm(b, sc->qr, rows, c->q_lora, &w->q_norm, eps, sc->qr);
-    if (m->cache_official) op->act_fp8_round(b, sc->qr, rows, c->q_lora, sc->qr);
-    op->matmul(b, sc->qr, c->q_lora, rows, &w->wq_b, sc->q, (int64_t)H * hd);
+    fp8_matmul(m, sc->qr, c->q_lora, rows, &w->wq_b, sc->q, (int64_t)H * hd);
     op->rmsnorm(b, sc->q, rows * H, hd, NULL, eps, sc->q);
-    op->matmul(b, xp, D, rows, &w->wkv, sc->kv, hd);
+    fp8_matmul(m, sc->xn, D, rows, &w->wkv, sc->kv, hd);
     op->rmsnorm(b, sc->kv, rows, hd, &w->kv_norm, eps, sc->kv);
     for (int i = 0; i < n_lanes; i++) { /* rope at each lane's positions */
         const fwd_lane *ln = &lanes[i];
@@ -308,8 +312,7 @@ static void attention_block(dsv4_model *m, int l, const fwd_lane *lanes, int n_l
         op->rope(b, sc->o + (int64_t)lanes[i].row0 * H * hd, lanes[i].T, H, hd, rd, lanes[i].pos0, 1, freq, 1);
     int64_t zw = (int64_t)c->o_groups * c->o_lora;
     op->matmul_grouped(b, sc->o, (int64_t)H * hd, rows, &w->wo_a, c->o_groups, sc->z, zw);
-    if (m->cache_official) op->act_fp8_round(b, sc->z, rows, (int)zw, sc->z); /* wo_a is bf16 in the reference: not before it */
-    op->matmul(b, sc->z, zw, rows, &w->wo_b, sc->a, D);
+    fp8_matmul(m, sc->z, zw, rows, &w->wo_b, sc->a, D); /* wo_a is bf16 in the reference: not before it */
     op->hc_post(b, sc->X, rows, c->hc_mult, D, sc->a, sc->post, sc->comb);
 }
 
@@ -419,11 +422,9 @@ static void mtp_input(dsv4_model *m, const fwd_lane *lanes, int n_lanes, int row
         op->upload(b, sc->Xin + (int64_t)lanes[i].row0 * hcD, lanes[i].x_in, (size_t)lanes[i].T * hcD * sizeof(float));
     op->embed(b, &m->embed, sc->tok, rows, 1, sc->x);
     op->rmsnorm(b, sc->x, rows, D, &w->enorm, eps, sc->x);
-    if (m->cache_official) op->act_fp8_round(b, sc->x, rows, D, sc->x); /* e_proj, h_proj: FP8 in the reference */
-    op->matmul(b, sc->x, D, rows, &w->e_proj, sc->a, D);
+    fp8_matmul(m, sc->x, D, rows, &w->e_proj, sc->a, D); /* e_proj, h_proj: FP8 in the reference */
     op->rmsnorm(b, sc->Xin, rows * hc, D, &w->hnorm, eps, sc->Xin);
-    if (m->cache_official) op->act_fp8_round(b, sc->Xin, rows * hc, D, sc->Xin);
-    op->matmul(b, sc->Xin, D, rows * hc, &w->h_proj, sc->X, D);
+    fp8_matmul(m, sc->Xin, D, rows * hc, &w->h_proj, sc->X, D);
     op->hc_post(b, sc->X, rows, hc, D, sc->a, sc->ones, sc->eye);
 }
 
@@ -443,19 +444,13 @@ static void dspark_context(dsv4_model *m, const fwd_lane *lanes, int n_lanes, in
     for (int i = 0; i < n_lanes; i++)
         op->upload(b, sc->feat + (int64_t)lanes[i].row0 * F, lanes[i].x_in, (size_t)lanes[i].T * (size_t)F * sizeof(float));
     /* official numerics: main_proj and wkv are FP8 (their inputs through act_fp8_round) */
-    if (m->cache_official) op->act_fp8_round(b, sc->feat, rows, (int)F, sc->feat);
-    op->matmul(b, sc->feat, F, rows, &w->main_proj, sc->x, D);
+    fp8_matmul(m, sc->feat, F, rows, &w->main_proj, sc->x, D);
     op->rmsnorm(b, sc->x, rows, D, &w->main_norm, eps, sc->xn);
-    const float *xp = sc->xn;
-    if (m->cache_official) {
-        op->act_fp8_round(b, sc->xn, rows, D, sc->xq);
-        xp = sc->xq;
-    }
     for (int st = 0; st < m->n_draft; st++) {
         int l = c->n_layers + st;
         const dsv4_layer_w *lw = &m->layers[l];
         b->cur_layer = l;
-        op->matmul(b, xp, D, rows, &lw->wkv, sc->kv, hd);
+        fp8_matmul(m, sc->xn, D, rows, &lw->wkv, sc->kv, hd);
         op->rmsnorm(b, sc->kv, rows, hd, &lw->kv_norm, eps, sc->kv);
         for (int i = 0; i < n_lanes; i++)
             op->rope(b, sc->kv + (int64_t)lanes[i].row0 * hd, lanes[i].T, 1, hd, rd, lanes[i].pos0, 1, m->inv_freq_main, 0);

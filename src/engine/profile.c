@@ -96,6 +96,10 @@ static void p_idx_fp4_round(dsv4_backend *b, float *x, int rows, int width)
 static void p_act_fp8_round(dsv4_backend *b, const float *x, int T, int n, float *y)
 { TIMED(b, P_CACHE_QUANT, INNER(b)->ops->act_fp8_round(INNER(b), x, T, n, y)); }
 
+static void p_matmul_fp8in(dsv4_backend *b, const float *x, int64_t ldx, int T, const dsv4_mat *W, float *y,
+                           int64_t ldy)
+{ TIMED(b, P_MATMUL, INNER(b)->ops->matmul_fp8in(INNER(b), x, ldx, T, W, y, ldy)); }
+
 static void *p_alloc(dsv4_backend *b, size_t n) { return INNER(b)->ops->alloc(INNER(b), n); }
 static void p_free(dsv4_backend *b, void *p) { INNER(b)->ops->free(INNER(b), p); }
 static void p_upload(dsv4_backend *b, void *d, const void *s, size_t n) { INNER(b)->ops->upload(INNER(b), d, s, n); }
@@ -123,6 +127,7 @@ dsv4_backend *profile_wrap(dsv4_backend *inner)
         .kv_fp8_round = inner->ops->kv_fp8_round ? p_kv_fp8_round : NULL,
         .idx_fp4_round = inner->ops->idx_fp4_round ? p_idx_fp4_round : NULL,
         .act_fp8_round = inner->ops->act_fp8_round ? p_act_fp8_round : NULL,
+        .matmul_fp8in = inner->ops->matmul_fp8in ? p_matmul_fp8in : NULL,
     };
     b->name = inner->name;
     b->ops = &pi->ops;

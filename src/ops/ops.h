@@ -186,6 +186,13 @@ typedef struct {
      * kept in fp32: what DeepSeek's act_quant makes of the input of an FP8
      * or FP4 matmul (the forward applies it to exactly those inputs). */
     void (*act_fp8_round)(dsv4_backend *b, const float *x, int T, int n, float *y);
+    /* matmul_fp8in: y = W · act_fp8_round(x) for T rows of x (W.cols values
+     * each, row t at x + t·ldx; x is not changed), as matmul otherwise: the
+     * product of an FP8/FP4 weight with its input as the reference rounds
+     * it, one op so that a backend can round each row where it prepares it
+     * for the product instead of in a pass of its own. */
+    void (*matmul_fp8in)(dsv4_backend *b, const float *x, int64_t ldx, int T, const dsv4_mat *W, float *y,
+                         int64_t ldy);
 
     /* --- optional hooks (NULL: the backend has none).
      * forward_step brackets its ops with step_begin(rows) .. step_end; a

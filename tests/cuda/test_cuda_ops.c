@@ -282,6 +282,46 @@ static void test_matmul_invariance(void)
         }
 }
 
+/* matmul_fp8in (the official numerics' products): the CPU's values for every
+ * format, the tensor-core kinds rounding in the rows' preparation (staged
+ * for 1..8 rows, a preparation launch for more) and the others through a
+ * rounding pass of their own (also rows too long for the preparation:
+ * 16384 columns); x left as it was; a row's bits the same at any T. */
+static void test_matmul_fp8in(void)
+{
+    int64_t shapes[][2] = {{256, 1024}, {300, 4096}, {33, 224}, {40, 16384}};
+    int Ts[] = {1, 8, 9, 70}, nts = (int)(sizeof Ts / sizeof Ts[0]);
+    for (int wi = 0; wi < N_WCASES; wi++)
+        for (int si = 0; si < (int)(sizeof shapes / sizeof shapes[0]); si++) {
+            int64_t R = shapes[si][0], C = shapes[si][1];
+            if (!fits(&k_wcases[wi], C)) continue;
+            tmat W = mkw(&k_wcases[wi], R, C, 0.5f);
+            int n = 70;
+            float *x = rnd((size_t)n * C, 1.0f), *y = calloc((size_t)n * R, 4);
+            float *dx = dev(x, (size_t)n * C), *dy = gpu->ops->alloc(gpu, (size_t)n * R * 4);
+            cpu->ops->matmul_fp8in(cpu, x, C, n, &W.h, y, R);
+            gpu->ops->matmul_fp8in(gpu, dx, C, n, &W.d, dy, R);
+            float *all = back(dy, (size_t)n * R), *gx = back(dx, (size_t)n * C);
+            double rm, md = maxdiff(all, y, (size_t)n * R, &rm);
+            CHECKF(md <= 2e-5 * sqrt((double)C) * (1.0 + rm), "%s %lldx%lld: max |diff| %g (ref max %g)",
+                   k_wcases[wi].name, (long long)R, (long long)C, md, rm);
+            CHECKF(!memcmp(gx, x, (size_t)n * C * 4), "%s %lldx%lld: x was changed", k_wcases[wi].name,
+                   (long long)R, (long long)C);
+            for (int ti = 0; ti < nts - 1; ti++) {
+                int T = Ts[ti];
+                int64_t t0 = 3 + ti;
+                gpu->ops->matmul_fp8in(gpu, dx + t0 * C, C, T, &W.d, dy, R);
+                float *part = back(dy, (size_t)T * R);
+                CHECKF(!memcmp(part, all + t0 * R, (size_t)T * R * 4),
+                       "%s %lldx%lld: rows %lld.. of a %d-row call differ from the %d-row call", k_wcases[wi].name,
+                       (long long)R, (long long)C, (long long)t0, T, n);
+                free(part);
+            }
+            free(x); free(y); free(all); free(gx);
+            gpu->ops->free(gpu, dx); gpu->ops->free(gpu, dy);
+        }
+}
+
 /* FP8/MXFP4 on tensor cores scale each activation row by its own power of
  * two before splitting it into f16 terms: rows far outside f16's range
  * (1e-30, 1e30, one huge value among small ones, all zero) still match the
@@ -950,6 +990,7 @@ int main(void)
     RUN(test_matmul);
     RUN(test_matmul_invariance);
     RUN(test_matmul_range);
+    RUN(test_matmul_fp8in);
     RUN(test_matmul_grouped);
     RUN(test_gguf_exact);
     RUN(test_rmsnorm);
