@@ -69,6 +69,52 @@ static void test_vectors_bitwise(void)
     b->ops->destroy(b);
 }
 
+/* matmul_fp8in against matmul of the reference's rounded rows, bit for bit,
+ * on every act record: rows read with a stride (ldx > n) and left as they
+ * were. */
+static void test_matmul_fp8in(void)
+{
+    if (!g_buf) return; /* reported by test_vectors_bitwise */
+    dsv4_backend *b = cpu_backend_new(2, 1024);
+    CHECK(b != NULL);
+    if (!b) return;
+    uint32_t seed = 12345u;
+    size_t off = 0;
+    int n_act = 0;
+    while (off + 16 <= g_len && !t_failed_now) {
+        uint32_t h[4];
+        memcpy(h, g_buf + off, sizeof h);
+        off += sizeof h;
+        int T = (int)h[1], n = (int)h[2], R = 5, ldx = n + 3;
+        if (h[0] == 0) {
+            float *x = malloc((size_t)T * ldx * sizeof *x), *x0 = malloc((size_t)T * ldx * sizeof *x0);
+            float *want = malloc((size_t)T * n * sizeof *want), *w = malloc((size_t)R * n * sizeof *w);
+            float *y = malloc((size_t)T * R * sizeof *y), *yr = malloc((size_t)T * R * sizeof *yr);
+            for (int t = 0; t < T; t++) {
+                memcpy(x + (size_t)t * ldx, g_buf + off + 4 * (size_t)t * n, 4 * (size_t)n);
+                for (int c = n; c < ldx; c++) x[(size_t)t * ldx + c] = 1e30f; /* past the row: never read */
+            }
+            memcpy(x0, x, (size_t)T * ldx * sizeof *x);
+            memcpy(want, g_buf + off + 4 * (size_t)T * n, 4 * (size_t)T * n);
+            for (int i = 0; i < R * n; i++) {
+                seed = seed * 1664525u + 1013904223u;
+                w[i] = (float)(seed >> 8) * 0x1p-24f - 0.5f;
+            }
+            dsv4_mat W = {.dtype = DT_F32, .rows = R, .cols = n, .data = w, .fmt = WF_F32};
+            b->ops->matmul_fp8in(b, x, ldx, T, &W, y, R);
+            b->ops->matmul(b, want, n, T, &W, yr, R);
+            CHECKF(!memcmp(y, yr, (size_t)T * R * sizeof *y), "%dx%d: matmul_fp8in differs from the product of the "
+                   "reference's rounded rows", T, n);
+            CHECKF(!memcmp(x, x0, (size_t)T * ldx * sizeof *x), "%dx%d: matmul_fp8in changed its input", T, n);
+            n_act++;
+            free(x); free(x0); free(want); free(w); free(y); free(yr);
+        }
+        off += 8 * (size_t)T * n;
+    }
+    CHECKF(n_act >= 4, "%d act records", n_act);
+    b->ops->destroy(b);
+}
+
 static dsv4_state_layout layout_of(int head_dim, int rope_dim, int idx_head_dim)
 {
     dsv4_config c;
@@ -156,6 +202,7 @@ int main(void)
 {
     g_buf = (uint8_t *)test_read_file("tests/data/official_round_vectors.bin", &g_len);
     RUN(test_vectors_bitwise);
+    RUN(test_matmul_fp8in);
     RUN(test_flash_row_layout);
     RUN(test_packed_rows);
     free(g_buf);
