@@ -6,8 +6,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
+#include "base/clock.h"
 #include "base/threadpool.h"
 #include "cli/commands.h"
 #include "engine/profile.h"
@@ -47,13 +47,6 @@ static void usage(FILE *f)
             "MTP head (not with --weights gguf-iq3_xxs).\n");
 }
 
-static double now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 typedef struct { const uint64_t *buf; int64_t n; uint64_t *sums; } bw_job;
 
 static void bw_sum(void *ctx, int64_t b, int64_t e, int tid)
@@ -75,9 +68,9 @@ static double host_read_gbs(int threads)
     double best = 0;
     for (int rep = 0; rep < 3; rep++) {
         bw_job j = {buf, n, sums};
-        double t0 = now();
+        double t0 = clock_s();
         pool_for(p, n, 1 << 16, bw_sum, &j);
-        double gbs = (double)n * 8 / (now() - t0) / 1e9;
+        double gbs = (double)n * 8 / (clock_s() - t0) / 1e9;
         if (gbs > best) best = gbs;
     }
     pool_free(p);
@@ -117,11 +110,11 @@ static double time_decode(dsv4_model *m, int64_t ctx, int n, float *logits)
     uint32_t x = 12345u + (uint32_t)ctx;
     if (ctx && session_fill_random(s, ctx)) goto out;
     for (int i = 0; i < 2 + n; i++) {
-        if (i == 2) t = now();
+        if (i == 2) t = clock_s();
         int32_t tok = random_token(&x, dsv4_model_vocab(m));
         if (dsv4_session_eval_last(s, &tok, 1, logits)) { t = -1; goto out; }
     }
-    t = (now() - t) / n;
+    t = (clock_s() - t) / n;
 out:
     dsv4_session_free(s);
     return t;
@@ -155,11 +148,11 @@ static int bench_lanes(dsv4_model *m, const int64_t *nl, int cnt, int64_t ctx, i
         }
         double t = 0;
         for (int step = 0; step < 2 + n_dec && ok; step++) {
-            if (step == 2) t = now();
+            if (step == 2) t = clock_s();
             ok = !dsv4_decode_batch(m, s, tok, n, lg, NULL);
             for (int k = 0; k < n; k++) tok[k] = random_token(&x, cf->vocab);
         }
-        t = (now() - t) / n_dec;
+        t = (clock_s() - t) / n_dec;
         for (int k = 0; k < n; k++) dsv4_session_free(s[k]);
         free(lg);
         if (!ok) { cli_report("bench", "batched decode"); return -1; }
@@ -202,15 +195,22 @@ static int bench_spec(dsv4_model *m, int k, double P, int64_t ctx, int n_dec, do
     l.force_accept = P;
     ok = ok && !spec_feed(&l, prompt, 4);
     long long produced = 0, kept0 = 0, drafted0 = 0;
-    double t = 0;
+    double t = 0, draft0 = 0, verify0 = 0, accept0 = 0;
     int steps = 0;
     for (int i = 0; i < 2 + n_dec && ok; i++) {
-        if (i == 2) { t = now(); kept0 = l.n_kept; drafted0 = l.n_drafted; }
+        if (i == 2) {
+            t = clock_s();
+            kept0 = l.n_kept;
+            drafted0 = l.n_drafted;
+            draft0 = l.s_draft;
+            verify0 = l.s_verify;
+            accept0 = l.s_accept;
+        }
         spec_lane *lp = &l;
         ok = !spec_step(m, &lp, 1, NULL);
         if (i >= 2) { produced += l.n_out; steps++; }
     }
-    t = now() - t;
+    t = clock_s() - t;
     if (!ok) { cli_report("bench", "speculative decoding"); spec_lane_free(&l); dsv4_session_free(s); return -1; }
     double tps = (double)produced / t, step_ms = 1e3 * t / steps;
     printf("speculative %s:%d, forced acceptance %.2f, context %lld: %.2f tok/s (%.2f tokens/step, %.3f ms/step = "
@@ -218,6 +218,10 @@ static int bench_spec(dsv4_model *m, int k, double P, int64_t ctx, int n_dec, do
            dsv4_model_has_dspark(m) ? "dspark" : "mtp", k, P, (long long)ctx, tps, (double)produced / steps, step_ms,
            step_ms / (1e3 * plain_t),
            l.n_kept - kept0, l.n_drafted - drafted0, tps * plain_t);
+    printf("a speculative step: drafting %.3f ms, verify %.3f ms (of which the acceptance on the host %.3f ms), "
+           "the rest %.3f ms; a 1-token step %.3f ms\n",
+           1e3 * (l.s_draft - draft0) / steps, 1e3 * (l.s_verify - verify0) / steps, 1e3 * (l.s_accept - accept0) / steps,
+           step_ms - 1e3 * (l.s_draft - draft0 + l.s_verify - verify0) / steps, 1e3 * plain_t);
     /* the verify step's bytes against a 1-token step's (the main model's;
      * the drafter's are not counted): its k+1 rows read the dense weights
      * once, the routed experts they are expected to choose and about the
@@ -268,9 +272,9 @@ static int time_prefill(dsv4_model *m, int n, float *logits, double *seconds)
         free(tok);
         return 1;
     }
-    double t = now();
+    double t = clock_s();
     dsv4_status st = dsv4_session_eval_last(s, tok, n, logits);
-    *seconds = now() - t;
+    *seconds = clock_s() - t;
     dsv4_session_free(s);
     free(tok);
     return st != DSV4_OK;
@@ -336,7 +340,7 @@ int cmd_bench(int argc, char **argv)
     if (!!model == !!synth || (hf && !synth) || (weights && !synth)) { usage(stderr); return 2; }
     if (!spec != (accept < 0)) { fprintf(stderr, "dsv4 bench: --spec and --accept go together\n"); return 2; }
     dsv4_model *m = NULL;
-    double t0 = now();
+    double t0 = clock_s();
     if (synth) {
         dsv4_load_options opt = {0};
         opt.n_threads = threads;
@@ -376,7 +380,7 @@ int cmd_bench(int argc, char **argv)
            "%s cache (load %.1f s)\n", synth ? synth : model, m->be->name, cf->n_layers, cf->n_experts, cf->vocab,
            wformat_info(m->layers[0].wq_a.fmt)->name, wformat_info(m->layers[0].w1[0].fmt)->name,
            wformat_info(m->head.fmt)->name,
-           dsv4_model_cache_mode(m) == DSV4_CACHE_OFFICIAL ? "official" : "exact", now() - t0);
+           dsv4_model_cache_mode(m) == DSV4_CACHE_OFFICIAL ? "official" : "exact", clock_s() - t0);
     if (!is_cpu) {
         dsv4_memory_info mi;
         dsv4_model_memory(m, &mi);

@@ -5,8 +5,8 @@
  * time. */
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
+#include "base/clock.h"
 #include "base/error.h"
 #include "engine/profile.h"
 
@@ -26,23 +26,16 @@ typedef struct {
 
 #define INNER(b) (((prof_impl *)(b)->impl)->inner)
 
-static double now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 /* Times one forwarded call, with the inner backend drained before and after. */
 #define TIMED(b, fam, call)                                                                   \
     do {                                                                                      \
         prof_impl *pi_ = (b)->impl;                                                           \
         dsv4_backend *in_ = pi_->inner;                                                       \
         (void)in_->ops->sync(in_);                                                            \
-        double t0_ = now();                                                                   \
+        double t0_ = clock_s();                                                                   \
         call;                                                                                 \
         (void)in_->ops->sync(in_);                                                            \
-        pi_->sec[fam] += now() - t0_;                                                         \
+        pi_->sec[fam] += clock_s() - t0_;                                                         \
         pi_->calls[fam]++;                                                                    \
     } while (0)
 

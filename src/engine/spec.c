@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/clock.h"
 #include "base/error.h"
 #include "engine/forward.h"
 #include "engine/session.h"
@@ -400,11 +401,11 @@ typedef struct {
     int32_t out[SPEC_MAX_K + 1];
     int n_out;
     dsv4_status st;
+    double s_accept; /* seconds the acceptance took */
 } verdict;
 
-static int accept_drafts(void *user, const dsv4_lane *ln)
+static int accept_walk(verdict *v, const dsv4_lane *ln)
 {
-    verdict *v = user;
     spec_lane *l = v->l;
     size_t V = (size_t)l->V;
     v->n_out = 0;
@@ -445,6 +446,16 @@ static int accept_drafts(void *user, const dsv4_lane *ln)
     return v->n_out;
 }
 
+/* The step's accept callback for a lane's model rows: accept_walk, timed. */
+static int accept_drafts(void *user, const dsv4_lane *ln)
+{
+    verdict *v = user;
+    double t0 = clock_s();
+    int r = accept_walk(v, ln);
+    v->s_accept = clock_s() - t0;
+    return r;
+}
+
 /* A DSpark context lane keeps the rows its model lane kept (the model
  * lane's acceptance ran first: it comes first in the step). */
 static int accept_same(void *user, const dsv4_lane *ln)
@@ -468,6 +479,7 @@ dsv4_status spec_step(dsv4_model *m, spec_lane *const *L, int n, const dsv4_gate
     if (!m || !L || n < 1 || 2 * n > DSV4_MAX_LANES)
         return dsv4_fail(DSV4_ERR_ARG, "spec: need 1..%d lanes, got %d", DSV4_MAX_LANES / 2, n);
     int k[DSV4_MAX_LANES / 2], deepest = 0;
+    double t0 = clock_s();
     for (int a = 0; a < n; a++) {
         spec_lane *l = L[a];
         if (!l || !l->has_next || l->s->m != m) return dsv4_fail(DSV4_ERR_ARG, "spec: lane %d was not fed a prompt", a);
@@ -488,6 +500,7 @@ dsv4_status spec_step(dsv4_model *m, spec_lane *const *L, int n, const dsv4_gate
     if (m->has_dspark) st = dspark_draft(m, L, k, n);
     for (int i = 1; i <= deepest && !st && !m->has_dspark; i++) st = draft_round(m, L, k, n, i);
     if (st) return undraw(L, n, rng, st);
+    double t1 = clock_s();
 
     /* verify: per lane the model's k+1 rows and the MTP rows it owes */
     dsv4_lane ln[DSV4_MAX_LANES];
@@ -512,6 +525,7 @@ dsv4_status spec_step(dsv4_model *m, spec_lane *const *L, int n, const dsv4_gate
                                    .mtp_in = l->pend_h};
     }
     st = dsv4_step(m, ln, nl, gate);
+    double t2 = clock_s();
     for (int a = 0; a < n; a++)
         if (v[a].st) return undraw(L, n, rng, v[a].st); /* an acceptance that could not compute refused the step */
     if (st) return undraw(L, n, rng, st);
@@ -522,6 +536,9 @@ dsv4_status spec_step(dsv4_model *m, spec_lane *const *L, int n, const dsv4_gate
         l->out_logits = l->vlog;
         l->n_steps++;
         l->n_drafted += k[a];
+        l->s_draft += t1 - t0;
+        l->s_verify += t2 - t1;
+        l->s_accept += v[a].s_accept;
         if ((st = emit(l, v[a].out, j))) return st;
     }
     return DSV4_OK;

@@ -73,6 +73,9 @@ struct spec_lane {
     int32_t out[SPEC_MAX_K + 1];
     int n_out;
     long long n_steps, n_drafted, n_kept; /* statistics */
+    double s_draft, s_verify, s_accept; /* statistics: seconds of the committed steps' drafting and verify
+                                           calls (the cohort's, which every lane of it counts) and, of the
+                                           verify, this lane's acceptance on the host */
     /* private */
     int32_t next;
     int has_next;

@@ -41,8 +41,8 @@
  * undo-copies or dead state, so the step rolls back as for a veto. */
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
+#include "base/clock.h"
 #include "base/error.h"
 #include "base/size.h"
 #include "engine/forward.h"
@@ -50,13 +50,6 @@
 /* Rows of one forward; longer steps are split (the result is the same for
  * every split, this only bounds activation memory). */
 #define STEP_ROWS 256
-
-static double now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return 1e3 * (double)ts.tv_sec + 1e-6 * (double)ts.tv_nsec;
-}
 
 /* A live region the step overwrites, and where its undo copy sits. */
 typedef struct {
@@ -352,7 +345,7 @@ dsv4_status dsv4_step(dsv4_model *m, dsv4_lane *ln, int n, const dsv4_gate *gate
     dsv4_status st = check_lanes(m, ln, n);
     if (st) return st;
     dsv4_backend *b = m->be;
-    double t0 = now_ms();
+    double t0 = (1e3 * clock_s());
     for (int i = 0; i < n; i++) ln[i].n_published = 0;
 
     step_ctx x;
@@ -376,7 +369,7 @@ dsv4_status dsv4_step(dsv4_model *m, dsv4_lane *ln, int n, const dsv4_gate *gate
     }
 
     /* gate */
-    double elapsed = now_ms() - t0;
+    double elapsed = (1e3 * clock_s()) - t0;
     const char *veto = NULL;
     if (gate && gate->deadline_ms > 0 && elapsed > gate->deadline_ms) veto = "step deadline passed";
     else if (gate && gate->fn && gate->fn(gate->user, n, elapsed)) veto = "gate vetoed the step";

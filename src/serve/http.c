@@ -15,8 +15,8 @@
 #include <string.h>
 #include <strings.h>
 #include <sys/socket.h>
-#include <time.h>
 
+#include "base/clock.h"
 #include "serve/server.h"
 
 typedef enum { FMT_OPENAI, FMT_ANTHROPIC } err_format;
@@ -36,13 +36,6 @@ struct http_reply {
     conn_ctx *cx;
     int queued;
 };
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 static void queue(http_reply *r, int status, struct MHD_Response *resp)
 {
@@ -238,7 +231,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         if (!(cx = calloc(1, sizeof *cx))) return MHD_NO;
         *con_cls = cx;
         r.cx = cx;
-        cx->t0 = now_s();
+        cx->t0 = clock_s();
         snprintf(cx->method, sizeof cx->method, "%s", method);
         snprintf(cx->url, sizeof cx->url, "%s", url);
         cx->fmt = !strncmp(url, "/v1/messages", 12) ? FMT_ANTHROPIC : FMT_OPENAI;
@@ -274,7 +267,7 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls, en
     if (!cx) return;
     int status = cx->status ? cx->status : 499; /* nothing was sent */
     metrics_request(&S->met, status);
-    fprintf(stderr, "dsv4 serve: %s %s %d %.1f ms%s\n", cx->method, cx->url, status, 1e3 * (now_s() - cx->t0),
+    fprintf(stderr, "dsv4 serve: %s %s %d %.1f ms%s\n", cx->method, cx->url, status, 1e3 * (clock_s() - cx->t0),
             why == MHD_REQUEST_TERMINATED_COMPLETED_OK ? "" : " (connection closed early)");
     tbuf_free(&cx->body);
     free(cx);

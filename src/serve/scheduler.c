@@ -7,16 +7,12 @@
 #include <string.h>
 #include <time.h>
 
+#include "base/clock.h"
 #include "base/error.h"
 #include "serve/force.h"
 #include "serve/sched_internal.h"
 
-double sched_now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
+double sched_now(void) { return clock_s(); }
 
 /* ---- jobs ---- */
 

@@ -68,6 +68,15 @@ else fail info_reports_mtp "$("$BIN" info --model $FX | tail -3)"; fi
 out=$("$BIN" bench --device cpu --model $FX --contexts 0 --prefill 0 --decode 8 --spec mtp:2 --accept 0.8 2>&1)
 if echo "$out" | grep -q "speculative mtp:2, forced acceptance 0.80"; then pass bench_spec
 else fail bench_spec "$(echo "$out" | tail -3)"; fi
+# ... where a speculative step's time goes: drafting and verify (the host's
+# acceptance inside it) add up to the step, as a 1-token step's time is printed
+sp=$(echo "$out" | grep '^a speculative step: ' | sed 's/[(),;]/ /g')
+read -r sd sv sa sr s1 <<< "$(echo "$sp" | awk '{print $5, $8, $17, $21, $26}')"
+step=$(echo "$out" | grep '^speculative ' | sed 's/.* \([0-9.]*\) ms\/step.*/\1/')
+if awk -v d="$sd" -v v="$sv" -v a="$sa" -v r="$sr" -v o="$s1" -v s="$step" 'BEGIN {
+       exit !(d > 0 && v > 0 && a >= 0 && a <= v && o > 0 && r > -0.01 && (d + v + r - s) ^ 2 < 1e-4) }'; then
+    pass bench_spec_split
+else fail bench_spec_split "draft '$sd' verify '$sv' accept '$sa' rest '$sr' one '$s1' step '$step': $sp"; fi
 # ... and the verify step's bytes: 3 rows of the fixture (8 experts, 3 a token)
 # choose 8·(1 − (5/8)^3) = 6.046875 distinct experts a layer under uniform
 # routing, 6.046875/3 times one row's expert bytes; the parts add up
