@@ -17,6 +17,11 @@ static inline float *cpu_scratch_row(dsv4_backend *b, int tid) { return ((cpu_im
  * summed in a fixed order, so the result depends only on the data. */
 float cpu_dot(const float *a, const float *b, int64_t n);
 
+/* Ops that other CPU ops call: the product (linear.c) and the official
+ * FP8 rounding of a product's input (cache_quant.c). */
+void cpu_matmul(dsv4_backend *b, const float *x, int64_t ldx, int T, const dsv4_mat *W, float *y, int64_t ldy);
+void cpu_act_fp8_round(dsv4_backend *b, const float *x, int T, int n, float *y);
+
 /* Packed session rows (cache_quant.c). store: the row x of f->width values
  * in format f (the official rounding: kv_fp8_round, or the Hadamard
  * rotation and FP4 of idx_fp4_round), tmp holding f->width floats for

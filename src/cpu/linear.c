@@ -81,8 +81,6 @@ void cpu_matmul(dsv4_backend *b, const float *x, int64_t ldx, int T, const dsv4_
     pool_for(cpu_pool(b), W->rows, grain, matmul_rows, &j);
 }
 
-void cpu_act_fp8_round(dsv4_backend *b, const float *x, int T, int n, float *y);
-
 /* The rows rounded into a buffer of their own (act_fp8_round), then the
  * product: the same values as rounding in place and multiplying. */
 void cpu_matmul_fp8in(dsv4_backend *b, const float *x, int64_t ldx, int T, const dsv4_mat *W, float *y, int64_t ldy)

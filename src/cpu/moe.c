@@ -12,9 +12,6 @@
 
 #include "cpu/cpu.h"
 
-void cpu_matmul(dsv4_backend *b, const float *x, int64_t ldx, int T, const dsv4_mat *W, float *y, int64_t ldy);
-void cpu_act_fp8_round(dsv4_backend *b, const float *x, int T, int n, float *y);
-
 static float score_of(float logit, int fn)
 {
     if (fn == SCORE_SIGMOID) return 1.0f / (1.0f + expf(-logit));
