@@ -101,20 +101,45 @@ static int random_token(uint32_t *x, int vocab)
     return (int)(*x % (uint32_t)vocab);
 }
 
-/* Seconds per decode token at context ctx (after 2 warm-up tokens). */
-static double time_decode(dsv4_model *m, int64_t ctx, int n, float *logits)
+/* The backend's graph counters (zero where it has none). */
+static void graphs_now(const dsv4_model *m, long long *captured, long long *replayed)
+{
+    *captured = *replayed = 0;
+    if (m->be->ops->graph_counts) m->be->ops->graph_counts(m->be, captured, replayed);
+}
+
+/* How the measured steps ran where the backend records graphs, into buf
+ * ("-" elsewhere): captured anew / replayed. A step captured anew pays the
+ * capture (milliseconds for a whole model). */
+static const char *graphs_since(const dsv4_model *m, long long cap0, long long rep0, char *buf, size_t n)
+{
+    long long cap, rep;
+    graphs_now(m, &cap, &rep);
+    if (m->be->ops->graph_counts) snprintf(buf, n, "%lld/%lld", cap - cap0, rep - rep0);
+    else snprintf(buf, n, "-");
+    return buf;
+}
+
+/* Seconds per decode token at context ctx (after 2 warm-up tokens); graphs
+ * (may be NULL): graphs_since over the measured tokens. */
+static double time_decode(dsv4_model *m, int64_t ctx, int n, float *logits, char *graphs, size_t graphs_n)
 {
     dsv4_session *s = NULL;
     if (dsv4_session_new(m, &s)) return -1;
     double t = -1;
     uint32_t x = 12345u + (uint32_t)ctx;
     if (ctx && session_fill_random(s, ctx)) goto out;
+    long long cap0 = 0, rep0 = 0;
     for (int i = 0; i < 2 + n; i++) {
-        if (i == 2) t = clock_s();
+        if (i == 2) {
+            t = clock_s();
+            graphs_now(m, &cap0, &rep0);
+        }
         int32_t tok = random_token(&x, dsv4_model_vocab(m));
         if (dsv4_session_eval_last(s, &tok, 1, logits)) { t = -1; goto out; }
     }
     t = (clock_s() - t) / n;
+    if (graphs) graphs_since(m, cap0, rep0, graphs, graphs_n);
 out:
     dsv4_session_free(s);
     return t;
@@ -196,6 +221,7 @@ static int bench_spec(dsv4_model *m, int k, double P, int64_t ctx, int n_dec, do
     ok = ok && !spec_feed(&l, prompt, 4);
     long long produced = 0, kept0 = 0, drafted0 = 0;
     double t = 0, draft0 = 0, verify0 = 0, accept0 = 0;
+    long long cap0 = 0, rep0 = 0;
     int steps = 0;
     for (int i = 0; i < 2 + n_dec && ok; i++) {
         if (i == 2) {
@@ -205,6 +231,7 @@ static int bench_spec(dsv4_model *m, int k, double P, int64_t ctx, int n_dec, do
             draft0 = l.s_draft;
             verify0 = l.s_verify;
             accept0 = l.s_accept;
+            graphs_now(m, &cap0, &rep0);
         }
         spec_lane *lp = &l;
         ok = !spec_step(m, &lp, 1, NULL);
@@ -222,6 +249,8 @@ static int bench_spec(dsv4_model *m, int k, double P, int64_t ctx, int n_dec, do
            "the rest %.3f ms; a 1-token step %.3f ms\n",
            1e3 * (l.s_draft - draft0) / steps, 1e3 * (l.s_verify - verify0) / steps, 1e3 * (l.s_accept - accept0) / steps,
            step_ms - 1e3 * (l.s_draft - draft0 + l.s_verify - verify0) / steps, 1e3 * plain_t);
+    char g[48];
+    printf("graphs over the speculative steps (captured anew/replayed): %s\n", graphs_since(m, cap0, rep0, g, sizeof g));
     /* the verify step's bytes against a 1-token step's (the main model's;
      * the drafter's are not counted): its k+1 rows read the dense weights
      * once, the routed experts they are expected to choose and about the
@@ -392,18 +421,19 @@ int cmd_bench(int argc, char **argv)
            is_cpu ? "host memory read, all threads, measured now" : "HBM datasheet peak");
     float *logits = malloc((size_t)cf->vocab * sizeof *logits);
     if (!logits) { dsv4_model_free(m); return 1; }
-    printf("%-9s %10s %10s %12s %12s %9s %7s\n", "context", "tok/s", "ms/tok", "weights MB", "state MB", "GB/s",
-           "% limit");
+    printf("%-9s %10s %10s %12s %12s %9s %7s %s\n", "context", "tok/s", "ms/tok", "weights MB", "state MB", "GB/s",
+           "% limit", "graphs new/replayed");
     double first_t = 0;
     for (int i = 0; i < n_ctx; i++) {
-        double t = time_decode(m, ctx[i], n_dec, logits);
+        char graphs[48];
+        double t = time_decode(m, ctx[i], n_dec, logits, graphs, sizeof graphs);
         if (i == 0) first_t = t;
         if (t < 0) { cli_report("bench", "decode"); free(logits); dsv4_model_free(m); return 1; }
         uint64_t wb, sb;
         model_decode_traffic(m, ctx[i], cf->n_active, &wb, &sb);
         double gbs = (double)(wb + sb) / t / 1e9;
-        printf("%-9lld %10.2f %10.3f %12.1f %12.1f %9.1f %6.1f%%\n", (long long)ctx[i], 1 / t, 1e3 * t, wb / 1e6,
-               sb / 1e6, gbs, 100 * gbs / limit);
+        printf("%-9lld %10.2f %10.3f %12.1f %12.1f %9.1f %6.1f%% %s\n", (long long)ctx[i], 1 / t, 1e3 * t, wb / 1e6,
+               sb / 1e6, gbs, 100 * gbs / limit, graphs);
         fflush(stdout);
     }
     if (n_pre > 0) {
@@ -426,7 +456,7 @@ int cmd_bench(int argc, char **argv)
     if (prof) {
         m->be = prof;
         int n_prof = n_dec < 4 ? n_dec : 4, steps = n_prof + 2; /* time_decode runs 2 warm-up steps */
-        double t = time_decode(m, ctx[0], n_prof, logits);
+        double t = time_decode(m, ctx[0], n_prof, logits, NULL, 0);
         char title[160];
         snprintf(title, sizeof title, "decode time by op family at context %lld (profiled with a sync after every op: "
                  "%.3f ms/tok)", (long long)ctx[0], t * 1e3);

@@ -51,6 +51,7 @@ static void cu_step_end(dsv4_backend *b);
 static void cu_profile_enable(dsv4_backend *b, int on);
 static int cu_profile_report(dsv4_backend *b, const char **names, double *ms, int max);
 static dsv4_status cu_mem_info(dsv4_backend *b, uint64_t *free_bytes, uint64_t *total_bytes);
+static void cu_graph_counts(dsv4_backend *b, long long *captured, long long *replayed);
 
 static const dsv4_ops k_cuda_ops = {
     .alloc = cu_alloc,
@@ -84,6 +85,7 @@ static const dsv4_ops k_cuda_ops = {
     .profile_enable = cu_profile_enable,
     .profile_report = cu_profile_report,
     .mem_info = cu_mem_info,
+    .graph_counts = cu_graph_counts,
 };
 
 static const cu_exec_fn k_exec[K_COUNT] = {
@@ -174,6 +176,12 @@ static dsv4_status cu_mem_info(dsv4_backend *b, uint64_t *free_bytes, uint64_t *
     *free_bytes = fr;
     *total_bytes = tot;
     return DSV4_OK;
+}
+
+static void cu_graph_counts(dsv4_backend *b, long long *captured, long long *replayed)
+{
+    *captured = cu_of(b)->n_captures;
+    *replayed = cu_of(b)->n_replays;
 }
 
 /* ---- submission, recording and graphs ---- */

@@ -207,6 +207,10 @@ typedef struct {
     /* Device memory free and in total (backends with their own memory):
      * loading checks the model fits before it uploads anything. */
     dsv4_status (*mem_info)(dsv4_backend *b, uint64_t *free_bytes, uint64_t *total_bytes);
+    /* Steps recorded so far that were captured as a new graph, and that
+     * replayed one (a step that keeps being captured pays the capture each
+     * time: the bench reports these). */
+    void (*graph_counts)(dsv4_backend *b, long long *captured, long long *replayed);
 } dsv4_ops;
 
 struct dsv4_backend {
