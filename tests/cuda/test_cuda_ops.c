@@ -727,6 +727,52 @@ static void attention_case(int T, int64_t pos0, int window, int ratio, int use_s
     gpu->ops->free(gpu, dout); gpu->ops->free(gpu, dsel); gpu->ops->free(gpu, dsn);
 }
 
+/* Chunking invariance of attention: T rows in one call against each row
+ * alone, with the ring holding what a token-by-token run would have stored
+ * there: the step's earlier rows, packed. In-step rows are given as the
+ * packed values (as the official cache rounds them before attention), so
+ * either way reads the same numbers. Bitwise: the grid's slice count
+ * follows the step's longest key list, which must not change a row. */
+static void attention_chunk_case(int T, int64_t pos0, int H, int hd, int window, int ratio, int use_sel, int kind)
+{
+    int n_ent = (int)((pos0 + T) / (ratio > 0 ? ratio : 4)) + 1, cap = 24;
+    dsv4_row_fmt fm = row_fmt(kind, hd, 16);
+    float *q = rnd((size_t)T * H * hd, 1.0f), *kv = rnd((size_t)T * hd, 1.0f);
+    float *rf = rnd((size_t)window * hd, 1.0f), *ef = rnd((size_t)n_ent * hd, 1.0f);
+    uint8_t *kvp = packed(&fm, kv, T), *ring = packed(&fm, rf, window), *ent = packed(&fm, ef, n_ent);
+    for (int t = 0; t < T; t++) cpu_row_load(&fm, kvp + (size_t)t * fm.bytes, kv + (size_t)t * hd);
+    tmat sinks = mk(DT_F32, 1, H, 1.0f);
+    int32_t *sel = calloc((size_t)T * cap, 4), *sn = calloc((size_t)T, 4);
+    for (int t = 0; t < T; t++) {
+        int64_t nvis = (pos0 + t + 1) / 4;
+        sn[t] = (int)(nvis < cap ? nvis : cap);
+        for (int k = 0; k < sn[t]; k++) sel[t * cap + k] = (int32_t)((k * 7 + t) % (nvis ? nvis : 1));
+    }
+    size_t nq = (size_t)T * H * hd;
+    float *dq = dev(q, nq), *dkv = dev(kv, (size_t)T * hd), *dout = gpu->ops->alloc(gpu, nq * 4);
+    uint8_t *dr = devb(ring, (size_t)window * fm.bytes), *de = devb(ent, (size_t)n_ent * fm.bytes);
+    int32_t *dsel = devb(sel, (size_t)T * cap * 4), *dsn = devb(sn, (size_t)T * 4);
+    gpu->ops->attention(gpu, dq, T, pos0, H, hd, window, dr, dkv, de, &fm, use_sel ? 0 : ratio,
+                        use_sel ? dsel : NULL, use_sel ? dsn : NULL, cap, &sinks.d, 0.125f, dout);
+    float *all = back(dout, nq);
+    for (int t = 0; t < T; t++) {
+        for (int s = 0; s < t; s++) /* the step's rows before t, stored as decoding would have */
+            memcpy(ring + (size_t)((pos0 + s) % window) * fm.bytes, kvp + (size_t)s * fm.bytes, fm.bytes);
+        gpu->ops->upload(gpu, dr, ring, (size_t)window * fm.bytes);
+        gpu->ops->attention(gpu, dq + (size_t)t * H * hd, 1, pos0 + t, H, hd, window, dr, dkv + (size_t)t * hd, de, &fm,
+                            use_sel ? 0 : ratio, use_sel ? dsel + (size_t)t * cap : NULL, use_sel ? dsn + t : NULL, cap,
+                            &sinks.d, 0.125f, dout);
+        float *one = back(dout, (size_t)H * hd);
+        CHECKF(!memcmp(one, all + (size_t)t * H * hd, (size_t)H * hd * 4),
+               "row %d of %d (pos0 %lld, window %d, ratio %d, sel %d, format %d): alone differs from the chunk", t, T,
+               (long long)pos0, window, ratio, use_sel, kind);
+        free(one);
+    }
+    free(q); free(kv); free(rf); free(ef); free(kvp); free(ring); free(ent); free(sel); free(sn); free(all);
+    gpu->ops->free(gpu, dq); gpu->ops->free(gpu, dkv); gpu->ops->free(gpu, dr); gpu->ops->free(gpu, de);
+    gpu->ops->free(gpu, dout); gpu->ops->free(gpu, dsel); gpu->ops->free(gpu, dsn);
+}
+
 static void test_attention(void)
 {
     for (int kind = ROW_F32; kind <= ROW_FP8; kind++) {
@@ -736,6 +782,13 @@ static void test_attention(void)
         attention_case(5, 300, 128, 16, 0, kind); /* HCA: all entries */
         attention_case(3, 40, 10, 0, 1, kind);    /* CSA: selected entries */
         attention_case(20, 8, 10, 4, 0, kind);    /* T above the window */
+        attention_case(40, 300, 128, 16, 0, kind); /* several slices */
+        attention_case(33, 40, 10, 0, 1, kind);
+        attention_chunk_case(20, 8, 4, 64, 10, 4, 0, kind);
+        attention_chunk_case(33, 40, 4, 64, 10, 0, 1, kind);
+        attention_chunk_case(40, 300, 4, 64, 128, 16, 0, kind);
+        attention_chunk_case(24, 200, 8, 512, 128, 0, 1, kind); /* the model's head size, two head groups */
+        attention_chunk_case(16, 0, 8, 512, 32, 4, 0, kind);
     }
 }
 
