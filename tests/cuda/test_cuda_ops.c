@@ -696,6 +696,17 @@ static void test_indexer(void)
     }
 }
 
+/* A CSA-like selection for T query rows at pos0: up to cap of the entries
+ * each row sees (ratio 4), in a scrambled order. */
+static void fill_selection(int T, int64_t pos0, int cap, int32_t *sel, int32_t *sn)
+{
+    for (int t = 0; t < T; t++) {
+        int64_t nvis = (pos0 + t + 1) / 4;
+        sn[t] = (int)(nvis < cap ? nvis : cap);
+        for (int k = 0; k < sn[t]; k++) sel[t * cap + k] = (int32_t)((k * 7 + t) % (nvis ? nvis : 1));
+    }
+}
+
 /* kind: the ring's and the entries' row format (ROW_F32, or ROW_FP8 as the
  * official cache stores them) */
 static void attention_case(int T, int64_t pos0, int window, int ratio, int use_sel, int kind)
@@ -707,11 +718,7 @@ static void attention_case(int T, int64_t pos0, int window, int ratio, int use_s
     uint8_t *ring = packed(&fm, rf, window), *ent = packed(&fm, ef, n_ent);
     tmat sinks = mk(DT_F32, 1, H, 1.0f);
     int32_t *sel = calloc((size_t)T * cap, 4), *sn = calloc((size_t)T, 4);
-    for (int t = 0; t < T; t++) {
-        int64_t nvis = (pos0 + t + 1) / 4;
-        sn[t] = (int)(nvis < cap ? nvis : cap);
-        for (int k = 0; k < sn[t]; k++) sel[t * cap + k] = (int32_t)((k * 7 + t) % (nvis ? nvis : 1));
-    }
+    fill_selection(T, pos0, cap, sel, sn);
     float *out = calloc((size_t)T * H * hd, 4);
     cpu->ops->attention(cpu, q, T, pos0, H, hd, window, ring, kv, ent, &fm, use_sel ? 0 : ratio, use_sel ? sel : NULL,
                         use_sel ? sn : NULL, cap, &sinks.h, 0.125f, out);
@@ -743,11 +750,7 @@ static void attention_chunk_case(int T, int64_t pos0, int H, int hd, int window,
     for (int t = 0; t < T; t++) cpu_row_load(&fm, kvp + (size_t)t * fm.bytes, kv + (size_t)t * hd);
     tmat sinks = mk(DT_F32, 1, H, 1.0f);
     int32_t *sel = calloc((size_t)T * cap, 4), *sn = calloc((size_t)T, 4);
-    for (int t = 0; t < T; t++) {
-        int64_t nvis = (pos0 + t + 1) / 4;
-        sn[t] = (int)(nvis < cap ? nvis : cap);
-        for (int k = 0; k < sn[t]; k++) sel[t * cap + k] = (int32_t)((k * 7 + t) % (nvis ? nvis : 1));
-    }
+    fill_selection(T, pos0, cap, sel, sn);
     size_t nq = (size_t)T * H * hd;
     float *dq = dev(q, nq), *dkv = dev(kv, (size_t)T * hd), *dout = gpu->ops->alloc(gpu, nq * 4);
     uint8_t *dr = devb(ring, (size_t)window * fm.bytes), *de = devb(ent, (size_t)n_ent * fm.bytes);
