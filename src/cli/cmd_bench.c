@@ -101,11 +101,13 @@ static int random_token(uint32_t *x, int vocab)
     return (int)(*x % (uint32_t)vocab);
 }
 
-/* The backend's graph counters (zero where it has none). */
-static void graphs_now(const dsv4_model *m, long long *captured, long long *replayed)
+/* The backend's graph counters; 0 where it has none (then both are 0). */
+static int graphs_now(const dsv4_model *m, long long *captured, long long *replayed)
 {
     *captured = *replayed = 0;
-    if (m->be->ops->graph_counts) m->be->ops->graph_counts(m->be, captured, replayed);
+    if (!m->be->ops->graph_counts) return 0;
+    m->be->ops->graph_counts(m->be, captured, replayed);
+    return 1;
 }
 
 /* How the measured steps ran where the backend records graphs, into buf
@@ -114,8 +116,7 @@ static void graphs_now(const dsv4_model *m, long long *captured, long long *repl
 static const char *graphs_since(const dsv4_model *m, long long cap0, long long rep0, char *buf, size_t n)
 {
     long long cap, rep;
-    graphs_now(m, &cap, &rep);
-    if (m->be->ops->graph_counts) snprintf(buf, n, "%lld/%lld", cap - cap0, rep - rep0);
+    if (graphs_now(m, &cap, &rep)) snprintf(buf, n, "%lld/%lld", cap - cap0, rep - rep0);
     else snprintf(buf, n, "-");
     return buf;
 }

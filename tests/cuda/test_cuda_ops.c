@@ -759,8 +759,8 @@ static void attention_chunk_case(int T, int64_t pos0, int H, int hd, int window,
                         use_sel ? dsel : NULL, use_sel ? dsn : NULL, cap, &sinks.d, 0.125f, dout);
     float *all = back(dout, nq);
     for (int t = 0; t < T; t++) {
-        for (int s = 0; s < t; s++) /* the step's rows before t, stored as decoding would have */
-            memcpy(ring + (size_t)((pos0 + s) % window) * fm.bytes, kvp + (size_t)s * fm.bytes, fm.bytes);
+        if (t) /* row t-1 stored as decoding would have (the earlier ones are there already) */
+            memcpy(ring + (size_t)((pos0 + t - 1) % window) * fm.bytes, kvp + (size_t)(t - 1) * fm.bytes, fm.bytes);
         gpu->ops->upload(gpu, dr, ring, (size_t)window * fm.bytes);
         gpu->ops->attention(gpu, dq + (size_t)t * H * hd, 1, pos0 + t, H, hd, window, dr, dkv + (size_t)t * hd, de, &fm,
                             use_sel ? 0 : ratio, use_sel ? dsel + (size_t)t * cap : NULL, use_sel ? dsn + t : NULL, cap,
