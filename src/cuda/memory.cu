@@ -22,13 +22,17 @@ void *cu_alloc(dsv4_backend *b, size_t bytes)
     size_t sz = (bytes + 255) & ~(size_t)255;
     if (!sz) sz = 256;
     if (!cu_grow((void **)&c->live, &c->cap_live, c->n_live + 1, sizeof *c->live)) return NULL;
+    /* the lowest cached address of this size: blocks freed in another order
+     * than the last step's still come back in the same order, so a step that
+     * allocates like the last one gets its addresses and replays its graph */
     void *p = NULL;
-    for (int i = c->n_cache - 1; i >= 0; i--)
-        if (c->cache[i].bytes == sz) {
-            p = c->cache[i].p;
-            c->cache[i] = c->cache[--c->n_cache];
-            break;
-        }
+    int best = -1;
+    for (int i = 0; i < c->n_cache; i++)
+        if (c->cache[i].bytes == sz && (best < 0 || (uintptr_t)c->cache[i].p < (uintptr_t)c->cache[best].p)) best = i;
+    if (best >= 0) {
+        p = c->cache[best].p;
+        c->cache[best] = c->cache[--c->n_cache];
+    }
     if (!p && cudaMalloc(&p, sz) != cudaSuccess) {
         cudaGetLastError(); /* not sticky: the caller reports out of memory */
         return NULL;
