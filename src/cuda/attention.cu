@@ -7,8 +7,9 @@
  * order, and a combine kernel merges the slices in slice order with the sink.
  * The slices depend only on the query's own keys, never on how many rows
  * the step has: the grid holds enough slices for the step's longest key
- * list, and the empty ones add exact zeros, so a row's result is the same
- * bits in any step (batch and chunking invariance). Stored keys (the ring
+ * list, the ones past a row's keys do nothing, and the combine reads the
+ * row's own slices only, so a row's result is the same bits in any step
+ * (batch and chunking invariance). Stored keys (the ring
  * and the entries, fp32 or packed FP8) are read value by value into
  * registers. */
 #include <string.h>
@@ -110,6 +111,7 @@ __global__ void __launch_bounds__(ATT_G * 32) attention_part_kernel(att_args a, 
     key_set ks = keys_of(a, pos0, t);
     int64_t nk = ks.n_win + ks.n_comp;
     int64_t k0 = (int64_t)sp * ATT_KPS, k1 = k0 + ATT_KPS < nk ? k0 + ATT_KPS : nk;
+    if (k0 >= nk) return; /* past this row's keys: the combine reads only its own slices */
     const float *q = a.q + ((int64_t)t * a.H + h) * hd;
     float qv[ATT_PER_LANE], acc[ATT_PER_LANE];
 #pragma unroll
@@ -156,10 +158,14 @@ __global__ void attention_combine_kernel(att_args a, const int64_t *dpos)
     cu_pdl();
     extern __shared__ float f[]; /* [splits] weights, then [splits] denominators */
     __shared__ float s_inv;
-    int h = blockIdx.x, t = a.t0 + blockIdx.y, hd = a.hd, S = a.splits, lane = threadIdx.x & 31;
-    float *ls = f + S;
-    (void)dpos;
-    const float *p = a.part + ((int64_t)blockIdx.y * a.H + h) * S * (hd + 2);
+    int h = blockIdx.x, t = a.t0 + blockIdx.y, hd = a.hd, lane = threadIdx.x & 31;
+    float *ls = f + a.splits;
+    const float *p = a.part + ((int64_t)blockIdx.y * a.H + h) * a.splits * (hd + 2);
+    /* this row's slices: the ones that hold its keys (the grid's others are
+     * empty and were not written), so the sums below are the row's own */
+    key_set ks = keys_of(a, dpos ? *dpos : a.pos0, t);
+    int64_t nk = ks.n_win + ks.n_comp, used = (nk + ATT_KPS - 1) / ATT_KPS;
+    int S = used < a.splits ? (int)used : a.splits;
     /* warp 0: the slices' maxima and denominators read side by side (a max
      * is the same in any order), then lane 0 adds the denominators in
      * slice order */
