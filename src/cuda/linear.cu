@@ -236,13 +236,16 @@ __global__ void __launch_bounds__(256, 1) tc_kernel(const __half *xq, const floa
     /* everything that reads what earlier kernels wrote (x, xq, pf) comes
      * after the wait; FP8/MXFP4 slices call this once their first weight
      * copies are in flight */
-    auto wait_prep = [&]() {
-        cu_pdl();
-        if (stage) tc_prep_block(x + tb * ldx, ldx, nr, W.cols, sx, spf, sh, act);
-    };
     int wpt = SEQ ? 1 : ks; /* warps per row tile */
     int sp0 = warp % wpt;
-    int64_t row0 = ((int64_t)blockIdx.x * (8 / wpt) + warp / wpt) * (16 * MT);
+    int64_t brow0 = (int64_t)blockIdx.x * (8 / wpt) * (16 * MT), row0 = brow0 + (int64_t)(warp / wpt) * (16 * MT);
+    /* staged grouped products: the block's rows lie in one row block (the
+     * host checked), whose columns of x the block prepares */
+    int64_t sgb = stage && grp_rows ? brow0 / grp_rows : 0;
+    auto wait_prep = [&]() {
+        cu_pdl();
+        if (stage) tc_prep_block(x + tb * ldx + sgb * W.cols, ldx, nr, W.cols, sx, spf, sh, act);
+    };
     int active = row0 < W.rows;
     if (wpt == 1 && !active) {
         wait_prep(); /* its barriers */
@@ -324,8 +327,9 @@ static void run_tc(cu_impl *c, const cu_matmul_args *a)
 {
     int G = a->grp_rows ? (int)(a->W.rows / a->grp_rows) : 1;
     int ks = tc_splits(a->W.rows, (a->W.cols + tc_chunk_cols(KIND) - 1) / tc_chunk_cols(KIND));
-    /* decode steps whose rows fit in shared memory prepare them in each block */
-    int stage = a->T <= 8 && G == 1 && a->W.cols <= TC_STAGE_MAX_N &&
+    /* decode steps whose rows fit in shared memory prepare them in each block
+     * (grouped products: when a block's 8 / ks row tiles lie in one row block) */
+    int stage = a->T <= 8 && (G == 1 || a->grp_rows % (8 / ks * 16) == 0) && a->W.cols <= TC_STAGE_MAX_N &&
                 tc_kind_bytes(KIND) + (size_t)tc_part_floats(0, 1, 1, ks) * sizeof(float) + tc_stage_bytes(a->T, a->W.cols) <= TC_STAGE_MAX;
     if (!stage) tc_prep(c, a->x, a->ldx, a->T, G, a->W.cols, a->xq, a->pf, a->act);
     if (a->T <= 8) tc_launch<KIND, 1, 1, 0, 4>(c, a, ks, G, stage);

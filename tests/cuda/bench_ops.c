@@ -170,8 +170,8 @@ static void bench_matmul(void)
         for (int i = 0; i < nW; i++)
             c.W[i] = sh[s].fmt < 0 ? weight(R, C, 0.05f)
                      : gg ? weight_g((dsv4_wformat)sh[s].fmt, R, C) : weight_q((dsv4_wformat)sh[s].fmt, R, C);
-        int Ts[] = {1, 4, 8};
-        for (int ti = 0; ti < 3; ti++) {
+        int Ts[] = {1, 2, 4, 8}; /* 2: a k = 1 verify step */
+        for (int ti = 0; ti < 4; ti++) {
             c.T = Ts[ti];
             char nm[96];
             snprintf(nm, sizeof nm, "matmul %s T=%d", sh[s].name, c.T);
