@@ -246,6 +246,14 @@ static int bench_spec(dsv4_model *m, int k, double P, int64_t ctx, int n_dec, do
            dsv4_model_has_dspark(m) ? "dspark" : "mtp", k, P, (long long)ctx, tps, (double)produced / steps, step_ms,
            step_ms / (1e3 * plain_t),
            l.n_kept - kept0, l.n_drafted - drafted0, tps * plain_t);
+    /* the forced keeps are a few dozen draws: the speed model at their
+     * expectation, 1 + P + ... + P^k tokens a step (when every proposal had
+     * k drafts), says the same without their noise */
+    if (l.n_drafted - drafted0 == (long long)k * steps) {
+        double e = 0, pk = 1;
+        for (int i = 0; i <= k; i++, pk *= P) e += pk;
+        printf("at the expected %.2f tokens a step: %.2fx plain decoding\n", e, e / (t / steps) * plain_t);
+    }
     printf("a speculative step: drafting %.3f ms, verify %.3f ms (of which the acceptance on the host %.3f ms), "
            "the rest %.3f ms; a 1-token step %.3f ms\n",
            1e3 * (l.s_draft - draft0) / steps, 1e3 * (l.s_verify - verify0) / steps, 1e3 * (l.s_accept - accept0) / steps,

@@ -68,6 +68,14 @@ else fail info_reports_mtp "$("$BIN" info --model $FX | tail -3)"; fi
 out=$("$BIN" bench --device cpu --model $FX --contexts 0 --prefill 0 --decode 8 --spec mtp:2 --accept 0.8 2>&1)
 if echo "$out" | grep -q "speculative mtp:2, forced acceptance 0.80"; then pass bench_spec
 else fail bench_spec "$(echo "$out" | tail -3)"; fi
+# the speed model at the expected acceptance: 1 + 0.8 + 0.64 = 2.44 tokens a
+# step at k = 2, the same steps' time: its speedup is the measured one scaled
+# by 2.44 over the measured tokens a step
+tl=$(echo "$out" | sed -n 's/^speculative mtp:2, .*(\([0-9.]*\) tokens\/step,.* -> \([0-9.]*\)x plain decoding$/\1 \2/p')
+el=$(echo "$out" | sed -n 's/^at the expected \([0-9.]*\) tokens a step: \([0-9.]*\)x plain decoding$/\1 \2/p')
+if [ -n "$tl" ] && [ -n "$el" ] && awk -v a="$tl" -v b="$el" 'BEGIN { split(a, m, " "); split(b, e, " ");
+        d = e[2] - m[2] * e[1] / m[1]; if (d < 0) d = -d; exit !(e[1] == 2.44 && d <= 0.02 + 0.01 * e[2]) }'; then pass bench_spec_expected
+else fail bench_spec_expected "measured '$tl' expected '$el'"; fi
 # ... where a speculative step's time goes: drafting and verify (the host's
 # acceptance inside it) add up to the step, as a 1-token step's time is printed
 sp=$(echo "$out" | grep '^a speculative step: ' | sed 's/[(),;]/ /g')
