@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/argmax.h"
 #include "base/size.h"
 #include "cli/commands.h"
 #include "engine/spec.h"
@@ -38,13 +39,6 @@ static int text_mode(int argc, char **argv)
     for (int i = 1; i < argc && strcmp(argv[i], "--"); i++)
         if (!strncmp(argv[i], "-p", 2) || !strncmp(argv[i], "--prompt", 8)) return 1;
     return 0;
-}
-
-static int argmax(const float *v, int n)
-{
-    int best = 0;
-    for (int i = 1; i < n; i++) if (v[i] > v[best]) best = i; /* ties: lowest id */
-    return best;
 }
 
 /* Prompts of a --batch file: one line each, blank lines skipped; at most
@@ -170,7 +164,7 @@ static int generate_batch(dsv4_model *m, int **ids, const int *lens, int n, int 
             fprintf(stderr, "dsv4 generate: prompt %d: %s\n", i + 1, dsv4_last_error());
             goto done;
         }
-        next[i] = argmax(logits, V);
+        next[i] = argmax_f32(logits, V);
     }
     dsv4_gate gate = {NULL, NULL, deadline};
     for (int k = 0; k < todo; k++) {
@@ -187,7 +181,7 @@ static int generate_batch(dsv4_model *m, int **ids, const int *lens, int n, int 
             fprintf(stderr, "dsv4 generate: step %d: %s\n", k + 1, dsv4_last_error());
             goto done;
         }
-        for (int i = 0; i < n; i++) next[i] = argmax(logits + (size_t)i * V, V);
+        for (int i = 0; i < n; i++) next[i] = argmax_f32(logits + (size_t)i * V, V);
     }
     for (int i = 0; i < n; i++) { /* one line per prompt, empty for -n 0 as with --tokens */
         for (int k = 0; k < todo; k++) printf("%s%d", k ? "," : "", out_ids[(size_t)i * todo + k]);
@@ -212,7 +206,7 @@ static int generate_one(dsv4_model *m, const int *ids, int n, int n_gen)
     if (!logits || dsv4_session_new(m, &s)) { cli_report("generate", NULL); goto done; }
     if (dsv4_session_eval_last(s, (const int32_t *)ids, n, logits)) { cli_report("generate", "prompt"); goto done; }
     for (int i = 0; i < todo; i++) {
-        int32_t next = argmax(logits, V);
+        int32_t next = argmax_f32(logits, V);
         printf("%s%d", i ? "," : "", next);
         fflush(stdout);
         if (i + 1 < todo && dsv4_session_eval_last(s, &next, 1, logits)) {

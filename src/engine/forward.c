@@ -8,6 +8,7 @@
  * per step; operations on a session's state (compressors, indexer,
  * attention, ring) run per lane. No op's arithmetic for a row depends on the
  * other rows, which is why a lane's results are the same alone or batched. */
+#include <float.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -655,9 +656,13 @@ dsv4_status forward_dspark_markov(dsv4_model *m, fwd_scratch *sc, const int32_t 
     for (int i = 0; i < n; i++) {
         if (!isfinite(conf[i])) return dsv4_fail(DSV4_ERR_DEVICE, "dspark confidence head: non-finite logit");
         conf[i] = 1.0f / (1.0f + expf(-conf[i]));
-        for (int v = 0; v < V; v++)
-            if (!isfinite(bias[(size_t)i * V + v]))
-                return dsv4_fail(DSV4_ERR_DEVICE, "dspark markov head: non-finite bias for token %d", v);
+        /* one flag over the row (a loop without an exit vectorizes), the
+         * token only when it is set */
+        const float *row = bias + (size_t)i * V;
+        int bad = 0;
+        for (int v = 0; v < V; v++) bad |= !(fabsf(row[v]) <= FLT_MAX);
+        for (int v = 0; bad && v < V; v++)
+            if (!isfinite(row[v])) return dsv4_fail(DSV4_ERR_DEVICE, "dspark markov head: non-finite bias for token %d", v);
     }
     return DSV4_OK;
 }

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/argmax.h"
 #include "base/clock.h"
 #include "base/error.h"
 #include "engine/forward.h"
@@ -123,26 +124,15 @@ static dsv4_status dist(spec_lane *l, const float *logits, const int32_t *extra,
     if (n_extra) memcpy(l->hist + l->n_hist, extra, (size_t)n_extra * sizeof *extra);
     if (l->smp) return sampler_distribution(l->smp, l->row, l->hist, l->n_hist + n_extra, probs);
     /* no sampler: plain argmax (lowest id on ties), as sampler_sample at temperature 0 */
-    int best = 0;
-    for (int i = 1; i < l->V; i++)
-        if (l->row[i] > l->row[best]) best = i;
     memset(probs, 0, (size_t)l->V * sizeof *probs);
-    probs[best] = 1;
+    probs[argmax_f32(l->row, l->V)] = 1;
     return DSV4_OK;
-}
-
-static int32_t argmax(const float *p, int n)
-{
-    int32_t b = 0;
-    for (int i = 1; i < n; i++)
-        if (p[i] > p[b]) b = i;
-    return b;
 }
 
 /* A token from a distribution: greedy lanes take its (single) top. */
 static int32_t pick(spec_lane *l, const float *probs)
 {
-    return greedy(l) ? argmax(probs, l->V) : sampler_draw(l->smp, probs, l->V);
+    return greedy(l) ? argmax_f32(probs, l->V) : sampler_draw(l->smp, probs, l->V);
 }
 
 static double force_unit(spec_lane *l)
@@ -419,7 +409,7 @@ static int accept_walk(verdict *v, const dsv4_lane *ln)
         const float *q = l->q + (size_t)r * V;
         int keep;
         if (l->force_accept >= 0) keep = force_unit(l) < l->force_accept;
-        else if (greedy(l)) keep = argmax(l->p, l->V) == d;
+        else if (greedy(l)) keep = argmax_f32(l->p, l->V) == d;
         else keep = sampler_uniform(l->smp) * q[d] < l->p[d]; /* u < p(d)/q(d), q(d) > 0 as d came from q */
         if (keep) {
             v->out[v->n_out++] = d;
@@ -428,7 +418,7 @@ static int accept_walk(verdict *v, const dsv4_lane *ln)
             continue;
         }
         if (greedy(l)) {
-            v->out[v->n_out++] = argmax(l->p, l->V);
+            v->out[v->n_out++] = argmax_f32(l->p, l->V);
         } else { /* the residual max(0, p - q), renormalized by the draw */
             double mass = 0;
             for (size_t t = 0; t < V; t++) {

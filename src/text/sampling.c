@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/argmax.h"
 #include "base/error.h"
 
 typedef struct {
@@ -355,8 +356,7 @@ dsv4_status sampler_sample(sampler *s, const float *logits, const int32_t *prev,
 
     int32_t tok = 0;
     if (p->temperature == 0) {
-        for (int i = 1; i < n; i++)
-            if (w[i] > w[tok]) tok = i; /* strict: the lowest id wins ties */
+        tok = argmax_f32(w, n); /* the lowest id wins ties */
     } else {
         m = -INFINITY;
         for (int i = 0; i < n; i++)
@@ -407,16 +407,12 @@ dsv4_status sampler_distribution(sampler *s, const float *logits, const int32_t 
     memcpy(w, logits, (size_t)n * sizeof *w);
     sampling_apply_penalties(p, w, prev, n_prev, s->counts);
     memset(probs, 0, (size_t)n * sizeof *probs);
-    m = -INFINITY;
-    int best = 0;
-    for (int i = 0; i < n; i++) {
-        if (w[i] > m) m = w[i];
-        if (w[i] > w[best]) best = i;
-    }
+    int best = argmax_f32(w, n);
     if (p->temperature == 0) {
         probs[best] = 1.0f;
         return DSV4_OK;
     }
+    m = w[best];
     float inv_t = 1.0f / p->temperature;
     double z = 0;
     for (int i = 0; i < n; i++) z += expf((w[i] - m) * inv_t);

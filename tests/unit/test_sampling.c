@@ -3,6 +3,7 @@
  * stop strings, and speed at DeepSeek-V4's vocabulary size. */
 #include <time.h>
 
+#include "base/argmax.h"
 #include "test.h"
 #include "text/sampling.h"
 
@@ -198,6 +199,41 @@ static void test_greedy_ties(void)
     CHECK(sampler_sample(s, l, prev, 3, &t, NULL, NULL, 0) == DSV4_OK);
     CHECK(t == 5);
     sampler_free(s);
+}
+
+/* argmax_f32 against the loop it replaces, on rows full of ties, signed
+ * zeros, infinities and NaNs (index 0 included), every length 1..300 and
+ * the vocabulary's. */
+static int argmax_loop(const float *p, int64_t n)
+{
+    int best = 0;
+    for (int64_t i = 1; i < n; i++)
+        if (p[i] > p[best]) best = (int)i;
+    return best;
+}
+
+static void test_argmax_exact(void)
+{
+    static const float vals[] = {0.0f, -0.0f, 1.0f, -1.0f, 2.5f, INFINITY, -INFINITY, NAN, 1e-45f, -3.4e38f};
+    int V = 129280;
+    float *p = malloc((size_t)V * sizeof *p);
+    uint32_t x = 7;
+    int bad = 0, cases = 0;
+    for (int n = 1; n <= 300; n++)
+        for (int rep = 0; rep < 20; rep++, cases++) {
+            int nv = 2 + rep % 9; /* few distinct values: many ties */
+            for (int i = 0; i < n; i++) {
+                x = x * 1664525u + 1013904223u;
+                p[i] = vals[(x >> 16) % (unsigned)nv];
+            }
+            if (argmax_f32(p, n) != argmax_loop(p, n)) bad++;
+        }
+    for (int i = 0; i < V; i++) p[i] = (float)((i * 2654435761u) % 1000u) * 0.001f - 0.5f;
+    p[77777] = 0.75f;
+    p[129279] = 0.75f;
+    CHECK(argmax_f32(p, V) == 77777 && argmax_loop(p, V) == 77777);
+    CHECKF(!bad, "%d of %d rows differ from the loop", bad, cases);
+    free(p);
 }
 
 static void test_penalties(void)
@@ -467,6 +503,7 @@ int main(void)
     RUN(test_min_p);
     RUN(test_temperature);
     RUN(test_greedy_ties);
+    RUN(test_argmax_exact);
     RUN(test_penalties);
     RUN(test_seed_determinism);
     RUN(test_logprobs);
