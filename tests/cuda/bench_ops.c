@@ -230,9 +230,9 @@ static void bench_moe_fmt(int quant)
     c.x = dev_rand((size_t)8 * D, 1.0f);
     c.out = gpu->ops->alloc(gpu, (size_t)8 * D * 4);
     c.tok = gpu->ops->alloc(gpu, 8 * 4);
-    int Ts[] = {1, 4, 8};
+    int Ts[] = {1, 2, 4, 8}; /* 2: a k = 1 verify step */
     double ebytes = (double)wmat_bytes(&w1[0]) * 3, sbytes = (double)wmat_bytes(&s1) * 3;
-    for (int ti = 0; ti < 3; ti++) {
+    for (int ti = 0; ti < 4; ti++) {
         c.T = Ts[ti];
         /* bytes: distinct experts touched (at most E) x 3 matrices + shared */
         int distinct = c.T * K < E ? c.T * K : E;
