@@ -332,6 +332,23 @@ void sampler_logprobs(sampler *s, const float *logits, int32_t token, float *log
     raw_logprobs(s, logits, token, logprob, top, n_top);
 }
 
+/* The logits a sampler takes: no NaN or +inf (the first one is named) and
+ * not every one -inf. A pass of flags without an exit (it vectorizes; this
+ * runs for every sampled token over the whole vocabulary), then the search
+ * for the culprit only when a flag is set. */
+static dsv4_status check_logits(const float *l, int n)
+{
+    int bad = 0, any = 0;
+    for (int i = 0; i < n; i++) {
+        bad |= (l[i] != l[i]) | (l[i] == INFINITY);
+        any |= l[i] > -INFINITY;
+    }
+    for (int i = 0; bad && i < n; i++)
+        if (isnan(l[i]) || l[i] == INFINITY) return dsv4_fail(DSV4_ERR_ARG, "sampler: logit %d is %g", i, l[i]);
+    if (!any) return dsv4_fail(DSV4_ERR_ARG, "sampler: every logit is -inf");
+    return DSV4_OK;
+}
+
 dsv4_status sampler_sample(sampler *s, const float *logits, const int32_t *prev, int n_prev,
                            int32_t *token, float *logprob, sampling_logprob *top, int n_top)
 {
@@ -341,27 +358,16 @@ dsv4_status sampler_sample(sampler *s, const float *logits, const int32_t *prev,
         if (prev[i] < 0 || prev[i] >= n)
             return dsv4_fail(DSV4_ERR_ARG, "sampler: previous token %d outside vocabulary of %d",
                              prev[i], n);
-    float m = -INFINITY;
-    for (int i = 0; i < n; i++) {
-        float l = logits[i];
-        if (isnan(l) || l == INFINITY)
-            return dsv4_fail(DSV4_ERR_ARG, "sampler: logit %d is %g", i, l);
-        if (l > m) m = l;
-    }
-    if (m == -INFINITY) return dsv4_fail(DSV4_ERR_ARG, "sampler: every logit is -inf");
+    dsv4_status st = check_logits(logits, n);
+    if (st) return st;
 
     float *w = s->work;
     memcpy(w, logits, (size_t)n * sizeof *w);
     sampling_apply_penalties(p, w, prev, n_prev, s->counts);
 
-    int32_t tok = 0;
-    if (p->temperature == 0) {
-        tok = argmax_f32(w, n); /* the lowest id wins ties */
-    } else {
-        m = -INFINITY;
-        for (int i = 0; i < n; i++)
-            if (w[i] > m) m = w[i];
-        float inv_t = 1.0f / p->temperature;
+    int32_t tok = argmax_f32(w, n); /* greedy: the lowest id wins ties */
+    if (p->temperature != 0) {
+        float m = w[tok], inv_t = 1.0f / p->temperature;
         int k_on = p->top_k > 0 && p->top_k < n;
         if (k_on || p->min_p > 0 || p->top_p < 1.0f) {
             double z = -1;
@@ -396,13 +402,8 @@ dsv4_status sampler_distribution(sampler *s, const float *logits, const int32_t 
     for (int i = 0; i < n_prev; i++)
         if (prev[i] < 0 || prev[i] >= n)
             return dsv4_fail(DSV4_ERR_ARG, "sampler: previous token %d outside vocabulary of %d", prev[i], n);
-    float m = -INFINITY;
-    for (int i = 0; i < n; i++) {
-        if (isnan(logits[i]) || logits[i] == INFINITY)
-            return dsv4_fail(DSV4_ERR_ARG, "sampler: logit %d is %g", i, logits[i]);
-        if (logits[i] > m) m = logits[i];
-    }
-    if (m == -INFINITY) return dsv4_fail(DSV4_ERR_ARG, "sampler: every logit is -inf");
+    dsv4_status st = check_logits(logits, n);
+    if (st) return st;
     float *w = s->work;
     memcpy(w, logits, (size_t)n * sizeof *w);
     sampling_apply_penalties(p, w, prev, n_prev, s->counts);
@@ -412,7 +413,7 @@ dsv4_status sampler_distribution(sampler *s, const float *logits, const int32_t 
         probs[best] = 1.0f;
         return DSV4_OK;
     }
-    m = w[best];
+    float m = w[best];
     float inv_t = 1.0f / p->temperature;
     double z = 0;
     for (int i = 0; i < n; i++) z += expf((w[i] - m) * inv_t);
