@@ -117,15 +117,21 @@ static int greedy(const spec_lane *l)
  * of logits, into probs (masked ids get nothing). */
 static dsv4_status dist(spec_lane *l, const float *logits, const int32_t *extra, int n_extra, float *probs)
 {
-    memcpy(l->row, logits, (size_t)l->V * sizeof *l->row);
-    for (int i = 0; i < l->n_mask; i++) l->row[l->mask[i]] = -INFINITY;
-    if (!grow((void **)&l->hist, &l->cap_hist, l->n_hist + n_extra + 1, sizeof *l->hist))
-        return dsv4_fail(DSV4_ERR_NOMEM, "out of memory");
-    if (n_extra) memcpy(l->hist + l->n_hist, extra, (size_t)n_extra * sizeof *extra);
-    if (l->smp) return sampler_distribution(l->smp, l->row, l->hist, l->n_hist + n_extra, probs);
+    const float *row = logits; /* a masked copy only where there is a mask */
+    if (l->n_mask) {
+        memcpy(l->row, logits, (size_t)l->V * sizeof *l->row);
+        for (int i = 0; i < l->n_mask; i++) l->row[l->mask[i]] = -INFINITY;
+        row = l->row;
+    }
+    if (l->smp) {
+        if (!grow((void **)&l->hist, &l->cap_hist, l->n_hist + n_extra + 1, sizeof *l->hist))
+            return dsv4_fail(DSV4_ERR_NOMEM, "out of memory");
+        if (n_extra) memcpy(l->hist + l->n_hist, extra, (size_t)n_extra * sizeof *extra);
+        return sampler_distribution(l->smp, row, l->hist, l->n_hist + n_extra, probs);
+    }
     /* no sampler: plain argmax (lowest id on ties), as sampler_sample at temperature 0 */
     memset(probs, 0, (size_t)l->V * sizeof *probs);
-    probs[argmax_f32(l->row, l->V)] = 1;
+    probs[argmax_f32(row, l->V)] = 1;
     return DSV4_OK;
 }
 
