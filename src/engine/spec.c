@@ -114,8 +114,10 @@ static int greedy(const spec_lane *l)
 }
 
 /* The distribution of the token after hist + extra[0..n_extra), from one row
- * of logits, into probs (masked ids get nothing). */
-static dsv4_status dist(spec_lane *l, const float *logits, const int32_t *extra, int n_extra, float *probs)
+ * of logits, into probs (masked ids get nothing); greedy lanes also get its
+ * single top id in *top (found once here, not again by each use). */
+static dsv4_status dist(spec_lane *l, const float *logits, const int32_t *extra, int n_extra, float *probs,
+                        int32_t *top)
 {
     const float *row = logits; /* a masked copy only where there is a mask */
     if (l->n_mask) {
@@ -127,18 +129,21 @@ static dsv4_status dist(spec_lane *l, const float *logits, const int32_t *extra,
         if (!grow((void **)&l->hist, &l->cap_hist, l->n_hist + n_extra + 1, sizeof *l->hist))
             return dsv4_fail(DSV4_ERR_NOMEM, "out of memory");
         if (n_extra) memcpy(l->hist + l->n_hist, extra, (size_t)n_extra * sizeof *extra);
-        return sampler_distribution(l->smp, row, l->hist, l->n_hist + n_extra, probs);
+        dsv4_status st = sampler_distribution(l->smp, row, l->hist, l->n_hist + n_extra, probs);
+        if (!st && greedy(l)) *top = argmax_f32(probs, l->V);
+        return st;
     }
     /* no sampler: plain argmax (lowest id on ties), as sampler_sample at temperature 0 */
     memset(probs, 0, (size_t)l->V * sizeof *probs);
-    probs[argmax_f32(row, l->V)] = 1;
+    *top = argmax_f32(row, l->V);
+    probs[*top] = 1;
     return DSV4_OK;
 }
 
-/* A token from a distribution: greedy lanes take its (single) top. */
-static int32_t pick(spec_lane *l, const float *probs)
+/* A token from a distribution (dist's probs and top): greedy lanes take its top. */
+static int32_t pick(spec_lane *l, const float *probs, int32_t top)
 {
-    return greedy(l) ? argmax_f32(probs, l->V) : sampler_draw(l->smp, probs, l->V);
+    return greedy(l) ? top : sampler_draw(l->smp, probs, l->V);
 }
 
 static double force_unit(spec_lane *l)
@@ -232,9 +237,10 @@ static dsv4_status sample_first(spec_lane *l, const int32_t *allow, int n_allow)
         for (int i = 0; i < l->V; i++) l->dlog[i] = -INFINITY;
         for (int i = 0; i < n_allow; i++) l->dlog[allow[i]] = l->p[i];
     }
-    dsv4_status st = dist(l, l->dlog, NULL, 0, l->p);
+    int32_t top = 0;
+    dsv4_status st = dist(l, l->dlog, NULL, 0, l->p, &top);
     if (st) return st;
-    int32_t first = pick(l, l->p);
+    int32_t first = pick(l, l->p, top);
     l->out_logits = l->dlog;
     return emit(l, &first, 1);
 }
@@ -313,9 +319,10 @@ static dsv4_status draft_round(dsv4_model *m, spec_lane *const *L, const int *k,
         size_t HS = (size_t)l->HS;
         memcpy(l->chain + (size_t)(i - 1) * HS, l->dhid + (size_t)(ln[j].n_tokens - 1) * HS, HS * sizeof(float));
         float *q = l->q + (size_t)(i - 1) * l->V;
-        st = dist(l, l->dlog, l->drafts, i - 1, q);
+        int32_t top = 0;
+        st = dist(l, l->dlog, l->drafts, i - 1, q, &top);
         if (st) break;
-        int32_t d = pick(l, q);
+        int32_t d = pick(l, q, top);
         if (l->draft_fn) d = l->draft_fn(l->draft_user, l, i, d);
         l->drafts[i - 1] = d;
     }
@@ -375,8 +382,9 @@ static dsv4_status dspark_draft(dsv4_model *m, spec_lane *const *L, int *k, int 
                 k[who[of[r]]] = i;
                 continue;
             }
-            if ((st = dist(l, lg, l->drafts, i, q))) break;
-            int32_t d = pick(l, q);
+            int32_t top = 0;
+            if ((st = dist(l, lg, l->drafts, i, q, &top))) break;
+            int32_t d = pick(l, q, top);
             if (l->draft_fn) d = l->draft_fn(l->draft_user, l, i + 1, d);
             l->drafts[i] = d;
         }
@@ -406,16 +414,17 @@ static int accept_walk(verdict *v, const dsv4_lane *ln)
     size_t V = (size_t)l->V;
     v->n_out = 0;
     for (int r = 0; r <= v->k; r++) {
-        if ((v->st = dist(l, ln->logits + (size_t)r * V, v->out, v->n_out, l->p))) return -1; /* refuses the step */
+        int32_t top = 0;
+        if ((v->st = dist(l, ln->logits + (size_t)r * V, v->out, v->n_out, l->p, &top))) return -1; /* refuses the step */
         if (r == v->k) { /* every draft kept: the bonus token */
-            v->out[v->n_out++] = pick(l, l->p);
+            v->out[v->n_out++] = pick(l, l->p, top);
             break;
         }
         int32_t d = l->drafts[r];
         const float *q = l->q + (size_t)r * V;
         int keep;
         if (l->force_accept >= 0) keep = force_unit(l) < l->force_accept;
-        else if (greedy(l)) keep = argmax_f32(l->p, l->V) == d;
+        else if (greedy(l)) keep = top == d;
         else keep = sampler_uniform(l->smp) * q[d] < l->p[d]; /* u < p(d)/q(d), q(d) > 0 as d came from q */
         if (keep) {
             v->out[v->n_out++] = d;
@@ -424,7 +433,7 @@ static int accept_walk(verdict *v, const dsv4_lane *ln)
             continue;
         }
         if (greedy(l)) {
-            v->out[v->n_out++] = argmax_f32(l->p, l->V);
+            v->out[v->n_out++] = top;
         } else { /* the residual max(0, p - q), renormalized by the draw */
             double mass = 0;
             for (size_t t = 0; t < V; t++) {
@@ -433,7 +442,7 @@ static int accept_walk(verdict *v, const dsv4_lane *ln)
                 mass += l->p[t];
             }
             if (mass <= 0) { /* p == q up to rounding: any draw from p is exact */
-                if ((v->st = dist(l, ln->logits + (size_t)r * V, v->out, v->n_out, l->p))) return -1;
+                if ((v->st = dist(l, ln->logits + (size_t)r * V, v->out, v->n_out, l->p, &top))) return -1;
             }
             v->out[v->n_out++] = sampler_draw(l->smp, l->p, l->V);
         }
