@@ -101,22 +101,29 @@ static int random_token(uint32_t *x, int vocab)
     return (int)(*x % (uint32_t)vocab);
 }
 
-/* The backend's graph counters; 0 where it has none (then both are 0). */
-static int graphs_now(const dsv4_model *m, long long *captured, long long *replayed)
+/* The backend's graph counters at one moment (all 0 where it has none). */
+typedef struct { long long cap, rep; double host_s, gpu_s; int on; } graph_mark;
+
+static graph_mark graphs_now(const dsv4_model *m)
 {
-    *captured = *replayed = 0;
-    if (!m->be->ops->graph_counts) return 0;
-    m->be->ops->graph_counts(m->be, captured, replayed);
-    return 1;
+    graph_mark g = {0};
+    if (!m->be->ops->graph_counts) return g;
+    m->be->ops->graph_counts(m->be, &g.cap, &g.rep, &g.host_s, &g.gpu_s);
+    g.on = 1;
+    return g;
 }
 
-/* How the measured steps ran where the backend records graphs, into buf
- * ("-" elsewhere): captured anew / replayed. A step captured anew pays the
- * capture (milliseconds for a whole model). */
-static const char *graphs_since(const dsv4_model *m, long long cap0, long long rep0, char *buf, size_t n)
+/* How `steps` measured steps ran where the backend records graphs, into buf
+ * ("-" elsewhere): captured anew / replayed, then the host's recording and
+ * the graphs' device time a step in ms. A step captured anew pays the
+ * capture (milliseconds for a whole model); wall time beyond host + device
+ * is the host between steps. */
+static const char *graphs_since(const dsv4_model *m, graph_mark g0, int steps, char *buf, size_t n)
 {
-    long long cap, rep;
-    if (graphs_now(m, &cap, &rep)) snprintf(buf, n, "%lld/%lld", cap - cap0, rep - rep0);
+    graph_mark g = graphs_now(m);
+    if (g.on && steps > 0)
+        snprintf(buf, n, "%lld/%lld, host %.2f + device %.2f ms", g.cap - g0.cap, g.rep - g0.rep,
+                 1e3 * (g.host_s - g0.host_s) / steps, 1e3 * (g.gpu_s - g0.gpu_s) / steps);
     else snprintf(buf, n, "-");
     return buf;
 }
@@ -130,17 +137,17 @@ static double time_decode(dsv4_model *m, int64_t ctx, int n, float *logits, char
     double t = -1;
     uint32_t x = 12345u + (uint32_t)ctx;
     if (ctx && session_fill_random(s, ctx)) goto out;
-    long long cap0 = 0, rep0 = 0;
+    graph_mark g0 = {0};
     for (int i = 0; i < 2 + n; i++) {
         if (i == 2) {
             t = clock_s();
-            graphs_now(m, &cap0, &rep0);
+            g0 = graphs_now(m);
         }
         int32_t tok = random_token(&x, dsv4_model_vocab(m));
         if (dsv4_session_eval_last(s, &tok, 1, logits)) { t = -1; goto out; }
     }
     t = (clock_s() - t) / n;
-    if (graphs) graphs_since(m, cap0, rep0, graphs, graphs_n);
+    if (graphs) graphs_since(m, g0, n, graphs, graphs_n);
 out:
     dsv4_session_free(s);
     return t;
@@ -222,7 +229,7 @@ static int bench_spec(dsv4_model *m, int k, double P, int64_t ctx, int n_dec, do
     ok = ok && !spec_feed(&l, prompt, 4);
     long long produced = 0, kept0 = 0, drafted0 = 0;
     double t = 0, draft0 = 0, verify0 = 0, accept0 = 0;
-    long long cap0 = 0, rep0 = 0;
+    graph_mark g0 = {0};
     int steps = 0;
     for (int i = 0; i < 2 + n_dec && ok; i++) {
         if (i == 2) {
@@ -232,7 +239,7 @@ static int bench_spec(dsv4_model *m, int k, double P, int64_t ctx, int n_dec, do
             draft0 = l.s_draft;
             verify0 = l.s_verify;
             accept0 = l.s_accept;
-            graphs_now(m, &cap0, &rep0);
+            g0 = graphs_now(m);
         }
         spec_lane *lp = &l;
         ok = !spec_step(m, &lp, 1, NULL);
@@ -258,8 +265,9 @@ static int bench_spec(dsv4_model *m, int k, double P, int64_t ctx, int n_dec, do
            "the rest %.3f ms; a 1-token step %.3f ms\n",
            1e3 * (l.s_draft - draft0) / steps, 1e3 * (l.s_verify - verify0) / steps, 1e3 * (l.s_accept - accept0) / steps,
            step_ms - 1e3 * (l.s_draft - draft0 + l.s_verify - verify0) / steps, 1e3 * plain_t);
-    char g[48];
-    printf("graphs over the speculative steps (captured anew/replayed): %s\n", graphs_since(m, cap0, rep0, g, sizeof g));
+    char g[96];
+    printf("graphs over the speculative steps (captured anew/replayed, a speculative step's recording and device "
+           "time): %s\n", graphs_since(m, g0, steps, g, sizeof g));
     /* the verify step's bytes against a 1-token step's (the main model's;
      * the drafter's are not counted): its k+1 rows read the dense weights
      * once, the routed experts they are expected to choose and about the
@@ -431,10 +439,10 @@ int cmd_bench(int argc, char **argv)
     float *logits = malloc((size_t)cf->vocab * sizeof *logits);
     if (!logits) { dsv4_model_free(m); return 1; }
     printf("%-9s %10s %10s %12s %12s %9s %7s %s\n", "context", "tok/s", "ms/tok", "weights MB", "state MB", "GB/s",
-           "% limit", "graphs new/replayed");
+           "% limit", "graphs new/replayed, host recording + graph device time a token");
     double first_t = 0;
     for (int i = 0; i < n_ctx; i++) {
-        char graphs[48];
+        char graphs[96];
         double t = time_decode(m, ctx[i], n_dec, logits, graphs, sizeof graphs);
         if (i == 0) first_t = t;
         if (t < 0) { cli_report("bench", "decode"); free(logits); dsv4_model_free(m); return 1; }

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/clock.h"
 #include "cuda/cuda_internal.cuh"
 
 /* Op entry points (one file per family). */
@@ -51,7 +52,7 @@ static void cu_step_end(dsv4_backend *b);
 static void cu_profile_enable(dsv4_backend *b, int on);
 static int cu_profile_report(dsv4_backend *b, const char **names, double *ms, int max);
 static dsv4_status cu_mem_info(dsv4_backend *b, uint64_t *free_bytes, uint64_t *total_bytes);
-static void cu_graph_counts(dsv4_backend *b, long long *captured, long long *replayed);
+static void cu_graph_counts(dsv4_backend *b, long long *captured, long long *replayed, double *host_s, double *gpu_s);
 
 static const dsv4_ops k_cuda_ops = {
     .alloc = cu_alloc,
@@ -178,10 +179,13 @@ static dsv4_status cu_mem_info(dsv4_backend *b, uint64_t *free_bytes, uint64_t *
     return DSV4_OK;
 }
 
-static void cu_graph_counts(dsv4_backend *b, long long *captured, long long *replayed)
+static void cu_graph_counts(dsv4_backend *b, long long *captured, long long *replayed, double *host_s, double *gpu_s)
 {
-    *captured = cu_of(b)->n_captures;
-    *replayed = cu_of(b)->n_replays;
+    cu_impl *c = cu_of(b);
+    *captured = c->n_captures;
+    *replayed = c->n_replays;
+    *host_s = c->host_s;
+    *gpu_s = c->gpu_s;
 }
 
 /* ---- submission, recording and graphs ---- */
@@ -259,6 +263,7 @@ static void cu_step_begin(dsv4_backend *b, int rows)
     c->n_rec = 0;
     c->arg_used = 0;
     c->recording = c->graphs_on && !c->profiling && rows <= CU_GRAPH_MAX_ROWS && !b->sticky;
+    c->t_begin = clock_s();
 }
 
 static void graph_drop(cu_graph *g)
@@ -328,7 +333,14 @@ static void cu_step_end(dsv4_backend *b)
         return;
     }
     g->used = ++c->clock;
+    c->host_s += clock_s() - c->t_begin;
+    int timed = !c->gev_open && c->gev[0];
+    if (timed) cudaEventRecord(c->gev[0], c->stream);
     cu_check(c, cudaGraphLaunch(g->exec, c->stream), "graph launch");
+    if (timed) {
+        cudaEventRecord(c->gev[1], c->stream);
+        c->gev_open = 1;
+    }
     c->n_rec = 0;
 }
 
@@ -398,6 +410,11 @@ static dsv4_status cu_sync(dsv4_backend *b)
     if (c->recording) cu_step_end(b);
     cu_check(c, cudaStreamSynchronize(c->stream), "stream synchronize");
     cu_check(c, cudaGetLastError(), "kernel");
+    if (c->gev_open) {
+        float ms = 0;
+        if (cudaEventElapsedTime(&ms, c->gev[0], c->gev[1]) == cudaSuccess) c->gpu_s += 1e-3 * ms;
+        c->gev_open = 0;
+    }
     volatile int *err = c->err_host;
     if (err[0]) { /* a kernel-detected fault: code, activation row, layer */
         int code = err[0], row = err[1], layer = err[2], cur = b->cur_layer;
@@ -454,6 +471,8 @@ static void cu_destroy(dsv4_backend *b)
         if (c->arg_dev) cudaFree(c->arg_dev);
         if (c->stage) cudaFreeHost(c->stage);
         if (c->err_host) cudaFreeHost(c->err_host);
+        for (int i = 0; i < 2; i++)
+            if (c->gev[i]) cudaEventDestroy(c->gev[i]);
         if (c->stream) cudaStreamDestroy(c->stream);
         free(c->rec); free(c->dl); free(c->deferred); free(c->ev);
         free(c);
@@ -495,7 +514,8 @@ extern "C" dsv4_backend *cuda_backend_new(int device, int64_t max_row)
         (e = cudaHostAlloc((void **)&c->err_host, 3 * sizeof(int), cudaHostAllocMapped)) != cudaSuccess ||
         (e = cudaHostGetDevicePointer((void **)&c->err_dev, c->err_host, 0)) != cudaSuccess ||
         (e = cudaHostAlloc((void **)&c->arg_host, c->arg_cap, cudaHostAllocDefault)) != cudaSuccess ||
-        (e = cudaMalloc((void **)&c->arg_dev, c->arg_cap)) != cudaSuccess) {
+        (e = cudaMalloc((void **)&c->arg_dev, c->arg_cap)) != cudaSuccess ||
+        (e = cudaEventCreate(&c->gev[0])) != cudaSuccess || (e = cudaEventCreate(&c->gev[1])) != cudaSuccess) {
         dsv4_fail(DSV4_ERR_DEVICE, "CUDA %s failed on GPU %d: %s", what, device, cudaGetErrorString(e));
         cu_destroy(b);
         return NULL;

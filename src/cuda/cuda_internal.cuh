@@ -112,6 +112,12 @@ struct cu_impl {
     cu_graph graphs[CU_GRAPH_CACHE];
     unsigned long long clock;
     long long n_captures, n_replays;
+    /* where a graph step's time goes: the host's recording (step_begin to
+     * the launch) and the graph on the GPU (events around the launch, read
+     * at the next sync; a launch while one is unread is not timed) */
+    double t_begin, host_s, gpu_s;
+    cudaEvent_t gev[2];
+    int gev_open;
 
     /* profiler */
     int profiling;

@@ -209,8 +209,10 @@ typedef struct {
     dsv4_status (*mem_info)(dsv4_backend *b, uint64_t *free_bytes, uint64_t *total_bytes);
     /* Steps recorded so far that were captured as a new graph, and that
      * replayed one (a step that keeps being captured pays the capture each
-     * time: the bench reports these). */
-    void (*graph_counts)(dsv4_backend *b, long long *captured, long long *replayed);
+     * time: the bench reports these); the seconds the host spent recording
+     * them and the seconds their graphs ran on the device (what is left of
+     * a step's wall time is the host between steps and the device idle). */
+    void (*graph_counts)(dsv4_backend *b, long long *captured, long long *replayed, double *host_s, double *gpu_s);
 } dsv4_ops;
 
 struct dsv4_backend {
