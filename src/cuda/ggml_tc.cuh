@@ -35,8 +35,8 @@
 #include "cuda/ggml_blocks.cuh"
 #include "cuda/tc_f16.cuh"
 
-/* The tensor-core kernels' weight kinds: CU_W_FP8, CU_W_FP4, or a GGUF
- * block format as TC_GG(fmt). */
+/* The tensor-core kernels' weight kinds: CU_W_FP8, CU_W_FP4, CU_W_BF16,
+ * CU_W_F16, or a GGUF block format as TC_GG(fmt). */
 #define TC_GG0 64
 #define TC_GG(fmt) (TC_GG0 + (fmt))
 __host__ __device__ constexpr int tc_is_gg(int kind) { return kind >= TC_GG0; }
@@ -218,7 +218,7 @@ __host__ static inline int tc_allow_smem(cu_impl *c, K kernel, size_t shm, size_
 /* The columns of a kind's chunk (the unit of its K slices). */
 __host__ __device__ constexpr int tc_chunk_cols(int kind)
 {
-    return tc_is_gg(kind) ? 32 : kind == CU_W_FP8 ? TC_CC8 : TC_CC4;
+    return tc_is_gg(kind) ? 32 : kind == CU_W_FP8 ? TC_CC8 : kind == CU_W_FP4 ? TC_CC4 : TC_CC16;
 }
 
 /* Calls f(TC_GG(fmt)-kind constant) for W's GGUF format: the kernels'
@@ -231,6 +231,8 @@ __host__ static inline void tc_kind_dispatch(int kind, F fn)
 {
     if (kind == CU_W_FP8) fn(tc_kind_c<CU_W_FP8>());
     else if (kind == CU_W_FP4) fn(tc_kind_c<CU_W_FP4>());
+    else if (kind == CU_W_BF16) fn(tc_kind_c<CU_W_BF16>());
+    else if (kind == CU_W_F16) fn(tc_kind_c<CU_W_F16>());
     else if (tc_is_gg(kind))
         switch (tc_gg_fmt(kind)) { WF_GGUF_BLOCKS(GGTC_KIND_CASE) default: break; }
 }

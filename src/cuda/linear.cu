@@ -175,7 +175,7 @@ static void run_gemv(cu_impl *c, const cu_matmul_args *a)
  * 8-column groups (tc_prep_group). */
 #define PREP_GROUPS 256
 __global__ void __launch_bounds__(256) tc_prep_kernel(const float *x, int64_t ldx, int G, int64_t n, int64_t npad,
-                                                      __half *xq, float *pf, int act, const float *f, int nf)
+                                                      __half *xq, float *pf, int terms, int act, const float *f, int nf)
 {
     cu_pdl();
     __shared__ float sh[32];
@@ -188,22 +188,20 @@ __global__ void __launch_bounds__(256) tc_prep_kernel(const float *x, int64_t ld
     }
     int e = tc_row_exp(row, n, sh);
     int64_t g8 = (int64_t)blockIdx.y * PREP_GROUPS + threadIdx.x;
-    if (g8 < npad / 8) tc_prep_group(row, n, g8, e, xq + r * 2 * npad);
+    if (g8 < npad / 8) {
+        if (terms == 3) tc_prep_group<3>(row, n, g8, e, xq + r * 3 * npad);
+        else tc_prep_group<2>(row, n, g8, e, xq + r * 2 * npad);
+    }
     if (blockIdx.y == 0 && threadIdx.x == 0) pf[r] = tc_exp_factor(e);
 }
 
-size_t tc_prep_bytes(int64_t rows, int64_t n)
-{
-    return (size_t)rows * (size_t)tc_npad(n) * 4 + (size_t)rows * 4 + 16;
-}
-
-void tc_prep(cu_impl *c, const float *x, int64_t ldx, int T, int G, int64_t n, __half *xq, float *pf, int act,
-             const float *f, int nf)
+void tc_prep(cu_impl *c, const float *x, int64_t ldx, int T, int G, int64_t n, __half *xq, float *pf, int terms,
+             int act, const float *f, int nf)
 {
     int64_t npad = tc_npad(n);
     dim3 grid((unsigned)((int64_t)T * G), cu_blocks(npad / 8, PREP_GROUPS));
     cu_launch(c, "tc_prep_kernel", tc_prep_kernel, grid, dim3(256), act ? (size_t)n * sizeof(float) : 0, x, ldx, G, n,
-              npad, xq, pf, act, f, nf);
+              npad, xq, pf, terms, act, f, nf);
 }
 
 /* Block: 8 warps. A warp computes MT tiles of 16 weight rows against NT
@@ -224,7 +222,7 @@ __global__ void __launch_bounds__(256, 1) tc_kernel(const __half *xq, const floa
                                                  int stage, int act, int T, int G, dsv4_mat W, float *y, int64_t ldy,
                                                  int ks, int64_t grp_rows)
 {
-    constexpr int GG = tc_is_gg(KIND);
+    constexpr int GG = tc_is_gg(KIND), TERMS = tc_terms(KIND);
     extern __shared__ float smem[];
     int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, q = lane & 3;
     float *part = smem + tc_lead_bytes(KIND, MT, U) / 4; /* SEQ = 0, ks > 1: [8 warps][MT][NT][4][32] */
@@ -232,7 +230,7 @@ __global__ void __launch_bounds__(256, 1) tc_kernel(const __half *xq, const floa
     int nr = T - tb < 8 * NT ? (int)(T - tb) : 8 * NT;
     float *stg = part + tc_part_floats(SEQ, MT, NT, ks);
     __half *sx = (__half *)stg;
-    float *spf = stg + (int64_t)nr * npad, *sh = spf + 8;
+    float *spf = stg + tc_stage_row_floats(nr, W.cols, TERMS), *sh = spf + 8;
     /* everything that reads what earlier kernels wrote (x, xq, pf) comes
      * after the wait; FP8/MXFP4 slices call this once their first weight
      * copies are in flight */
@@ -244,7 +242,7 @@ __global__ void __launch_bounds__(256, 1) tc_kernel(const __half *xq, const floa
     int64_t sgb = stage && grp_rows ? brow0 / grp_rows : 0;
     auto wait_prep = [&]() {
         cu_pdl();
-        if (stage) tc_prep_block(x + tb * ldx + sgb * W.cols, ldx, nr, W.cols, sx, spf, sh, act);
+        if (stage) tc_prep_block<TERMS>(x + tb * ldx + sgb * W.cols, ldx, nr, W.cols, sx, spf, sh, act);
     };
     int active = row0 < W.rows;
     if (wpt == 1 && !active) {
@@ -259,7 +257,7 @@ __global__ void __launch_bounds__(256, 1) tc_kernel(const __half *xq, const floa
     for (int j = 0; j < NT; j++) {
         int64_t t = tb + 8 * j + g;
         t = t < T ? t : T - 1;
-        xr[j] = stage ? sx + (t - tb) * 2 * npad : xq + (t * G + gb) * 2 * npad;
+        xr[j] = stage ? sx + (t - tb) * TERMS * npad : xq + (t * G + gb) * TERMS * npad;
     }
     float tot[MT][NT][4];
     int mine;
@@ -312,7 +310,7 @@ static void tc_launch(cu_impl *c, const cu_matmul_args *a, int ks, int G, int st
     const dsv4_mat *W = &a->W;
     int wpt = SEQ ? 1 : ks;
     size_t shm = tc_lead_bytes(KIND, MT, U) + (size_t)tc_part_floats(SEQ, MT, NT, ks) * sizeof(float) +
-                 (stage ? tc_stage_bytes(a->T < 8 * NT ? a->T : 8 * NT, W->cols) : 0);
+                 (stage ? tc_stage_bytes(a->T < 8 * NT ? a->T : 8 * NT, W->cols, tc_terms(KIND)) : 0);
     static size_t allowed[TC_SMEM_GPUS];
     if (tc_allow_smem(c, tc_kernel<KIND, MT, NT, SEQ, U>, shm, allowed)) return;
     dim3 grid(cu_blocks(W->rows, 8 / wpt * 16 * MT), cu_blocks(a->T, 8 * NT));
@@ -330,9 +328,12 @@ static void run_tc(cu_impl *c, const cu_matmul_args *a)
     /* decode steps whose rows fit in shared memory prepare them in each block
      * (grouped products: when a block's 8 / ks row tiles lie in one row block) */
     int stage = a->T <= 8 && (G == 1 || a->grp_rows % (8 / ks * 16) == 0) && a->W.cols <= TC_STAGE_MAX_N &&
-                tc_kind_bytes(KIND) + (size_t)tc_part_floats(0, 1, 1, ks) * sizeof(float) + tc_stage_bytes(a->T, a->W.cols) <= TC_STAGE_MAX;
-    if (!stage) tc_prep(c, a->x, a->ldx, a->T, G, a->W.cols, a->xq, a->pf, a->act);
-    if (a->T <= 8) tc_launch<KIND, 1, 1, 0, 4>(c, a, ks, G, stage);
+                (!a->act || tc_stage_act_ok(KIND)) &&
+                tc_kind_bytes(KIND) + (size_t)tc_part_floats(0, 1, 1, ks) * sizeof(float) +
+                        tc_stage_bytes(a->T, a->W.cols, tc_terms(KIND)) <= tc_stage_max(tc_terms(KIND));
+    if (!stage) tc_prep(c, a->x, a->ldx, a->T, G, a->W.cols, a->xq, a->pf, tc_terms(KIND), a->act);
+    /* 16-bit kinds: 8 chunks in flight (a chunk's 64 bytes are 32 columns, little work per byte) */
+    if (a->T <= 8) tc_launch<KIND, 1, 1, 0, tc_is16(KIND) ? 8 : 4>(c, a, ks, G, stage);
     else if (a->T <= 64) tc_launch<KIND, 1, 4, 0, 2>(c, a, ks, G, 0);
     else if (a->grp_rows % 32 == 0) tc_launch<KIND, 2, 4, 1, 2>(c, a, ks, G, 0);
     else tc_launch<KIND, 1, 4, 1, 2>(c, a, ks, G, 0);
@@ -355,10 +356,11 @@ void cu_matmul_prep_ws(cu_impl *c, cu_matmul_args *a)
     a->pf = NULL;
     if (tc_matmul_kind(&a->W, a->grp_rows) < 0 || a->T <= 0) return;
     int64_t rows = (int64_t)a->T * (a->grp_rows ? a->W.rows / a->grp_rows : 1);
-    char *ws = (char *)cu_ws(c, WS_MATMUL, tc_prep_bytes(rows, a->W.cols));
+    int terms = tc_terms(tc_matmul_kind(&a->W, a->grp_rows));
+    char *ws = (char *)cu_ws(c, WS_MATMUL, tc_prep_bytes(rows, a->W.cols, terms));
     if (!ws) return;
     a->xq = (__half *)ws;
-    a->pf = (float *)(ws + (size_t)rows * (size_t)tc_npad(a->W.cols) * 4);
+    a->pf = (float *)(ws + tc_prep_pf_offset(rows, a->W.cols, terms));
 }
 
 /* grp_rows = 0: a plain matmul; otherwise rows per block of the grouped one.

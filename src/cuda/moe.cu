@@ -216,14 +216,15 @@ static void launch_fp32_part(cu_impl *c, const moe_args *a, int up, int part)
 }
 
 /* The tensor-core kinds (tc_kind) of an expert's w2 (k[0]) and w1·w3
- * (k[1]); both -1 when a matrix has none or w1 and w3 differ (GGUF files
+ * (k[1]); both -1 when a matrix has none, w1 and w3 differ (GGUF files
  * may give gate and up different block types: the fp32 kernels read them
- * apart). */
+ * apart) or the two want differently prepared rows (tc_terms: the down
+ * launch's rows are prepared like the up launch's). */
 static void expert_kinds(const dsv4_mat *w1, const dsv4_mat *w3, const dsv4_mat *w2, int *k)
 {
     k[0] = tc_kind(*w2);
     k[1] = tc_kind(*w1);
-    if (k[0] < 0 || k[1] < 0 || tc_kind(*w3) != k[1]) k[0] = k[1] = -1;
+    if (k[0] < 0 || k[1] < 0 || tc_kind(*w3) != k[1] || tc_terms(k[0]) != tc_terms(k[1])) k[0] = k[1] = -1;
 }
 
 void cu_exec_moe(cu_impl *c, const void *args, const int64_t *dpos)
@@ -260,12 +261,13 @@ void cu_exec_moe(cu_impl *c, const void *args, const int64_t *dpos)
         ea.x = a->xa;
     }
     a = &ea;
-    int TK = a->T * a->K, ap = a->act_prep;
-    if ((tr || ts) && !a->stage_up) tc_prep(c, a->x, a->D, a->T, 1, a->D, a->xq, a->xpf, ap);
+    int TK = a->T * a->K, ap = a->act_prep, te = tc_terms(tr ? a->tk_r[1] : a->tk_s[1]);
+    if ((tr || ts) && !a->stage_up) tc_prep(c, a->x, a->D, a->T, 1, a->D, a->xq, a->xpf, te, ap);
     for (int up = 1; up >= 0; up--) {
         /* official numerics: the routed pairs' H times their weights (pairs < T·K), every row through FP8 */
         if (!up && a->act && !ap) cu_launch_act_fp8(c, a->H, a->H, TK + a->T, a->I, a->wt, TK);
-        if (!up && (tr || ts) && !a->stage_down) tc_prep(c, a->H, a->I, TK + a->T, 1, a->I, a->hq, a->hpf, ap, a->wt, TK);
+        if (!up && (tr || ts) && !a->stage_down)
+            tc_prep(c, a->H, a->I, TK + a->T, 1, a->I, a->hq, a->hpf, te, ap, a->wt, TK);
         if (!tr && !ts) {
             launch_fp32_part(c, a, up, PART_ALL);
             continue;
@@ -417,24 +419,34 @@ void cu_moe(dsv4_backend *b, const float *x, const int32_t *tok, int T, int D, c
     /* every expert has expert 0's layout (expert_table checked it) */
     expert_kinds(&p->w1[0], &p->w3[0], &p->w2[0], a.tk_r);
     expert_kinds(p->sh_w1, p->sh_w3, p->sh_w2, a.tk_s);
-    int tcx = a.tk_r[1] >= 0 || a.tk_s[1] >= 0 || tc_kind(a.gate) >= 0;
+    /* the routed and the shared experts read one preparation of x and of
+     * H: a shared expert wanting other terms takes the fp32 kernels */
+    if (a.tk_r[1] >= 0 && a.tk_s[1] >= 0 && tc_terms(a.tk_r[1]) != tc_terms(a.tk_s[1])) a.tk_s[0] = a.tk_s[1] = -1;
+    int gk = tc_kind(a.gate), tcx = a.tk_r[1] >= 0 || a.tk_s[1] >= 0 || gk >= 0;
+    /* terms of the experts' prepared rows, and of x's (which a
+     * tensor-core gate prepares first, in its own terms) */
+    int te = tc_terms(a.tk_r[1] >= 0 ? a.tk_r[1] : a.tk_s[1]);
+    int tx = gk >= 0 && tc_terms(gk) > te ? tc_terms(gk) : te;
     /* a one-token step stages its rows when they fit next to the GGUF
      * staging and the slice sums (4 slices of 2 tiles) */
     size_t kb_up = tc_kind_bytes(tc_is_gg(a.tk_r[1]) ? a.tk_r[1] : a.tk_s[1]);
     size_t kb_dn = tc_kind_bytes(tc_is_gg(a.tk_r[0]) ? a.tk_r[0] : a.tk_s[0]);
-    a.stage_up = T == 1 && D <= TC_STAGE_MAX_N && kb_up + (size_t)tc_part_floats(0, 2, 1, 2) * sizeof(float) + tc_stage_bytes(1, D) <= TC_STAGE_MAX;
-    a.stage_down = T == 1 && I <= TC_STAGE_MAX_N && kb_dn + (size_t)tc_part_floats(0, 2, 1, 2) * sizeof(float) + tc_stage_bytes(1, I) <= TC_STAGE_MAX;
-    size_t o_hq = o_xq + (tcx ? al(tc_prep_bytes((int64_t)t, D)) : 0);
-    size_t o_xa = o_hq + (tcx ? al(tc_prep_bytes((int64_t)pairs, I)) : 0);
+    int stage_ok = T == 1 && (!p->act_fp8 || te == 2); /* tc_stage_act_ok */
+    a.stage_up = stage_ok && D <= TC_STAGE_MAX_N &&
+                 kb_up + (size_t)tc_part_floats(0, 2, 1, 2) * sizeof(float) + tc_stage_bytes(1, D, te) <= tc_stage_max(te);
+    a.stage_down = stage_ok && I <= TC_STAGE_MAX_N &&
+                   kb_dn + (size_t)tc_part_floats(0, 2, 1, 2) * sizeof(float) + tc_stage_bytes(1, I, te) <= tc_stage_max(te);
+    size_t o_hq = o_xq + (tcx ? al(tc_prep_bytes((int64_t)t, D, tx)) : 0);
+    size_t o_xa = o_hq + (tcx ? al(tc_prep_bytes((int64_t)pairs, I, te)) : 0);
     a.act = p->act_fp8;
     size_t total = o_xa + (a.act ? al(t * D * 4) : 0);
     char *ws = (char *)cu_ws(c, WS_MOE, total);
     if (!ws) return;
     if (tcx) {
         a.xq = (__half *)(ws + o_xq);
-        a.xpf = (float *)(ws + o_xq + t * (size_t)tc_npad(D) * 4);
+        a.xpf = (float *)(ws + o_xq + tc_prep_pf_offset((int64_t)t, D, tx));
         a.hq = (__half *)(ws + o_hq);
-        a.hpf = (float *)(ws + o_hq + pairs * (size_t)tc_npad(I) * 4);
+        a.hpf = (float *)(ws + o_hq + tc_prep_pf_offset((int64_t)pairs, I, te));
     }
     if (a.act) a.xa = (float *)(ws + o_xa);
     a.grp = (int32_t *)(ws + o_grp);

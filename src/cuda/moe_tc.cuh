@@ -20,7 +20,7 @@
 template <int KIND, int NT, int SEQ, int U, int UP>
 __device__ __forceinline__ void expert_tc_group(const moe_args &a, const moe_group &G, int ks)
 {
-    constexpr int MT = UP ? 2 : 1, GG = tc_is_gg(KIND);
+    constexpr int MT = UP ? 2 : 1, GG = tc_is_gg(KIND), TERMS = tc_terms(KIND);
     extern __shared__ float smem[];
     float *sm = smem + tc_lead_bytes(KIND, MT, U) / 4; /* SEQ = 0, ks > 1: [8 warps][MT][NT][4][32] */
     int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, q = lane & 3;
@@ -29,14 +29,14 @@ __device__ __forceinline__ void expert_tc_group(const moe_args &a, const moe_gro
     int64_t R = UP ? a.I : a.D, n = UP ? a.D : a.I, npad = tc_npad(n);
     /* one-token steps: the block prepares its one row (x, or the pair's H)
      * in shared memory instead of reading the prepared rows (tc_prep_block) */
-    float *stg = sm + tc_part_floats(SEQ, MT, NT, ks);
+    float *stg = sm + tc_part_floats(SEQ, MT, NT, ks), *spf = stg + tc_stage_row_floats(1, n, TERMS);
     int stage = UP ? a.stage_up : a.stage_down, prepped = 0;
     /* once per block, by every warp (barriers); FP8/MXFP4 slices call it
      * once their first weight copies are in flight */
     auto prep = [&]() {
         if (stage && !prepped) /* act_prep: x, or H times the pair's routing weight, through FP8 first */
-            tc_prep_block(UP ? a.x : a.H + (int64_t)G.i0 * a.I, 0, 1, n, (__half *)stg, stg + npad, stg + npad + 8,
-                          a.act_prep, !UP && G.i0 < a.T * a.K ? a.wt[G.i0] : 1.0f);
+            tc_prep_block<TERMS>(UP ? a.x : a.H + (int64_t)G.i0 * a.I, 0, 1, n, (__half *)stg, spf, spf + 8,
+                                 a.act_prep, !UP && G.i0 < a.T * a.K ? a.wt[G.i0] : 1.0f);
         prepped = 1;
     };
     int64_t row0 = ((int64_t)blockIdx.x * (8 / wpt) + warp / wpt) * 16;
@@ -67,7 +67,7 @@ __device__ __forceinline__ void expert_tc_group(const moe_args &a, const moe_gro
         for (int j = 0; j < NT; j++) {
             int64_t i = ib + 8 * j + g;
             int p = single ? (int)(i < G.i1 ? i : G.i1 - 1) : group_pair(a, (int)(i < G.i1 ? i : G.i1 - 1));
-            xr[j] = stage ? (const __half *)stg : pq + (int64_t)(UP ? pair_token(a, p) : p) * 2 * npad;
+            xr[j] = stage ? (const __half *)stg : pq + (int64_t)(UP ? pair_token(a, p) : p) * TERMS * npad;
         }
         /* UP: the w1 and w3 rows as the two tiles, one pass over the pairs' x */
         float tot[MT][NT][4];
@@ -90,7 +90,7 @@ __device__ __forceinline__ void expert_tc_group(const moe_args &a, const moe_gro
                 int64_t i2 = ib + 8 * j + 2 * q + e;
                 int p2 = single ? (int)(i2 < G.i1 ? i2 : G.i1 - 1)
                                 : group_pair(a, (int)(i2 < G.i1 ? i2 : G.i1 - 1));
-                P[j][e] = stage ? tc_row_factor<KIND>(stg + npad, 0) : tc_row_factor<KIND>(ppf, UP ? pair_token(a, p2) : p2);
+                P[j][e] = stage ? tc_row_factor<KIND>(spf, 0) : tc_row_factor<KIND>(ppf, UP ? pair_token(a, p2) : p2);
             }
 #pragma unroll
         for (int m = 0; m < MT; m++) /* the sums are of the scaled rows: their factor comes last */
@@ -146,7 +146,9 @@ static size_t expert_tc_smem(const moe_args *a, int seq, int nt, int u, int ks)
     constexpr int MT = UP ? 2 : 1;
     int64_t n = UP ? a->D : a->I;
     size_t s = tc_lead_bytes(KIND, MT, u);
-    if (!seq) s += (size_t)tc_part_floats(0, MT, nt, ks) * sizeof(float) + ((UP ? a->stage_up : a->stage_down) ? tc_stage_bytes(1, n) : 0);
+    if (!seq)
+        s += (size_t)tc_part_floats(0, MT, nt, ks) * sizeof(float) +
+             ((UP ? a->stage_up : a->stage_down) ? tc_stage_bytes(1, n, tc_terms(KIND)) : 0);
     return s;
 }
 

@@ -1,6 +1,6 @@
-/* Tensor-core products of FP8 (e4m3, 128x128 blocks) and MXFP4 (E2M1, 1x32
- * blocks) weights with fp32 activations, shared by the matmul (linear.cu)
- * and the experts (moe.cu).
+/* Tensor-core products of FP8 (e4m3, 128x128 blocks), MXFP4 (E2M1, 1x32
+ * blocks), BF16 and F16 weights with fp32 activations, shared by the
+ * matmul (linear.cu) and the experts (moe.cu).
  *
  * Numerics. Every weight code becomes an f16 exactly: an e4m3 code by
  * the hardware conversion (its value), an E2M1 code by moving its bits
@@ -13,6 +13,10 @@
  * well inside f16's range. mma.m16n8k16 (f16 in, fp32 accumulate) then forms
  * the hi and lo products. So a row's sum is, up to about 2^-22 relative per
  * term, the fp32 dot product with the exactly dequantized weight.
+ *   F16 weights are their own f16 codes (no scale). BF16 weights are not
+ *   f16 values (8 exponent bits), so they stay bf16: mma.m16n8k16 with bf16
+ *   inputs, against the activation row split into three bf16 terms (hi +
+ *   mid + lo, 24 bits: x·2^e exactly), each product exact in fp32.
  *
  * Invariance. What a row computes is fixed by the weight's shape and format
  * and by its own activation row: the chunk order, the slices (from the shape
@@ -30,7 +34,12 @@
  *        (power-of-two blocks of at least 64 columns).
  *   FP4: a chunk is 128 columns = 4 scale blocks (E8M0 grids); thread q
  *        loads word q (8 values) of each block, so each block's 2 k-steps
- *        stay in one scale block and its sum can be scaled. */
+ *        stay in one scale block and its sum can be scaled.
+ *   BF16/F16: a chunk is 32 columns; thread q loads 16 bytes (group q,
+ *        columns 8q..8q+7) of each row: 2 k-steps, the pairs moved into
+ *        the paired order by byte permutes.
+ * A prepared row's group holds its terms one after the other: f16 hi, lo
+ * (every kind but BF16) or bf16 hi, mid, lo (tc_terms). */
 #ifndef DSV4_CUDA_TC_F16_CUH
 #define DSV4_CUDA_TC_F16_CUH
 #include "cuda/state_rows.cuh" /* cq_act_block */
@@ -39,7 +48,16 @@
 /* Columns of a chunk, and of a prepared row's padding. */
 #define TC_CC8 64
 #define TC_CC4 128
+#define TC_CC16 32
 #define TC_PAD 128
+
+/* The 16-bit weight families (one 16-byte load: 8 columns, no scales). */
+__host__ __device__ constexpr int tc_is16(int fam) { return fam == CU_W_BF16 || fam == CU_W_F16; }
+
+/* 16-bit terms of a prepared activation value for a tensor-core kind:
+ * BF16 weights take three bf16 terms, the others two f16 (the GGUF kinds,
+ * numbered past every family, included). */
+__host__ __device__ constexpr int tc_terms(int kind) { return kind == CU_W_BF16 ? 3 : 2; }
 
 __host__ __device__ static inline int64_t tc_npad(int64_t n) { return (n + TC_PAD - 1) / TC_PAD * TC_PAD; }
 
@@ -89,6 +107,16 @@ __device__ __forceinline__ void tc_mma(float *d, uint32_t a0, uint32_t a1, uint3
         : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
 }
 
+/* The same with bf16 inputs. */
+__device__ __forceinline__ void tc_mma_bf16(float *d, uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3, uint32_t b0,
+                                            uint32_t b1)
+{
+    asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+        "{%0,%1,%2,%3};"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+}
+
 /* Block b's scale of an MXFP4 chunk from its 4 E8M0 bytes plus one each
  * (s1 = the loaded word + 0x01010101; no byte carries, the loaders admit
  * no byte above 219): 2^(e-126), a normal float for every admitted e, 0
@@ -111,8 +139,9 @@ template <int FAM, int MT, int NT>
 __device__ __forceinline__ void tc_chunk_f16(float (*acc)[NT][4], const uint4 (*u)[2], const uint32_t (*sc)[2],
                                              const __half *const *xr, int gi)
 {
-    constexpr int NB = FAM == CU_W_FP8 ? 1 : 4;  /* scale blocks in the chunk */
+    constexpr int NB = FAM == CU_W_FP4 ? 4 : 1;  /* scale blocks in the chunk (16-bit: none, one sum) */
     constexpr int SPB = FAM == CU_W_FP8 ? 4 : 2; /* k-steps per block */
+    constexpr int TERMS = tc_terms(FAM);
     uint32_t s1[MT][2];
 #pragma unroll
     for (int m = 0; m < MT; m++)
@@ -124,8 +153,9 @@ __device__ __forceinline__ void tc_chunk_f16(float (*acc)[NT][4], const uint4 (*
         tc_zero<MT, NT>(blk);
 #pragma unroll
         for (int s = 0; s < SPB; s++) {
-            /* group of this k-step (FP8: 2 per load; FP4: the block's word) */
-            int grp = FAM == CU_W_FP8 ? s >> 1 : b * 4;
+            /* group of this k-step (FP8: 2 per load; FP4: the block's word;
+             * 16-bit: the load's one group) */
+            int grp = FAM == CU_W_FP8 ? s >> 1 : FAM == CU_W_FP4 ? b * 4 : 0;
             int odd = s & 1;
             uint32_t a[MT][4];
 #pragma unroll
@@ -136,6 +166,11 @@ __device__ __forceinline__ void tc_chunk_f16(float (*acc)[NT][4], const uint4 (*
                     if constexpr (FAM == CU_W_FP8) {
                         uint32_t w0 = grp ? u[m][h].z : u[m][h].x, w1 = grp ? u[m][h].w : u[m][h].y;
                         tc_e4m3_pairs(__byte_perm(w0, w1, odd ? 0x7362 : 0x5140), x0, x1);
+                    } else if constexpr (tc_is16(FAM)) {
+                        /* words (v0 v1) (v2 v3) (v4 v5) (v6 v7): pairs (v0, v4), (v1, v5), or (v2, v6), (v3, v7) */
+                        uint32_t w0 = odd ? u[m][h].y : u[m][h].x, w1 = odd ? u[m][h].w : u[m][h].z;
+                        x0 = __byte_perm(w0, w1, 0x5410);
+                        x1 = __byte_perm(w0, w1, 0x7632);
                     } else {
                         uint32_t w = b == 0 ? u[m][h].x : b == 1 ? u[m][h].y : b == 2 ? u[m][h].z : u[m][h].w;
                         x0 = odd ? tc_e2m1_pair<2>(w) : tc_e2m1_pair<0>(w);
@@ -146,14 +181,16 @@ __device__ __forceinline__ void tc_chunk_f16(float (*acc)[NT][4], const uint4 (*
                 }
 #pragma unroll
             for (int j = 0; j < NT; j++) {
-                const uint4 *xg = (const uint4 *)(xr[j] + (gi + grp) * 16);
-                uint4 hi = xg[0], lo = xg[1];
-                uint32_t h0 = odd ? hi.z : hi.x, h1 = odd ? hi.w : hi.y;
-                uint32_t l0 = odd ? lo.z : lo.x, l1 = odd ? lo.w : lo.y;
+                const uint4 *xg = (const uint4 *)(xr[j] + (gi + grp) * 8 * TERMS);
 #pragma unroll
-                for (int m = 0; m < MT; m++) {
-                    tc_mma(blk[m][j], a[m][0], a[m][1], a[m][2], a[m][3], h0, h1);
-                    tc_mma(blk[m][j], a[m][0], a[m][1], a[m][2], a[m][3], l0, l1);
+                for (int t = 0; t < TERMS; t++) {
+                    uint4 v = xg[t];
+                    uint32_t b0 = odd ? v.z : v.x, b1 = odd ? v.w : v.y;
+#pragma unroll
+                    for (int m = 0; m < MT; m++) {
+                        if constexpr (FAM == CU_W_BF16) tc_mma_bf16(blk[m][j], a[m][0], a[m][1], a[m][2], a[m][3], b0, b1);
+                        else tc_mma(blk[m][j], a[m][0], a[m][1], a[m][2], a[m][3], b0, b1);
+                    }
                 }
             }
         }
@@ -163,6 +200,7 @@ __device__ __forceinline__ void tc_chunk_f16(float (*acc)[NT][4], const uint4 (*
 #pragma unroll
             for (int h = 0; h < 2; h++) {
                 if constexpr (FAM == CU_W_FP8) sv[h] = __uint_as_float(sc[m][h]);
+                else if constexpr (tc_is16(FAM)) sv[h] = 1.0f; /* fmaf(blk, 1, acc): acc + blk */
                 else
                     sv[h] = b == 0 ? tc_fp4_scale<0>(s1[m][h]) : b == 1 ? tc_fp4_scale<1>(s1[m][h])
                             : b == 2 ? tc_fp4_scale<2>(s1[m][h]) : tc_fp4_scale<3>(s1[m][h]);
@@ -187,7 +225,7 @@ __device__ __forceinline__ uint32_t tc_fp8_scale(const dsv4_mat &W, const char *
 /* The first 8-column group of thread q's columns in chunk c. */
 __device__ __forceinline__ int tc_group(int fam, int c, int q)
 {
-    return fam == CU_W_FP8 ? c * (TC_CC8 / 8) + 2 * q : c * (TC_CC4 / 8) + q;
+    return fam == CU_W_FP8 ? c * (TC_CC8 / 8) + 2 * q : fam == CU_W_FP4 ? c * (TC_CC4 / 8) + q : c * (TC_CC16 / 8) + q;
 }
 
 /* Where a warp's rows are read: per tile m, row g's weight bytes at this
@@ -207,10 +245,10 @@ __device__ __forceinline__ void tc_rows_set(tc_rows<MT> &R, int m, const dsv4_ma
 {
     int64_t last = W.rows - 1, ra = r0 + g < last ? r0 + g : last, rc = r0 + g + 8 < last ? r0 + g + 8 : last;
     int64_t rb = cu_row_bytes(W);
-    R.w[m] = (const char *)W.data + ra * rb + (FAM == CU_W_FP8 ? 16 * q : 4 * q);
+    R.w[m] = (const char *)W.data + ra * rb + (FAM == CU_W_FP4 ? 4 * q : 16 * q);
     R.dw[m] = (int)((rc - ra) * rb);
-    R.s[m] = cu_scale_row(W, ra);
-    R.ds[m] = (int)(cu_scale_row(W, rc) - R.s[m]);
+    R.s[m] = tc_is16(FAM) ? NULL : cu_scale_row(W, ra); /* 16-bit rows have no scales */
+    R.ds[m] = tc_is16(FAM) ? 0 : (int)(cu_scale_row(W, rc) - R.s[m]);
 }
 
 /* The weight words and scale word of chunk c of a warp's rows, bounds
@@ -222,16 +260,16 @@ template <int FAM, int MT>
 __device__ __forceinline__ void tc_load_checked(const dsv4_mat &W, const tc_rows<MT> &R, int rb, int n, int c, int tq,
                                                 uint4 (*uo)[2], uint32_t (*so)[2])
 {
-    constexpr int CC = FAM == CU_W_FP8 ? TC_CC8 : TC_CC4, CB = 64;
+    constexpr int CC = FAM == CU_W_FP8 ? TC_CC8 : FAM == CU_W_FP4 ? TC_CC4 : TC_CC16, CB = 64;
     int off = c * CB;
 #pragma unroll
     for (int m = 0; m < MT; m++)
 #pragma unroll
         for (int h = 0; h < 2; h++) {
             const char *p = R.w[m] + h * R.dw[m] + off, *srow = R.s[m] + h * R.ds[m];
-            if constexpr (FAM == CU_W_FP8) {
+            if constexpr (FAM != CU_W_FP4) {
                 uo[m][h] = off + tq < rb ? __ldg((const uint4 *)p) : make_uint4(0, 0, 0, 0);
-                so[m][h] = tc_fp8_scale(W, srow, c);
+                so[m][h] = FAM == CU_W_FP8 ? tc_fp8_scale(W, srow, c) : 0u;
             } else {
                 const uint8_t *sr = (const uint8_t *)srow + 4 * c;
                 uint32_t w[4], sw = 0;
@@ -285,11 +323,11 @@ __device__ __forceinline__ void tc_slice_f16(float (*acc)[NT][4], const dsv4_mat
                                              int n, int sp, int ks, const __half *const *xr, int q, uint4 *ring,
                                              int do_pre, F pre)
 {
-    constexpr int CC = FAM == CU_W_FP8 ? TC_CC8 : TC_CC4, CB = 64; /* CB: a chunk's row bytes, either family */
-    const int nch = (n + CC - 1) / CC, tq = FAM == CU_W_FP8 ? 16 * q : 4 * q; /* tq: this thread's offset */
+    constexpr int CC = FAM == CU_W_FP8 ? TC_CC8 : FAM == CU_W_FP4 ? TC_CC4 : TC_CC16, CB = 64; /* CB: a chunk's row bytes, every family */
+    const int nch = (n + CC - 1) / CC, tq = FAM == CU_W_FP4 ? 4 * q : 16 * q; /* tq: this thread's offset */
     /* FP4 scale words load whole where the grid's rows allow it (one
      * register per load in flight instead of four) */
-    const int words = FAM == CU_W_FP8 || (W.scale_cols % 4 == 0 && (uintptr_t)W.scale % 4 == 0);
+    const int words = FAM != CU_W_FP4 || (W.scale_cols % 4 == 0 && (uintptr_t)W.scale % 4 == 0);
     const int nfull = words ? n / CC : 0; /* chunks streamed */
     /* FP4: lane (g, q) copies piece q (16 bytes) of its rows and reads word
      * q of the quad's four pieces; slot q ^ swz keeps those reads free of
@@ -303,7 +341,7 @@ __device__ __forceinline__ void tc_slice_f16(float (*acc)[NT][4], const dsv4_mat
 #pragma unroll
     for (int m = 0; m < MT; m++) {
         lw[m] = R.w[m] + sp * CB;
-        ls[m] = R.s[m] + 4 * sp;
+        ls[m] = FAM == CU_W_FP4 ? R.s[m] + 4 * sp : NULL;
     }
     auto issue = [&](int c, int st, uint32_t (*so)[2]) {
 #pragma unroll
@@ -312,9 +350,9 @@ __device__ __forceinline__ void tc_slice_f16(float (*acc)[NT][4], const dsv4_mat
             for (int h = 0; h < 2; h++) {
                 const char *p = lw[m] + h * R.dw[m];
                 char *d = (char *)(ring + ((st * MT + m) * 2 + h) * 32);
-                if constexpr (FAM == CU_W_FP8) {
+                if constexpr (FAM != CU_W_FP4) {
                     tc_cp16(d, p);
-                    so[m][h] = tc_fp8_scale(W, R.s[m] + h * R.ds[m], c);
+                    so[m][h] = FAM == CU_W_FP8 ? tc_fp8_scale(W, R.s[m] + h * R.ds[m], c) : 0u;
                 } else {
                     /* p is the chunk's byte 4q: piece q (16 bytes at 16q)
                      * goes to the quad's slot q ^ swz (read back below) */
@@ -323,7 +361,7 @@ __device__ __forceinline__ void tc_slice_f16(float (*acc)[NT][4], const dsv4_mat
                 }
             }
             lw[m] += ks * CB;
-            ls[m] += 4 * ks;
+            if constexpr (FAM == CU_W_FP4) ls[m] += 4 * ks;
         }
     };
     /* every step commits a group (empty past the streamed chunks), so
@@ -343,7 +381,7 @@ __device__ __forceinline__ void tc_slice_f16(float (*acc)[NT][4], const dsv4_mat
             tc_cp_commit();
             tc_cp_wait<U>();
             uint4 u[MT][2];
-            if constexpr (FAM == CU_W_FP8) {
+            if constexpr (FAM != CU_W_FP4) {
 #pragma unroll
                 for (int m = 0; m < MT; m++)
 #pragma unroll
@@ -495,23 +533,36 @@ __device__ __forceinline__ int tc_row_exp(const float *row, int64_t n, float *sh
 /* 2^-e, the factor that undoes a row's scaling (a normal float). */
 __device__ __forceinline__ float tc_exp_factor(int e) { return __int_as_float((127 - e) << 23); }
 
-/* 8-column group g8 of a prepared row at o: f16 hi/lo of x·2^e in the
- * paired order [x0 x4 x1 x5 x2 x6 x3 x7], zeros past n (x·2^e is exact). */
+/* 8-column group g8 of a prepared row at o (8·TERMS 16-bit values a
+ * group): the terms of x·2^e in the paired order [x0 x4 x1 x5 x2 x6 x3 x7],
+ * zeros past n (x·2^e is exact). TERMS 2: f16 hi, lo; 3: bf16 hi, mid, lo,
+ * whose sum is x·2^e exactly (each residual is exact in fp32 and has at
+ * most 16, then 8, significant bits). */
+template <int TERMS>
 __device__ __forceinline__ void tc_prep_group(const float *row, int64_t n, int64_t g8, int e, __half *o)
 {
     float p2 = __int_as_float((127 + e) << 23);
-    __align__(16) __half hv[8], lv[8];
+    __align__(16) unsigned short tv[TERMS][8];
 #pragma unroll
     for (int j = 0; j < 8; j++) {
         int64_t c = g8 * 8 + j;
         float v = c < n ? row[c] * p2 : 0.0f;
-        __half h = __float2half_rn(v);
         int p = (j & 3) * 2 + (j >> 2);
-        hv[p] = h;
-        lv[p] = __float2half_rn(v - __half2float(h));
+#pragma unroll
+        for (int t = 0; t < TERMS; t++) {
+            if constexpr (TERMS == 3) {
+                __nv_bfloat16 b = __float2bfloat16_rn(v);
+                tv[t][p] = __bfloat16_as_ushort(b);
+                v -= __bfloat162float(b);
+            } else {
+                __half h = __float2half_rn(v);
+                tv[t][p] = __half_as_ushort(h);
+                v -= __half2float(h);
+            }
+        }
     }
-    ((uint4 *)(o + g8 * 16))[0] = *(const uint4 *)hv;
-    ((uint4 *)(o + g8 * 16))[1] = *(const uint4 *)lv;
+#pragma unroll
+    for (int t = 0; t < TERMS; t++) ((uint4 *)(o + g8 * 8 * TERMS))[t] = *(const uint4 *)tv[t];
 }
 
 /* Official numerics with the preparation (act): the block writes row·f
@@ -526,27 +577,40 @@ __device__ __forceinline__ void tc_act_row(const float *row, int64_t n, float f,
 }
 
 /* The block prepares nr rows (row i at x + i·ldx) itself into shared
- * memory: sx (nr rows of 2·tc_npad(n) halves), spf (nr factors); the same
- * values tc_prep writes, for decode steps whose rows fit (tc_stage_bytes),
- * saving the preparation launch and the activations' trips to L2. act:
- * each row (times f) through FP8 1x128 first, rounded into its own staging
- * (n floats fit in its 2·npad halves; each thread then reads the 8 floats
- * of a group where it writes the group's 16 halves). */
+ * memory: sx (nr rows of TERMS·tc_npad(n) 16-bit values), spf (nr
+ * factors); the same values tc_prep writes, for decode steps whose rows
+ * fit (tc_stage_bytes), saving the preparation launch and the activations'
+ * trips to L2. act (TERMS 2 only: tc_stage_act_ok): each row (times f)
+ * through FP8 1x128 first, rounded into its own staging (n floats fit in
+ * its 2·npad halves; each thread then reads the 8 floats of a group where
+ * it writes the group's 16 halves, which three terms would overrun). */
+template <int TERMS>
 __device__ __forceinline__ void tc_prep_block(const float *x, int64_t ldx, int nr, int64_t n, __half *sx, float *spf,
                                               float *sh, int act = 0, float f = 1.0f)
 {
     int64_t npad = tc_npad(n);
     for (int i = 0; i < nr; i++) {
         const float *row = x + i * ldx;
-        if (act) {
+        if (TERMS == 2 && act) {
             tc_act_row(row, n, f, (float *)(sx + i * 2 * npad));
             row = (const float *)(sx + i * 2 * npad);
         }
         int e = tc_row_exp(row, n, sh);
-        for (int64_t g8 = threadIdx.x; g8 < npad / 8; g8 += blockDim.x) tc_prep_group(row, n, g8, e, sx + i * 2 * npad);
+        for (int64_t g8 = threadIdx.x; g8 < npad / 8; g8 += blockDim.x)
+            tc_prep_group<TERMS>(row, n, g8, e, sx + i * TERMS * npad);
         if (threadIdx.x == 0) spf[i] = tc_exp_factor(e);
     }
     __syncthreads();
+}
+
+/* Whether a kind's rows can be staged with the FP8 rounding (act). */
+__host__ __device__ constexpr int tc_stage_act_ok(int kind) { return tc_terms(kind) == 2; }
+
+/* Floats before the factors in a block's staging of nr rows: the rows'
+ * terms (TERMS·npad 16-bit values each). */
+__host__ __device__ static inline int64_t tc_stage_row_floats(int nr, int64_t n, int terms)
+{
+    return (int64_t)nr * tc_npad(n) * terms / 2;
 }
 
 /* Shared bytes for nr rows prepared in a block (plus the factors and the
@@ -559,20 +623,36 @@ __device__ __forceinline__ void tc_prep_block(const float *x, int64_t ldx, int n
  * columns were slower staged: docs/PERFORMANCE.md, "Weight copies
  * before the wait"). */
 #define TC_STAGE_MAX_N 8192
-__host__ __device__ static inline size_t tc_stage_bytes(int nr, int64_t n)
+__host__ __device__ static inline size_t tc_stage_bytes(int nr, int64_t n, int terms)
 {
-    return (size_t)nr * (size_t)tc_npad(n) * 4 + 8 * 4 + 32 * 4;
+    return (size_t)tc_stage_row_floats(nr, n, terms) * 4 + 8 * 4 + 32 * 4;
 }
 #define TC_STAGE_MAX (40 * 1024)
+/* The bound for a kind's staging: the same rows and columns whatever the
+ * terms (three-term rows take 1.5 times the bytes of two-term ones). */
+__host__ __device__ constexpr size_t tc_stage_max(int terms) { return (size_t)TC_STAGE_MAX / 2 * terms; }
+
+/* 16-bit weights take the tensor cores from this many values on: below
+ * it a decode product is a few microseconds either way, and the GEMV's
+ * (more warps a row, no staging) is about 3 us shorter (512x4096 BF16:
+ * 4.1 against 7.1 us; 2048x4096: 8.5 against 8.8), which some ten small
+ * products a layer (compressor, indexer, router) would pay every token. */
+#define TC16_MIN_VALUES ((int64_t)1 << 23)
+/* ... and up to this many rows: a vocabulary head (129280 rows) stays on
+ * the GEMV, which streams it at 4.0 TB/s against the tensor cores' 2.8
+ * in decode, while a prompt needs the head of its last row only. */
+#define TC16_MAX_ROWS 65536
 
 /* Whether W takes the tensor-core path: FP8 with scale blocks holding
- * whole chunks, MXFP4 with 32-column blocks; rows 16-byte aligned (shape
- * and format only). */
+ * whole chunks, MXFP4 with 32-column blocks, BF16/F16 of at least
+ * TC16_MIN_VALUES and at most TC16_MAX_ROWS rows; rows 16-byte aligned
+ * (shape and format only). */
 __host__ static inline int tc_shape_ok(const dsv4_mat &W)
 {
     int fam = cu_wfam(W);
     if (fam == CU_W_FP8) return cu_w_loads_ok(W) && W.blk_c % TC_CC8 == 0 && (W.blk_c & (W.blk_c - 1)) == 0;
     if (fam == CU_W_FP4) return cu_w_loads_ok(W) && W.blk_c == 32 && W.scale_dtype == DT_F8_E8M0;
+    if (tc_is16(fam)) return cu_w_loads_ok(W) && W.rows * W.cols >= TC16_MIN_VALUES && W.rows <= TC16_MAX_ROWS;
     return 0;
 }
 
@@ -589,15 +669,24 @@ __host__ static inline int tc_splits(int64_t rows, int64_t nch, int least = 4)
 }
 
 /* Host: prepared rows for R = T·G activation rows of n values (row (t, b)
- * at x + t·ldx + b·n) into xq (R rows of 2·tc_npad(n) halves) and pf (R
- * factors); bytes needed: tc_prep_bytes. act (G = 1, tc_prep_act_ok(n)):
- * the rows through FP8 1x128 first, row r times f[r] for r < nf (tc_act_row). */
-size_t tc_prep_bytes(int64_t rows, int64_t n);
+ * at x + t·ldx + b·n) into xq (R rows of terms·tc_npad(n) 16-bit values,
+ * tc_terms of the kind that reads them) and pf (R factors, at
+ * tc_prep_pf_offset); bytes needed: tc_prep_bytes. act (G = 1,
+ * tc_prep_act_ok(n)): the rows through FP8 1x128 first, row r times f[r]
+ * for r < nf (tc_act_row). */
+__host__ static inline size_t tc_prep_pf_offset(int64_t rows, int64_t n, int terms)
+{
+    return (size_t)rows * (size_t)tc_npad(n) * 2 * (size_t)terms;
+}
+__host__ static inline size_t tc_prep_bytes(int64_t rows, int64_t n, int terms)
+{
+    return tc_prep_pf_offset(rows, n, terms) + (size_t)rows * 4 + 16;
+}
 /* Whether tc_prep can round rows of n values: the rounded row sits in the
  * launch's dynamic shared memory next to its 32-float reduction scratch,
  * within the default 48 KB (12256 values; DSpark's main_proj has 12288). */
 __host__ static inline int tc_prep_act_ok(int64_t n) { return (n + 32) * (int64_t)sizeof(float) <= 48 * 1024; }
-void tc_prep(cu_impl *c, const float *x, int64_t ldx, int T, int G, int64_t n, __half *xq, float *pf, int act = 0,
-             const float *f = NULL, int nf = 0);
+void tc_prep(cu_impl *c, const float *x, int64_t ldx, int T, int G, int64_t n, __half *xq, float *pf, int terms,
+             int act = 0, const float *f = NULL, int nf = 0);
 
 #endif

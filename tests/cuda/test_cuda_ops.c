@@ -190,6 +190,14 @@ static const wcase k_wcases[] = {
 static int is_gguf(const wcase *w) { return wformat_info(w->fmt)->block_elems > 2; }
 static int fits(const wcase *w, int64_t cols) { return cols % wformat_info(w->fmt)->block_elems == 0; }
 
+/* Shapes of 8M values and more (TC16_MIN_VALUES: where BF16/F16 take the
+ * tensor cores) run for the 16-bit formats only (the others' paths do not
+ * change with size; their CPU references would take long). */
+static int big_ok(const wcase *w, int64_t R, int64_t C)
+{
+    return R * C < ((int64_t)1 << 23) || w->fmt == WF_BF16 || w->fmt == WF_F16;
+}
+
 /* scale: plain values uniform in ±scale; GGUF values of the same rms */
 static tmat mkw(const wcase *w, int64_t rows, int64_t cols, float scale)
 {
@@ -223,13 +231,13 @@ static void test_matmul(void)
      * or a scale block; 33x200 has rows the 16-byte loads do not fit (FP8:
      * element by element; MXFP4 and GGUF need whole blocks and skip it) */
     int64_t shapes[][2] = {{37, 64}, {256, 1024}, {33, 224}, {129, 96}, {300, 4096}, {1000, 2048}, {33, 200}, {20, 336},
-                           {40, 16384}};
+                           {40, 16384}, {2056, 4096}, {8192, 1032}};
     int Ts[] = {1, 3, 8, 9, 40, 70};
     for (int wi = 0; wi < N_WCASES; wi++)
         for (int si = 0; si < (int)(sizeof shapes / sizeof shapes[0]); si++)
             for (int ti = 0; ti < 6; ti++) {
                 int64_t R = shapes[si][0], C = shapes[si][1], ldx = C + 8, ldy = R + 4;
-                if (!fits(&k_wcases[wi], C)) continue;
+                if (!fits(&k_wcases[wi], C) || !big_ok(&k_wcases[wi], R, C)) continue;
                 int T = Ts[ti];
                 tmat W = mkw(&k_wcases[wi], R, C, 0.5f);
                 float *x = rnd((size_t)T * ldx, 1.0f), *y = calloc((size_t)T * ldy, 4);
@@ -251,13 +259,13 @@ static void test_matmul(void)
  * mid-size, decode) and row 0 alone. */
 static void test_matmul_invariance(void)
 {
-    int64_t shapes[][2] = {{4096, 1024}, {300, 4096}, {64, 336}, {40, 16384}};
+    int64_t shapes[][2] = {{4096, 1024}, {300, 4096}, {64, 336}, {40, 16384}, {2056, 4096}};
     int Ts[] = {64, 33, 9, 8, 4, 1}, nts = (int)(sizeof Ts / sizeof Ts[0]);
     int n = 512;
     for (int wi = 0; wi < N_WCASES; wi++)
         for (int si = 0; si < (int)(sizeof shapes / sizeof shapes[0]); si++) {
             int64_t R = shapes[si][0], C = shapes[si][1], ldx = C + 4;
-            if (!fits(&k_wcases[wi], C)) continue;
+            if (!fits(&k_wcases[wi], C) || !big_ok(&k_wcases[wi], R, C)) continue;
             tmat W = mkw(&k_wcases[wi], R, C, 0.1f);
             float *x = rnd((size_t)n * ldx, 1.0f);
             float *dx = dev(x, (size_t)n * ldx), *dy = gpu->ops->alloc(gpu, (size_t)n * R * 4);
@@ -290,12 +298,12 @@ static void test_matmul_invariance(void)
  * it was; a row's bits the same at any T. */
 static void test_matmul_fp8in(void)
 {
-    int64_t shapes[][2] = {{256, 1024}, {300, 4096}, {33, 224}, {24, 12288}, {40, 16384}};
+    int64_t shapes[][2] = {{256, 1024}, {300, 4096}, {33, 224}, {24, 12288}, {40, 16384}, {2048, 4096}};
     int Ts[] = {1, 8, 9, 70}, nts = (int)(sizeof Ts / sizeof Ts[0]);
     for (int wi = 0; wi < N_WCASES; wi++)
         for (int si = 0; si < (int)(sizeof shapes / sizeof shapes[0]); si++) {
             int64_t R = shapes[si][0], C = shapes[si][1];
-            if (!fits(&k_wcases[wi], C)) continue;
+            if (!fits(&k_wcases[wi], C) || !big_ok(&k_wcases[wi], R, C)) continue;
             tmat W = mkw(&k_wcases[wi], R, C, 0.5f);
             int n = 70;
             float *x = rnd((size_t)n * C, 1.0f), *y = calloc((size_t)n * R, 4);
@@ -323,15 +331,17 @@ static void test_matmul_fp8in(void)
         }
 }
 
-/* FP8/MXFP4 on tensor cores scale each activation row by its own power of
- * two before splitting it into f16 terms: rows far outside f16's range
+/* The tensor cores scale each activation row by its own power of two
+ * before splitting it into f16 (bf16) terms: rows far outside f16's range
  * (1e-30, 1e30, one huge value among small ones, all zero) still match the
- * CPU's fp32 products relative to the row's size, and a zero row gives 0. */
+ * CPU's fp32 products relative to the row's size, and a zero row gives 0
+ * (BF16/F16 at a size that takes the tensor cores). */
 static void test_matmul_range(void)
 {
     const float mags[] = {1e-30f, 1e30f, 1.0f, 0.0f};
-    int64_t R = 256, C = 1024;
-    for (int wi = 3; wi < N_WCASES; wi++) {
+    for (int wi = 1; wi < N_WCASES; wi++) {
+        int is16 = k_wcases[wi].fmt == WF_BF16 || k_wcases[wi].fmt == WF_F16;
+        int64_t R = is16 ? 2048 : 256, C = is16 ? 4096 : 1024;
         tmat W = mkw(&k_wcases[wi], R, C, 0.5f);
         int T = 4;
         float *x = rnd((size_t)T * C, 1.0f), *y = calloc((size_t)T * R, 4);
@@ -356,16 +366,16 @@ static void test_matmul_range(void)
  * op, and batch invariant (rows of each call equal the row alone). */
 static void test_matmul_grouped(void)
 {
-    int64_t shapes[][3] = {{4, 64, 40}, {8, 1024, 512}, {3, 96, 200}, {4, 24, 64}};
+    int64_t shapes[][3] = {{4, 64, 40}, {8, 1024, 512}, {3, 96, 200}, {4, 24, 64}, {8, 2048, 4096}};
     int Ts[] = {1, 4, 8, 11, 70};
     for (int wi = 0; wi < N_WCASES; wi++) {
         if (k_wcases[wi].fmt == WF_MXFP4) continue;
-        for (int si = 0; si < 4; si++)
+        for (int si = 0; si < 5; si++)
             for (int ti = 0; ti < 5; ti++) {
                 int G = (int)shapes[si][0], T = Ts[ti];
                 int64_t R = shapes[si][1], C = shapes[si][2], ldx = G * C + 4, ldy = R + 4;
                 if (k_wcases[wi].fmt == WF_FP8_E4M3 && (R / G) % 128) continue; /* scale blocks inside a group */
-                if (!fits(&k_wcases[wi], C)) continue;
+                if (!fits(&k_wcases[wi], C) || !big_ok(&k_wcases[wi], R, C)) continue;
                 tmat W = mkw(&k_wcases[wi], R, C, 0.5f);
                 float *x = rnd((size_t)T * ldx, 1.0f), *y = calloc((size_t)T * ldy, 4);
                 cpu->ops->matmul_grouped(cpu, x, ldx, T, &W.h, G, y, ldy);
@@ -804,12 +814,10 @@ static void test_attention(void)
  * boundary (odds ~1e-5 per value, a few hundred values per case): should a
  * case fail by about one rounding step in one token's row, its inputs hit
  * such a value (change them); that is not a bug. */
-static void moe_case_f(int score_func, int hash, const wcase *const *ew, const wcase *const *sw, int T, int act)
+static void moe_case_d(int score_func, int hash, const wcase *const *ew, const wcase *const *sw, int T, int act, int I,
+                       int D)
 {
-    int blk = 0;
-    for (int k = 0; k < 3; k++) blk |= !fits(ew[k], 32) || !fits(sw[k], 32);
-    blk *= 256;
-    int E = 8, K = 3, I = blk ? blk : 32, D = blk ? blk : 64, V = 40;
+    int E = 8, K = 3, V = 40;
     tmat gate = mk(DT_BF16, E, D, 0.5f), bias = mk(DT_F32, 1, E, 0.2f);
     tmat w1[8], w2[8], w3[8];
     dsv4_mat h1[8], h2[8], h3[8], d1[8], d2[8], d3[8];
@@ -852,6 +860,14 @@ static void moe_case_f(int score_func, int hash, const wcase *const *ew, const w
     gpu->ops->free(gpu, dx); gpu->ops->free(gpu, dout); gpu->ops->free(gpu, dtok); gpu->ops->free(gpu, dt2e);
 }
 
+/* I = D = 256 where a block format needs it, else I = 32, D = 64. */
+static void moe_case_f(int score_func, int hash, const wcase *const *ew, const wcase *const *sw, int T, int act)
+{
+    int blk = 0;
+    for (int k = 0; k < 3; k++) blk |= !fits(ew[k], 32) || !fits(sw[k], 32);
+    moe_case_d(score_func, hash, ew, sw, T, act, blk ? 256 : 32, blk ? 256 : 64);
+}
+
 /* One format for all of an expert's matrices. */
 static void moe_case_a(int score_func, int hash, const wcase *ew, const wcase *sw, int T, int act)
 {
@@ -883,7 +899,18 @@ static void test_moe(void)
     moe_case_a(SCORE_SQRTSOFTPLUS, 0, fp4, fp8, 1, 1);
     moe_case_a(SCORE_SQRTSOFTPLUS, 0, fp4, fp8, 6, 1);
     moe_case_a(SCORE_SQRTSOFTPLUS, 1, fp8, fp8, 9, 1);
-    moe_case_a(SCORE_SQRTSOFTPLUS, 0, bf16, bf16, 12, 1); /* the fp32 expert kernels */
+    moe_case_a(SCORE_SQRTSOFTPLUS, 0, bf16, bf16, 12, 1); /* the fp32 expert kernels (small BF16 matrices) */
+    /* Flash-sized BF16 experts (I = 2048, D = 4096: TC16_MIN_VALUES) on
+     * tensor cores: three-term rows, staged for one token, rounded in the
+     * preparation launch with the official numerics (never staged so);
+     * routed and shared experts wanting differently prepared rows (the
+     * shared one on the fp32 kernels) */
+    const wcase *b3[3] = {bf16, bf16, bf16}, *f3[3] = {f16, f16, f16}, *p3[3] = {fp8, fp8, fp8};
+    moe_case_d(SCORE_SQRTSOFTPLUS, 0, b3, b3, 1, 0, 2048, 4096);
+    moe_case_d(SCORE_SQRTSOFTPLUS, 0, b3, b3, 9, 0, 2048, 4096);
+    moe_case_d(SCORE_SQRTSOFTPLUS, 0, b3, b3, 1, 1, 2048, 4096);
+    moe_case_d(SCORE_SQRTSOFTPLUS, 0, f3, b3, 6, 1, 2048, 4096);
+    moe_case_d(SCORE_SQRTSOFTPLUS, 0, p3, b3, 6, 0, 2048, 4096);
     /* GGUF: the community UD-IQ3_XXS mix (IQ3_XXS routed, Q8_0 shared), a
      * Q8_0/MXFP4 file's, every block type on both sides, and GGUF experts
      * with a plain shared expert (run-time format dispatch) */
