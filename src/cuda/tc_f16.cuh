@@ -97,25 +97,21 @@ __device__ __forceinline__ void tc_zero(float (*a)[NT][4])
             for (int i = 0; i < 4; i++) a[m][j][i] = 0.0f;
 }
 
-/* d += A·B for one m16n8k16 tile (f16 in, fp32 accumulate). */
+/* d += A·B for one m16n8k16 tile, fp32 accumulate: f16 inputs, or bf16
+ * ones (BF16). */
+#define TC_MMA(T)                                                                                                    \
+    asm("mma.sync.aligned.m16n8k16.row.col.f32." T "." T ".f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "             \
+        "{%0,%1,%2,%3};"                                                                                             \
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])                                                             \
+        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1))
+template <int BF16 = 0>
 __device__ __forceinline__ void tc_mma(float *d, uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3, uint32_t b0,
                                        uint32_t b1)
 {
-    asm("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-        "{%0,%1,%2,%3};"
-        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+    if constexpr (BF16) TC_MMA("bf16");
+    else TC_MMA("f16");
 }
-
-/* The same with bf16 inputs. */
-__device__ __forceinline__ void tc_mma_bf16(float *d, uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3, uint32_t b0,
-                                            uint32_t b1)
-{
-    asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-        "{%0,%1,%2,%3};"
-        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
-}
+#undef TC_MMA
 
 /* Block b's scale of an MXFP4 chunk from its 4 E8M0 bytes plus one each
  * (s1 = the loaded word + 0x01010101; no byte carries, the loaders admit
@@ -188,8 +184,7 @@ __device__ __forceinline__ void tc_chunk_f16(float (*acc)[NT][4], const uint4 (*
                     uint32_t b0 = odd ? v.z : v.x, b1 = odd ? v.w : v.y;
 #pragma unroll
                     for (int m = 0; m < MT; m++) {
-                        if constexpr (FAM == CU_W_BF16) tc_mma_bf16(blk[m][j], a[m][0], a[m][1], a[m][2], a[m][3], b0, b1);
-                        else tc_mma(blk[m][j], a[m][0], a[m][1], a[m][2], a[m][3], b0, b1);
+                        tc_mma<FAM == CU_W_BF16>(blk[m][j], a[m][0], a[m][1], a[m][2], a[m][3], b0, b1);
                     }
                 }
             }
