@@ -24,7 +24,7 @@ static void usage(FILE *f)
             "                  [--device cpu|cuda|auto] [--threads N] [--contexts 0,4096,32768,131072]\n"
             "                  [--cache exact|official|auto]\n"
             "                  [--decode N] [--prefill N] [--hf-compare] [--lanes 1,2,4,8]\n"
-            "                  [--spec mtp:K|dspark[:K] --accept P]\n"
+            "                  [--rows 1,2,6] [--spec mtp:K|dspark[:K] --accept P]\n"
             "Decode tokens/s at each context (state filled with random values, no prefill),\n"
             "prefill tokens/s for an N-token prompt, bytes read per decode token, achieved\n"
             "GB/s against the bandwidth limit, and the split of decode time by op family.\n"
@@ -38,6 +38,10 @@ static void usage(FILE *f)
             "--lanes: aggregate tokens/s of batched steps (dsv4_decode_batch) with that many\n"
             "sessions at the first context, against the roofline of dense weights + the\n"
             "expected distinct experts of the lanes (uniform routing) + every lane's state.\n"
+            "--rows: steps of that many token rows of one lane at the first context, every\n"
+            "row's logits (a verify step's shape, without the drafting): ms a step against\n"
+            "the first entry's, against the bytes the rows read (for per-kernel profiles of\n"
+            "a verify step: tools/bench/profile_step.sh with --rows N).\n"
             "--spec mtp:K --accept P: batch-1 speculative decoding at the first context, the\n"
             "MTP head drafting K tokens per step and each draft kept with probability P (a\n"
             "speed model: the tokens are not the model's), against plain decoding.\n"
@@ -159,6 +163,53 @@ static double expected_experts(const dsv4_config *cf, int n)
 {
     double E = cf->n_experts, K = cf->n_active;
     return E * (1 - pow(1 - K / E, n));
+}
+
+/* Steps of n token rows of one lane at context ctx, for each n of nr (every
+ * row's logits, as a verify step of n - 1 drafts has them): ms a step
+ * against the first entry's, and the bytes n rows read (the dense weights,
+ * the experts they are expected to choose, the lane's state). */
+#define BENCH_MAX_ROWS 64
+static int bench_rows(dsv4_model *m, const int64_t *nr, int cnt, int64_t ctx, int n_dec, double limit)
+{
+    const dsv4_config *cf = &m->cfg;
+    printf("steps of several rows of one lane at context %lld (every row's logits, a verify step's shape):\n"
+           "%-6s %10s %9s %14s %9s %8s %s\n", (long long)ctx, "rows", "ms/step", "x first", "bytes/step MB", "GB/s",
+           "% limit", "graphs new/replayed, host recording + graph device time a step");
+    double first = 0;
+    for (int i = 0; i < cnt; i++) {
+        int n = (int)nr[i];
+        dsv4_session *s = NULL;
+        int32_t tok[BENCH_MAX_ROWS];
+        float *lg = malloc((size_t)n * (size_t)cf->vocab * sizeof *lg);
+        uint32_t x = 77u;
+        int ok = lg && !dsv4_session_new(m, &s) && (!ctx || !session_fill_random(s, ctx));
+        double t = 0;
+        graph_mark g0 = {0};
+        for (int step = 0; step < 2 + n_dec && ok; step++) { /* 2 warm-up steps */
+            if (step == 2) {
+                t = clock_s();
+                g0 = graphs_now(m);
+            }
+            for (int k = 0; k < n; k++) tok[k] = random_token(&x, cf->vocab);
+            dsv4_lane ln = {.session = s, .tokens = tok, .n_tokens = n, .logits_mode = DSV4_LOGITS_ALL, .logits = lg};
+            ok = !dsv4_step(m, &ln, 1, NULL);
+        }
+        t = (clock_s() - t) / n_dec;
+        char graphs[96];
+        graphs_since(m, g0, n_dec, graphs, sizeof graphs);
+        dsv4_session_free(s);
+        free(lg);
+        if (!ok) { cli_report("bench", "steps of several rows"); return -1; }
+        uint64_t wb, sb;
+        model_decode_traffic(m, ctx, expected_experts(cf, n), &wb, &sb);
+        double bytes = (double)wb + (double)sb, gbs = bytes / t / 1e9;
+        if (i == 0) first = t;
+        printf("%-6d %10.3f %8.2fx %14.1f %9.1f %7.1f%% %s\n", n, 1e3 * t, t / first, bytes / 1e6, gbs,
+               100 * gbs / limit, graphs);
+        fflush(stdout);
+    }
+    return 0;
 }
 
 /* Aggregate decode speed of batched steps with n lanes at context ctx. */
@@ -350,10 +401,10 @@ int cmd_bench(int argc, char **argv)
         {"prefill", required_argument, 0, 'p'}, {"hf-compare", no_argument, 0, 'H'},
         {"lanes", required_argument, 0, 'l'}, {"weights", required_argument, 0, 'W'},
         {"cache", required_argument, 0, 'C'}, {"spec", required_argument, 0, 'S'},
-        {"accept", required_argument, 0, 'A'},
+        {"accept", required_argument, 0, 'A'}, {"rows", required_argument, 0, 'R'},
         {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
     const char *model = NULL, *synth = NULL, *device = NULL, *ctxs = "0,4096,32768,131072", *lanes_arg = NULL;
-    const char *weights = NULL, *cache = NULL;
+    const char *weights = NULL, *cache = NULL, *rows_arg = NULL;
     int layers = 0, experts = 0, threads = 0, n_dec = 16, n_pre = 4096, hf = 0, spec = 0, dspark = 0, c;
     double accept = -1;
     optind = 1;
@@ -374,14 +425,16 @@ int cmd_bench(int argc, char **argv)
         case 'C': cache = optarg; break;
         case 'S': if (cli_parse_spec("bench", optarg, &spec, &dspark)) return 2; break;
         case 'A': if (cli_real("bench", "--accept", optarg, 0, 1, &accept)) return 2; break;
+        case 'R': rows_arg = optarg; break;
         case 'h': usage(stdout); return 0;
         default: usage(stderr); return 2;
         }
     }
     int64_t ctx[16];
-    int n_ctx = parse_list("--contexts", ctxs, 0, INT_MAX, ctx, 16), n_lanes = 0;
-    int64_t lanes[16];
-    if (n_ctx < 0 || (lanes_arg && (n_lanes = parse_list("--lanes", lanes_arg, 1, DSV4_MAX_LANES, lanes, 16)) < 0))
+    int n_ctx = parse_list("--contexts", ctxs, 0, INT_MAX, ctx, 16), n_lanes = 0, n_rows = 0;
+    int64_t lanes[16], rows[16];
+    if (n_ctx < 0 || (lanes_arg && (n_lanes = parse_list("--lanes", lanes_arg, 1, DSV4_MAX_LANES, lanes, 16)) < 0) ||
+        (rows_arg && (n_rows = parse_list("--rows", rows_arg, 1, BENCH_MAX_ROWS, rows, 16)) < 0))
         return 2;
     if (!!model == !!synth || (hf && !synth) || (weights && !synth)) { usage(stderr); return 2; }
     if (!spec != (accept < 0)) { fprintf(stderr, "dsv4 bench: --spec and --accept go together\n"); return 2; }
@@ -411,6 +464,14 @@ int cmd_bench(int argc, char **argv)
         if (ctx[i] > (int64_t)cf->max_pos - 2 - n_dec) {
             fprintf(stderr, "dsv4 bench: --contexts %lld: with %d decode tokens (+2 warm-up) it passes the model's "
                     "context of %d positions (max_position_embeddings)\n", (long long)ctx[i], n_dec, cf->max_pos);
+            dsv4_model_free(m);
+            return 2;
+        }
+    for (int i = 0; i < n_rows; i++)
+        if (ctx[0] > (int64_t)cf->max_pos - (2 + n_dec) * rows[i]) {
+            fprintf(stderr, "dsv4 bench: --rows %lld: %d steps (+2 warm-up) from context %lld pass the model's context "
+                    "of %d positions (max_position_embeddings)\n", (long long)rows[i], n_dec, (long long)ctx[0],
+                    cf->max_pos);
             dsv4_model_free(m);
             return 2;
         }
@@ -459,6 +520,7 @@ int cmd_bench(int argc, char **argv)
         printf("prefill %d tokens: %.2f s, %.1f tok/s\n", n_pre, tp, n_pre / tp);
     }
     if (n_lanes && bench_lanes(m, lanes, n_lanes, ctx[0], n_dec, limit)) { free(logits); dsv4_model_free(m); return 1; }
+    if (n_rows && bench_rows(m, rows, n_rows, ctx[0], n_dec, limit)) { free(logits); dsv4_model_free(m); return 1; }
     if (spec && bench_spec(m, spec, accept, ctx[0], n_dec, first_t)) { free(logits); dsv4_model_free(m); return 1; }
     if (hf) {
         double hf_ms = hf_decode_ms(synth, cf->n_layers, cf->n_experts, n_dec);

@@ -46,6 +46,9 @@ case_ d2_bench_huge_context "--contexts: '1152921504606846976' is not an integer
 case_ d2_bench_context_past_model "passes the model's context of 65536 positions" -- \
     $T "$BIN" bench --device cpu --model $FX --contexts 65530 --prefill 0
 case_ d2_bench_lanes "--lanes: '65' is not an integer in 1..64" -- $T "$BIN" bench --device cpu --model $FX --lanes 1,65
+case_ d2_bench_rows "--rows: '65' is not an integer in 1..64" -- $T "$BIN" bench --device cpu --model $FX --rows 1,65
+case_ d2_bench_rows_past_model "--rows 64: 16 steps (+2 warm-up) from context 65000 pass the model's context of 65536" -- \
+    $T "$BIN" bench --device cpu --model $FX --contexts 65000 --prefill 0 --rows 1,64
 case_ d2_bench_prefill "--prefill 70000 is longer than the model's context" -- \
     $T "$BIN" bench --device cpu --model $FX --contexts 0 --prefill 70000
 

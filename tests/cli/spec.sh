@@ -64,6 +64,15 @@ if "$BIN" info --model $FX | grep -q "mtp head: *yes" &&
    "$BIN" info --model tests/fixtures/tiny-mixed-f32 | grep -q "mtp head: *no"; then pass info_reports_mtp
 else fail info_reports_mtp "$("$BIN" info --model $FX | tail -3)"; fi
 
+# bench --rows: steps of several rows of one lane, every row's logits, timed
+# against the first entry (1.00x) with the bytes each reads
+out=$("$BIN" bench --device cpu --model $FX --contexts 0 --prefill 0 --decode 4 --rows 1,3 2>&1)
+r1=$(echo "$out" | grep -E '^1 +[0-9.]+ +1\.00x +[0-9.]+' | wc -l)
+b1=$(echo "$out" | awk '$1 == 1 && $3 == "1.00x" {print $4}'); b3=$(echo "$out" | awk '$1 == 3 && $3 ~ /x$/ {print $4}')
+if echo "$out" | grep -q "^steps of several rows of one lane at context 0" && [ "$r1" = 1 ] && [ -n "$b3" ] &&
+   awk -v a="$b1" -v b="$b3" 'BEGIN { exit !(b > a) }'; then pass bench_rows
+else fail bench_rows "$(echo "$out" | grep -A3 'steps of several')"; fi
+
 # bench: the speculative line with its acceptance
 out=$("$BIN" bench --device cpu --model $FX --contexts 0 --prefill 0 --decode 8 --spec mtp:2 --accept 0.8 2>&1)
 if echo "$out" | grep -q "speculative mtp:2, forced acceptance 0.80"; then pass bench_spec
