@@ -354,9 +354,10 @@ void cu_matmul_prep_ws(cu_impl *c, cu_matmul_args *a)
 {
     a->xq = NULL;
     a->pf = NULL;
-    if (tc_matmul_kind(&a->W, a->grp_rows) < 0 || a->T <= 0) return;
+    int kind = tc_matmul_kind(&a->W, a->grp_rows);
+    if (kind < 0 || a->T <= 0) return;
     int64_t rows = (int64_t)a->T * (a->grp_rows ? a->W.rows / a->grp_rows : 1);
-    int terms = tc_terms(tc_matmul_kind(&a->W, a->grp_rows));
+    int terms = tc_terms(kind);
     char *ws = (char *)cu_ws(c, WS_MATMUL, tc_prep_bytes(rows, a->W.cols, terms));
     if (!ws) return;
     a->xq = (__half *)ws;

@@ -227,6 +227,11 @@ static void expert_kinds(const dsv4_mat *w1, const dsv4_mat *w3, const dsv4_mat 
     if (k[0] < 0 || k[1] < 0 || tc_kind(*w3) != k[1] || tc_terms(k[0]) != tc_terms(k[1])) k[0] = k[1] = -1;
 }
 
+/* The kind whose prepared rows the tensor-core experts read (routed and
+ * shared agree on their terms, cu_moe sees to it): the routed one's up,
+ * else the shared one's; -1 when neither takes the tensor cores. */
+static int expert_prep_kind(const int *tk_r, const int *tk_s) { return tk_r[1] >= 0 ? tk_r[1] : tk_s[1]; }
+
 void cu_exec_moe(cu_impl *c, const void *args, const int64_t *dpos)
 {
     const moe_args *a = (const moe_args *)args;
@@ -261,7 +266,7 @@ void cu_exec_moe(cu_impl *c, const void *args, const int64_t *dpos)
         ea.x = a->xa;
     }
     a = &ea;
-    int TK = a->T * a->K, ap = a->act_prep, te = tc_terms(tr ? a->tk_r[1] : a->tk_s[1]);
+    int TK = a->T * a->K, ap = a->act_prep, te = tc_terms(expert_prep_kind(a->tk_r, a->tk_s));
     if ((tr || ts) && !a->stage_up) tc_prep(c, a->x, a->D, a->T, 1, a->D, a->xq, a->xpf, te, ap);
     for (int up = 1; up >= 0; up--) {
         /* official numerics: the routed pairs' H times their weights (pairs < T·K), every row through FP8 */
@@ -425,13 +430,13 @@ void cu_moe(dsv4_backend *b, const float *x, const int32_t *tok, int T, int D, c
     int gk = tc_kind(a.gate), tcx = a.tk_r[1] >= 0 || a.tk_s[1] >= 0 || gk >= 0;
     /* terms of the experts' prepared rows, and of x's (which a
      * tensor-core gate prepares first, in its own terms) */
-    int te = tc_terms(a.tk_r[1] >= 0 ? a.tk_r[1] : a.tk_s[1]);
+    int ek = expert_prep_kind(a.tk_r, a.tk_s), te = tc_terms(ek);
     int tx = gk >= 0 && tc_terms(gk) > te ? tc_terms(gk) : te;
     /* a one-token step stages its rows when they fit next to the GGUF
      * staging and the slice sums (4 slices of 2 tiles) */
     size_t kb_up = tc_kind_bytes(tc_is_gg(a.tk_r[1]) ? a.tk_r[1] : a.tk_s[1]);
     size_t kb_dn = tc_kind_bytes(tc_is_gg(a.tk_r[0]) ? a.tk_r[0] : a.tk_s[0]);
-    int stage_ok = T == 1 && (!p->act_fp8 || te == 2); /* tc_stage_act_ok */
+    int stage_ok = T == 1 && (!p->act_fp8 || tc_stage_act_ok(ek));
     a.stage_up = stage_ok && D <= TC_STAGE_MAX_N &&
                  kb_up + (size_t)tc_part_floats(0, 2, 1, 2) * sizeof(float) + tc_stage_bytes(1, D, te) <= tc_stage_max(te);
     a.stage_down = stage_ok && I <= TC_STAGE_MAX_N &&
