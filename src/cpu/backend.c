@@ -36,6 +36,8 @@ void cpu_kv_fp8_round(dsv4_backend *b, float *x, int T, int width, int n_fp8);
 void cpu_idx_fp4_round(dsv4_backend *b, float *x, int rows, int width);
 void cpu_act_fp8_round(dsv4_backend *b, const float *x, int T, int n, float *y);
 void cpu_matmul_fp8in(dsv4_backend *b, const float *x, int64_t ldx, int T, const dsv4_mat *W, float *y, int64_t ldy);
+void cpu_pick_sum(dsv4_backend *b, const float *a, int64_t lda, const float *c, int64_t ldc, int n, int V, int32_t *idx,
+                  float *top, int32_t *bad);
 
 void *cpu_alloc(dsv4_backend *b, size_t bytes);
 void cpu_free(dsv4_backend *b, void *p);
@@ -73,6 +75,7 @@ static const dsv4_ops k_cpu_ops = {
     .idx_fp4_round = cpu_idx_fp4_round,
     .act_fp8_round = cpu_act_fp8_round,
     .matmul_fp8in = cpu_matmul_fp8in,
+    .pick_sum = cpu_pick_sum,
 };
 
 static void cpu_backend_free(dsv4_backend *b)

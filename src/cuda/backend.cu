@@ -44,6 +44,8 @@ void cu_moe(dsv4_backend *b, const float *x, const int32_t *tok, int T, int D, c
 void cu_kv_fp8_round(dsv4_backend *b, float *x, int T, int width, int n_fp8);
 void cu_idx_fp4_round(dsv4_backend *b, float *x, int rows, int width);
 void cu_matmul_fp8in(dsv4_backend *b, const float *x, int64_t ldx, int T, const dsv4_mat *W, float *y, int64_t ldy);
+void cu_pick_sum(dsv4_backend *b, const float *a, int64_t lda, const float *c, int64_t ldc, int n, int V, int32_t *idx,
+                 float *top, int32_t *bad);
 
 static dsv4_status cu_sync(dsv4_backend *b);
 static void cu_destroy(dsv4_backend *b);
@@ -81,6 +83,7 @@ static const dsv4_ops k_cuda_ops = {
     .idx_fp4_round = cu_idx_fp4_round,
     .act_fp8_round = cu_act_fp8_round,
     .matmul_fp8in = cu_matmul_fp8in,
+    .pick_sum = cu_pick_sum,
     .step_begin = cu_step_begin,
     .step_end = cu_step_end,
     .profile_enable = cu_profile_enable,
@@ -92,12 +95,12 @@ static const dsv4_ops k_cuda_ops = {
 static const cu_exec_fn k_exec[K_COUNT] = {
     cu_exec_matmul, cu_exec_rmsnorm, cu_exec_rope, cu_exec_embed, cu_exec_hc_pre, cu_exec_hc_post,
     cu_exec_hc_head, cu_exec_ring, cu_exec_compress, cu_exec_indexer, cu_exec_attention, cu_exec_moe,
-    cu_exec_upload, cu_exec_download, cu_exec_cache_quant, cu_exec_copy,
+    cu_exec_upload, cu_exec_download, cu_exec_cache_quant, cu_exec_copy, cu_exec_pick,
 };
 
 static const char *const k_family[K_COUNT] = {
     "matmul", "rmsnorm", "rope", "embed", "hc_pre", "hc_post", "hc_head", "ring_store", "compress", "indexer",
-    "attention", "moe", "upload", "download", "cache_quant", "copy",
+    "attention", "moe", "upload", "download", "cache_quant", "copy", "pick",
 };
 
 int cu_check(cu_impl *c, cudaError_t e, const char *what)

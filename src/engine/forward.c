@@ -28,8 +28,11 @@ struct fwd_scratch {
     float *feat;
     /* DSpark block: each lane's keys (its stage ring, then its block rows:
      * [window + T][head_dim] at row0 + lane·window), the Markov rows e
-     * [rows][R], the confidence inputs [h, e] [rows][D + R] and logits [rows] */
-    float *keys, *me, *mcat, *mconf;
+     * [rows][R], the confidence inputs [h, e] [rows][D + R] and logits [rows];
+     * the device-side greedy rounds' Markov logits [rows / B][vocab] and
+     * picks (ids, their sums, bad ids: [rows] each) */
+    float *keys, *me, *mcat, *mconf, *mlog, *mtop;
+    int32_t *mpick, *mbad;
     void *block;
     int rows, out_rows, kind;
 };
@@ -52,14 +55,16 @@ static dsv4_status scratch_alloc(dsv4_backend *b, scratch *sc, const dsv4_model 
                       (size_t)c->vocab * (size_t)out_rows, R, sel * R, R,
                       mtp ? hc * D * R : 0, mtp ? hc * R : 0, mtp ? hc * hc * R : 0,
                       ctx ? F * R : 0, blk ? (W + 1) * hd * R : 0, blk ? MR * R : 0, blk ? (D + MR) * R : 0,
-                      blk ? R : 0};
+                      blk ? R : 0, blk ? (size_t)c->vocab * ((R + c->dspark_block - 1) / c->dspark_block) : 0,
+                      blk ? R : 0, blk ? R : 0, blk ? R : 0};
     void **slots[] = {(void **)&sc->X, (void **)&sc->x, (void **)&sc->xn, (void **)&sc->post, (void **)&sc->comb,
                       (void **)&sc->qr, (void **)&sc->q, (void **)&sc->kv, (void **)&sc->o, (void **)&sc->z,
                       (void **)&sc->a, (void **)&sc->u, (void **)&sc->g, (void **)&sc->qi, (void **)&sc->wi,
                       (void **)&sc->y, (void **)&sc->logits, (void **)&sc->tok, (void **)&sc->sel_idx,
                       (void **)&sc->sel_n, (void **)&sc->Xin, (void **)&sc->ones, (void **)&sc->eye,
                       (void **)&sc->feat, (void **)&sc->keys, (void **)&sc->me,
-                      (void **)&sc->mcat, (void **)&sc->mconf};
+                      (void **)&sc->mcat, (void **)&sc->mconf, (void **)&sc->mlog, (void **)&sc->mtop,
+                      (void **)&sc->mpick, (void **)&sc->mbad};
     size_t n = sizeof sizes / sizeof sizes[0], total = 0;
     for (size_t i = 0; i < n; i++) total += (sizes[i] + 63) & ~(size_t)63; /* 256-byte aligned slots */
     sc->block = b->ops->alloc(b, total * 4);
@@ -654,15 +659,65 @@ dsv4_status forward_dspark_markov(dsv4_model *m, fwd_scratch *sc, const int32_t 
         return st;
     }
     for (int i = 0; i < n; i++) {
-        if (!isfinite(conf[i])) return dsv4_fail(DSV4_ERR_DEVICE, "dspark confidence head: non-finite logit");
-        conf[i] = 1.0f / (1.0f + expf(-conf[i]));
         /* one flag over the row (a loop without an exit vectorizes), the
          * token only when it is set */
         const float *row = bias + (size_t)i * V;
-        int bad = 0;
-        for (int v = 0; v < V; v++) bad |= !(fabsf(row[v]) <= FLT_MAX);
-        for (int v = 0; bad && v < V; v++)
-            if (!isfinite(row[v])) return dsv4_fail(DSV4_ERR_DEVICE, "dspark markov head: non-finite bias for token %d", v);
+        int any = 0, bad = -1;
+        for (int v = 0; v < V; v++) any |= !(fabsf(row[v]) <= FLT_MAX);
+        for (int v = 0; any && bad < 0 && v < V; v++)
+            if (!isfinite(row[v])) bad = v;
+        if ((st = forward_markov_row_check(&conf[i], bad))) return st;
     }
+    return DSV4_OK;
+}
+
+dsv4_status forward_dspark_greedy(dsv4_model *m, fwd_scratch *sc, const int32_t *next, int nl, int rounds,
+                                  int32_t *drafts, float *top, float *conf, int32_t *bad)
+{
+    const dsv4_config *c = &m->cfg;
+    dsv4_backend *b = m->be;
+    const dsv4_ops *op = b->ops;
+    const dsv4_dspark_w *w = &m->dspark;
+    int D = c->dim, R = c->dspark_rank, V = c->vocab, B = c->dspark_block;
+    if (sc->kind != FWD_BLOCK || !op->pick_sum || nl < 1 || rounds < 1 || rounds > B || nl * B > sc->rows)
+        return dsv4_fail(DSV4_ERR_ARG, "forward: %d greedy Markov rounds of %d lanes for a scratch of %d block rows",
+                         rounds, nl, sc->rows);
+    for (int j = 0; j < nl; j++)
+        if (next[j] < 0 || next[j] >= V)
+            return dsv4_fail(DSV4_ERR_ARG, "forward: Markov lane %d's token %d out of range", j, next[j]);
+    op->upload(b, sc->tok, next, (size_t)nl * sizeof *next);
+    for (int i = 0; i < rounds; i++) {
+        /* sc->tok: each lane's token before (embedded here, then overwritten
+         * by this round's picks, which the next round embeds) */
+        op->embed(b, &w->markov_w1, sc->tok, nl, 1, sc->me);
+        op->matmul(b, sc->me, R, nl, &w->markov_w2, sc->mlog, V);
+        for (int j = 0; j < nl; j++) { /* [h, e]: block row j·B + i after the final norm, then its Markov row */
+            float *cat = sc->mcat + (size_t)j * (D + R);
+            op->copy(b, cat, sc->x + (size_t)(j * B + i) * D, (size_t)D * sizeof(float));
+            op->copy(b, cat + D, sc->me + (size_t)j * R, (size_t)R * sizeof(float));
+        }
+        op->matmul(b, sc->mcat, D + R, nl, &w->conf, sc->mconf + (size_t)i * nl, 1);
+        op->pick_sum(b, sc->logits + (size_t)i * V, (int64_t)B * V, sc->mlog, V, nl, V, sc->tok,
+                     sc->mtop + (size_t)i * nl, sc->mbad + (size_t)i * nl);
+        op->copy(b, sc->mpick + (size_t)i * nl, sc->tok, (size_t)nl * sizeof *sc->tok);
+    }
+    size_t n = (size_t)rounds * nl;
+    op->download(b, drafts, sc->mpick, n * sizeof *drafts);
+    op->download(b, top, sc->mtop, n * sizeof *top);
+    op->download(b, conf, sc->mconf, n * sizeof *conf);
+    op->download(b, bad, sc->mbad, n * sizeof *bad);
+    dsv4_status st = op->sync(b);
+    if (st) {
+        st = dsv4_fail(st, "dspark markov head: %s", b->sticky_msg);
+        backend_clear_error(b);
+    }
+    return st;
+}
+
+dsv4_status forward_markov_row_check(float *conf, int32_t bad)
+{
+    if (!isfinite(*conf)) return dsv4_fail(DSV4_ERR_DEVICE, "dspark confidence head: non-finite logit");
+    *conf = 1.0f / (1.0f + expf(-*conf));
+    if (bad >= 0) return dsv4_fail(DSV4_ERR_DEVICE, "dspark markov head: non-finite bias for token %d", bad);
     return DSV4_OK;
 }

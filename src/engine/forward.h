@@ -71,6 +71,21 @@ dsv4_status forward_dspark_block(dsv4_model *m, fwd_scratch *sc, const fwd_lane 
  * are base + bias) and conf[i] = sigmoid(conf · [h_row, markov_w1[prev[i]]]). */
 dsv4_status forward_dspark_markov(dsv4_model *m, fwd_scratch *sc, const int32_t *prev, const int *row, int n,
                                   float *bias, float *conf);
+/* The Markov rounds of nl lanes that draft greedily, chained on the device
+ * (the backend's pick_sum; the caller checked it has one): lane j's round i
+ * takes its block row j·B + i of the last forward_dspark_block (nl lanes of
+ * B rows) conditioned on its token before (next[j], then its pick of round
+ * i − 1), as forward_dspark_markov does, and picks the top id of the row's
+ * logits plus bias (the host's sum and argmax). Every lane runs all rounds
+ * (a lane's rounds past its own proposal are computed and ignored). Host
+ * outputs [rounds][nl]: drafts, top (the picked sums), conf (the logits,
+ * for forward_markov_row_check), bad (as that takes it). */
+dsv4_status forward_dspark_greedy(dsv4_model *m, fwd_scratch *sc, const int32_t *next, int nl, int rounds,
+                                  int32_t *drafts, float *top, float *conf, int32_t *bad);
+/* A Markov row's checks (either path, in the host path's order): its
+ * confidence logit *conf finite (then through the sigmoid, in place), no
+ * non-finite bias (bad: the lowest such token, or -1). */
+dsv4_status forward_markov_row_check(float *conf, int32_t bad);
 
 /* Queues the state writes of the first n logged rows of a lane again (ring
  * rows, compressor inputs: the ops the forward ran on them) onto the state

@@ -330,6 +330,60 @@ static dsv4_status draft_round(dsv4_model *m, spec_lane *const *L, const int *k,
     return st;
 }
 
+/* Whether a lane's drafts are plain argmaxes of its rows (dist's top
+ * without penalties or masks, no draft hook): greedy without a sampler, or
+ * a sampler at temperature 0 with its penalties off (its distribution is
+ * then 1 on argmax_f32 of the row). */
+static int plain_greedy(const spec_lane *l)
+{
+    if (l->n_mask || l->draft_fn) return 0;
+    if (!l->smp) return 1;
+    const sampling_params *p = sampler_params(l->smp);
+    return p->temperature == 0 && p->repetition_penalty == 1 && p->presence_penalty == 0 && p->frequency_penalty == 0;
+}
+
+/* The Markov rounds of dspark_draft for lanes that all draft plainly
+ * greedily (plain_greedy), chained on the backend (forward_dspark_greedy:
+ * one sync for all rounds instead of one a round, no rows of logits to the
+ * host): the same drafts, confidences, cuts and failures as the host
+ * rounds, which it replays in their order from what the device computed. */
+static dsv4_status dspark_rounds_dev(dsv4_model *m, fwd_scratch *sc, spec_lane *const *L, const int *who, int nl,
+                                     int *k, int deepest)
+{
+    size_t n = (size_t)deepest * nl;
+    int32_t *drafts = malloc(n * sizeof *drafts), *bad = malloc(n * sizeof *bad), next[DSV4_MAX_LANES];
+    float *top = malloc(n * sizeof *top), *conf = malloc(n * sizeof *conf);
+    dsv4_status st = drafts && bad && top && conf ? DSV4_OK : dsv4_fail(DSV4_ERR_NOMEM, "out of memory for DSpark drafts");
+    for (int j = 0; j < nl; j++) next[j] = L[who[j]]->next;
+    if (!st) st = forward_dspark_greedy(m, sc, next, nl, deepest, drafts, top, conf, bad);
+    for (int i = 0; i < deepest && !st; i++) {
+        /* the host round's order: every row's checks, then the lanes' picks */
+        for (int j = 0; j < nl && !st; j++)
+            if (k[who[j]] > i) st = forward_markov_row_check(&conf[(size_t)i * nl + j], bad[(size_t)i * nl + j]);
+        for (int j = 0; j < nl && !st; j++) {
+            spec_lane *l = L[who[j]];
+            size_t o = (size_t)i * nl + j;
+            if (k[who[j]] <= i) continue;
+            l->conf[i] = conf[o];
+            if (conf[o] < l->conf_min) { /* not confident: the proposal is the drafts so far */
+                k[who[j]] = i;
+                continue;
+            }
+            if (l->smp && !(top[o] < INFINITY)) /* the sampler's own checks of the summed row (never NaN) */
+                st = dsv4_fail(DSV4_ERR_ARG, "sampler: logit %d is %g", drafts[o], (double)top[o]);
+            else if (l->smp && !(top[o] > -INFINITY))
+                st = dsv4_fail(DSV4_ERR_ARG, "sampler: every logit is -inf");
+            else
+                l->drafts[i] = drafts[o];
+        }
+    }
+    free(drafts);
+    free(bad);
+    free(top);
+    free(conf);
+    return st;
+}
+
 /* DSpark drafts (docs/DSPARK.md §4.2-4.4) for every lane that drafts: one
  * block forward over all of them (B rows each: next, then the noise token,
  * at the session's position over its context rings), then the Markov head
@@ -360,7 +414,11 @@ static dsv4_status dspark_draft(dsv4_model *m, spec_lane *const *L, int *k, int 
         for (int i = 0; i < B; i++) tok[j * B + i] = i ? m->cfg.dspark_noise : l->next;
     }
     if (!st) st = forward_dspark_block(m, sc, fl, nl, tok, nl * B);
-    for (int i = 0; i < deepest && !st; i++) {
+    /* lanes that all draft plainly greedily chain the rounds on the device */
+    int dev = !st && m->be->ops->pick_sum;
+    for (int j = 0; j < nl && dev; j++) dev = plain_greedy(L[who[j]]);
+    if (dev) st = dspark_rounds_dev(m, sc, L, who, nl, k, deepest);
+    for (int i = 0; i < deepest && !st && !dev; i++) {
         int32_t prev[DSV4_MAX_LANES];
         int row[DSV4_MAX_LANES], of[DSV4_MAX_LANES], nr = 0;
         float conf[DSV4_MAX_LANES];

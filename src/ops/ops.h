@@ -194,6 +194,18 @@ typedef struct {
     void (*matmul_fp8in)(dsv4_backend *b, const float *x, int64_t ldx, int T, const dsv4_mat *W, float *y,
                          int64_t ldy);
 
+    /* --- greedy picks on the backend (NULL: the engine picks on the host).
+     * pick_sum: for each of n rows, with s[v] = a[r·lda + v] + c[r·ldc + v]
+     * (fp32 sums) over v < V: idx[r] = the lowest v of the largest s[v] (the
+     * host's `>` scan over the summed row: argmax_f32), top[r] = that s,
+     * bad[r] = the lowest v whose c value is not finite, else -1 (idx and
+     * top mean nothing where bad[r] >= 0). a must be finite (then no sum of
+     * a row without a bad id is NaN). idx, top and bad are backend memory, so
+     * that a chain of picks (DSpark's Markov drafts, engine/spec.c) stays on
+     * the device until its end. */
+    void (*pick_sum)(dsv4_backend *b, const float *a, int64_t lda, const float *c, int64_t ldc, int n, int V,
+                     int32_t *idx, float *top, int32_t *bad);
+
     /* --- optional hooks (NULL: the backend has none).
      * forward_step brackets its ops with step_begin(rows) .. step_end; a
      * backend may record them and run the step as one unit (CUDA graph).

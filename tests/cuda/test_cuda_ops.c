@@ -999,6 +999,49 @@ static void test_cache_quant(void)
 
 /* Steps recorded between step_begin/step_end replay as graphs with the
  * position changing each step; results must equal eager execution. */
+/* pick_sum: the GPU's ids, sums and bad ids are the CPU's (the host scan)
+ * over rows with the maximum tied in several places, all-zero rows of both
+ * signs, rows of -inf sums (overflow), vocabulary-sized rows and a row
+ * whose c holds an infinity before a NaN (its bad id only: the others are
+ * meaningless there). */
+static void test_pick_sum(void)
+{
+    int n = 6, V = 129280;
+    int64_t lda = V + 3, ldc = V + 5;
+    float *a = rnd((size_t)n * lda, 4.0f), *c = rnd((size_t)n * ldc, 4.0f);
+    a[1 * lda + 7] = 40.0f, c[1 * ldc + 7] = 2.0f; /* row 1: 42 at 7, 9000 and 100000 */
+    a[1 * lda + 9000] = 41.0f, c[1 * ldc + 9000] = 1.0f;
+    a[1 * lda + 100000] = 42.0f, c[1 * ldc + 100000] = 0.0f;
+    for (int v = 0; v < V; v++) {
+        a[2 * lda + v] = v % 3 ? 0.0f : -0.0f; /* row 2: zeros of both signs */
+        c[2 * ldc + v] = v % 5 ? -0.0f : 0.0f;
+        a[3 * lda + v] = -3e38f; /* row 3: every sum -inf */
+        c[3 * ldc + v] = -3e38f;
+    }
+    a[4 * lda + V - 1] = 1e38f, c[4 * ldc + V - 1] = 3e38f; /* row 4: +inf at the last id */
+    c[5 * ldc + 50] = INFINITY, c[5 * ldc + 100] = NAN;     /* row 5: bad at 50 */
+    int32_t ci[6], cb[6];
+    float ct[6];
+    cpu->ops->pick_sum(cpu, a, lda, c, ldc, n, V, ci, ct, cb);
+    CHECK(ci[1] == 7 && ci[2] == 0 && ci[3] == 0 && ci[4] == V - 1 && cb[5] == 50 && cb[0] == -1);
+    float *da = dev(a, (size_t)n * lda), *dc = dev(c, (size_t)n * ldc);
+    int32_t *gi = gpu->ops->alloc(gpu, 64), *gb = gpu->ops->alloc(gpu, 64);
+    float *gt = gpu->ops->alloc(gpu, 64);
+    gpu->ops->pick_sum(gpu, da, lda, dc, ldc, n, V, gi, gt, gb);
+    int32_t hi[6], hb[6];
+    float ht[6];
+    gpu->ops->download(gpu, hi, gi, sizeof hi);
+    gpu->ops->download(gpu, ht, gt, sizeof ht);
+    gpu->ops->download(gpu, hb, gb, sizeof hb);
+    CHECK(gpu->ops->sync(gpu) == DSV4_OK);
+    for (int r = 0; r < n; r++)
+        CHECKF(hb[r] == cb[r] && (cb[r] >= 0 || (hi[r] == ci[r] && !memcmp(&ht[r], &ct[r], sizeof ht[r]))),
+               "pick_sum row %d: GPU id %d sum %g bad %d, CPU id %d sum %g bad %d", r, hi[r], (double)ht[r], hb[r],
+               ci[r], (double)ct[r], cb[r]);
+    free(a); free(c);
+    gpu->ops->free(gpu, da); gpu->ops->free(gpu, dc); gpu->ops->free(gpu, gi); gpu->ops->free(gpu, gt); gpu->ops->free(gpu, gb);
+}
+
 static void test_graph_replay(void)
 {
     int T = 1, H = 2, hd = 32, rd = 8, W = 6;
@@ -1086,6 +1129,7 @@ int main(void)
     RUN(test_attention);
     RUN(test_moe);
     RUN(test_cache_quant);
+    RUN(test_pick_sum);
     RUN(test_graph_replay);
     RUN(test_fault);
     RUN(test_profile);

@@ -220,6 +220,47 @@ static void test_confidence_cut(void)
     }
 }
 
+/* DSpark's Markov rounds chained on the backend (lanes that draft plainly
+ * greedily) against the host's rounds (a lane whose draft hook keeps the
+ * drafter's own draft takes those): the same drafts, confidences and cuts
+ * at every step, with the confidence cut in play. */
+static int32_t own_draft(void *user, const spec_lane *l, int i, int32_t proposed)
+{
+    (void)user;
+    (void)l;
+    (void)i;
+    return proposed;
+}
+
+static void test_markov_rounds_on_backend(void)
+{
+    run a, h;
+    run_start(&a, 5, KMAX, 0);
+    run_start(&h, 5, KMAX, 0);
+    h.sl.draft_fn = own_draft;
+    a.sl.conf_min = h.sl.conf_min = 0.5f;
+    for (int step = 0; a.n < NGEN && h.n < NGEN; step++) {
+        spec_lane *la = &a.sl, *lh = &h.sl;
+        dsv4_status st = spec_step(g_m, &la, 1, NULL);
+        if (!st) st = spec_step(g_m, &lh, 1, NULL);
+        CHECKF(st == DSV4_OK, "%s", dsv4_last_error());
+        if (st) break;
+        int same = a.sl.n_out == h.sl.n_out && !memcmp(a.sl.out, h.sl.out, (size_t)a.sl.n_out * sizeof *a.sl.out) &&
+                   a.sl.n_drafted == h.sl.n_drafted && !memcmp(a.sl.drafts, h.sl.drafts, sizeof a.sl.drafts) &&
+                   !memcmp(a.sl.conf, h.sl.conf, sizeof a.sl.conf);
+        CHECKF(same, "step %d: the backend's Markov rounds differ from the host's", step);
+        if (!same) break;
+        run_take(&a);
+        run_take(&h);
+    }
+    run_check(&a, "Markov rounds on the backend");
+    printf("  Markov rounds on the backend: %lld drafts verified in %lld steps, as the host's\n", a.sl.n_drafted,
+           a.sl.n_steps);
+    CHECK(a.sl.n_drafted > 0 && a.sl.n_drafted < (long long)KMAX * a.sl.n_steps); /* cuts happened */
+    run_free(&a);
+    run_free(&h);
+}
+
 /* Four lanes with k = 1, 2, 3 (DSpark: 5), 0, their own prompts, one cohort step at a time. */
 static void test_greedy_identity_cohort(void)
 {
@@ -617,6 +658,7 @@ int main(void)
             if (!off) RUN_ON(tag[f][off], test_veto_keeps_sampling);
             RUN_ON(tag[f][off], test_handover_sampled);
             if (!off && dsv4_model_has_dspark(g_m)) RUN_ON(tag[f][off], test_confidence_cut);
+            if (dsv4_model_has_dspark(g_m)) RUN_ON(tag[f][off], test_markov_rounds_on_backend);
             dsv4_model_free(g_m);
         }
     TEST_MAIN_END();
