@@ -31,6 +31,17 @@ __device__ __forceinline__ void pick_merge(float &v1, int &i1, float v2, int i2)
     }
 }
 
+/* The warp's best candidate and lowest bad id, in every lane. */
+__device__ __forceinline__ void pick_warp(float &bv, int &bi, int &b0)
+{
+    for (int o = 16; o > 0; o >>= 1) {
+        float v2 = __shfl_xor_sync(0xffffffffu, bv, o);
+        int i2 = __shfl_xor_sync(0xffffffffu, bi, o), c2 = __shfl_xor_sync(0xffffffffu, b0, o);
+        pick_merge(bv, bi, v2, i2);
+        b0 = c2 < b0 ? c2 : b0;
+    }
+}
+
 __global__ void __launch_bounds__(PICK_THREADS) pick_sum_kernel(pick_args a)
 {
     cu_pdl();
@@ -54,12 +65,7 @@ __global__ void __launch_bounds__(PICK_THREADS) pick_sum_kernel(pick_args a)
             bi = v;
         }
     }
-    for (int o = 16; o > 0; o >>= 1) {
-        float v2 = __shfl_xor_sync(0xffffffffu, bv, o);
-        int i2 = __shfl_xor_sync(0xffffffffu, bi, o), c2 = __shfl_xor_sync(0xffffffffu, b0, o);
-        pick_merge(bv, bi, v2, i2);
-        b0 = c2 < b0 ? c2 : b0;
-    }
+    pick_warp(bv, bi, b0);
     if (lane == 0) {
         sv[w] = bv;
         si[w] = bi;
@@ -71,12 +77,7 @@ __global__ void __launch_bounds__(PICK_THREADS) pick_sum_kernel(pick_args a)
     bv = lane < nw ? sv[lane] : -INFINITY;
     bi = lane < nw ? si[lane] : INT_MAX;
     b0 = lane < nw ? sb[lane] : INT_MAX;
-    for (int o = 16; o > 0; o >>= 1) {
-        float v2 = __shfl_xor_sync(0xffffffffu, bv, o);
-        int i2 = __shfl_xor_sync(0xffffffffu, bi, o), c2 = __shfl_xor_sync(0xffffffffu, b0, o);
-        pick_merge(bv, bi, v2, i2);
-        b0 = c2 < b0 ? c2 : b0;
-    }
+    pick_warp(bv, bi, b0);
     if (lane == 0) {
         a.idx[blockIdx.x] = bi;
         a.top[blockIdx.x] = bv;
