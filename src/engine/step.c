@@ -134,7 +134,8 @@ static int plan_lane(region_list *l, const dsv4_model *m, const dsv4_lane *ln)
 typedef struct {
     region_list undo;
     int first[DSV4_MAX_LANES + 1]; /* lane i's regions: undo.r[first[i] .. first[i+1]) */
-    void *block;                    /* undo copies, then the logs */
+    void *block;                    /* undo copies */
+    void *logs;                     /* the logged lanes' logs, lane by lane */
     fwd_log log[DSV4_MAX_LANES];    /* base NULL: lane not logged */
     fwd_scratch *sc;
     int32_t *tok;                   /* one forward's token ids */
@@ -144,6 +145,7 @@ static void ctx_free(dsv4_model *m, step_ctx *x)
 {
     free(x->undo.r);
     m->be->ops->free(m->be, x->block);
+    m->be->ops->free(m->be, x->logs);
     forward_scratch_free(m, x->sc);
     free(x->tok);
 }
@@ -193,6 +195,13 @@ static dsv4_status check_lanes(dsv4_model *m, const dsv4_lane *ln, int n)
     return DSV4_OK;
 }
 
+static size_t pow2_at_least(size_t bytes)
+{
+    size_t p = 4096;
+    while (p < bytes) p *= 2;
+    return p;
+}
+
 /* plan + prepare; on failure nothing live was touched. */
 static dsv4_status prepare(dsv4_model *m, dsv4_lane *ln, int n, step_ctx *x)
 {
@@ -213,21 +222,24 @@ static dsv4_status prepare(dsv4_model *m, dsv4_lane *ln, int n, step_ctx *x)
         any_mtp |= ln[i].mtp_in != NULL;
     }
     x->first[n] = x->undo.n;
-    size_t bytes = x->undo.bytes, log_off[DSV4_MAX_LANES];
+    size_t logs = 0, log_off[DSV4_MAX_LANES];
     for (int i = 0; i < n; i++) {
-        log_off[i] = bytes;
+        log_off[i] = logs;
         if (ln[i].accept)
-            bytes += size_mul(forward_log_floats(c, lane_l0(m, &ln[i]), lane_l1(m, &ln[i]), ln[i].n_tokens), sizeof(float));
+            logs += size_mul(forward_log_floats(c, lane_l0(m, &ln[i]), lane_l1(m, &ln[i]), ln[i].n_tokens), sizeof(float));
     }
-    /* a power of two: steps of similar shape then reuse one block size, which
-     * the CUDA allocator's cache (and the graphs keyed by its addresses) keep */
-    size_t pow2 = 4096;
-    while (bytes && pow2 < bytes) pow2 *= 2;
-    if (bytes && !(x->block = b->ops->alloc(b, pow2)))
-        return dsv4_fail(DSV4_ERR_NOMEM, "out of memory for the step's undo copy (%zu bytes)", bytes);
+    /* Two blocks, each of a power of two: steps of similar shape then reuse
+     * one size, which the CUDA allocator's cache keeps at one address. The
+     * forward's ops write the logs, so the graphs that replay it are keyed by
+     * the logs' addresses: those depend on the lanes' T alone, not on how
+     * much live state the position makes the undo copy hold. */
+    if (x->undo.bytes && !(x->block = b->ops->alloc(b, pow2_at_least(x->undo.bytes))))
+        return dsv4_fail(DSV4_ERR_NOMEM, "out of memory for the step's undo copy (%zu bytes)", x->undo.bytes);
+    if (logs && !(x->logs = b->ops->alloc(b, pow2_at_least(logs))))
+        return dsv4_fail(DSV4_ERR_NOMEM, "out of memory for the step's row logs (%zu bytes)", logs);
     for (int i = 0; i < n; i++)
         if (ln[i].accept)
-            x->log[i] = (fwd_log){(float *)((char *)x->block + log_off[i]), ln[i].n_tokens, lane_l0(m, &ln[i]),
+            x->log[i] = (fwd_log){(float *)((char *)x->logs + log_off[i]), ln[i].n_tokens, lane_l0(m, &ln[i]),
                                   lane_l1(m, &ln[i])};
     int rows = total < STEP_ROWS ? (int)total : STEP_ROWS, out_rows = outs < rows ? (int)outs : rows;
     dsv4_status st = forward_scratch_new(m, rows, out_rows, any_mtp ? FWD_DRAFTER : FWD_MAIN, &x->sc);
