@@ -2,16 +2,15 @@
  * split over the keys (flash-decoding). One warp per head, ATT_G heads per
  * block sharing the key reads (MQA: every head reads the same K = V). A
  * query's keys are cut into slices of ATT_KPS keys (slice s: keys
- * [s·ATT_KPS, (s+1)·ATT_KPS) of its key list); each warp keeps an online
- * softmax (running max, denominator, weighted key sum) over its slice in key
- * order, and a combine kernel merges the slices in slice order with the sink.
- * The slices depend only on the query's own keys, never on how many rows
- * the step has: the grid holds enough slices for the step's longest key
- * list, the ones past a row's keys do nothing, and the combine reads the
- * row's own slices only, so a row's result is the same bits in any step
- * (batch and chunking invariance). Stored keys (the ring
- * and the entries, fp32 or packed FP8) are read value by value into
- * registers. */
+ * [s·ATT_KPS, (s+1)·ATT_KPS) of its key list); a block decodes a slice's
+ * keys (the ring and the entries, fp32 or packed FP8) into shared memory,
+ * each warp reduces its head over the slice (maximum, then exp(l − max) and
+ * the weighted key sum in key order), and a combine kernel merges the
+ * slices in slice order with the sink. The slices depend only on the
+ * query's own keys, never on how many rows the step has: the grid holds
+ * enough slices for the step's longest key list, the ones past a row's keys
+ * do nothing, and the combine reads the row's own slices only, so a row's
+ * result is the same bits in any step (batch and chunking invariance). */
 #include <string.h>
 
 #include "cuda/state_rows.cuh"
@@ -66,82 +65,92 @@ __device__ __forceinline__ key_set keys_of(const att_args &a, int64_t pos0, int 
     return k;
 }
 
-/* This lane's values of key k of a query (window keys oldest first, then
- * compressed entries): v[j] = value j·32 + lane, j < nd; stored keys in
- * row format KIND (a.kf's, fixed per instantiation so that the fp32 kernel
- * stays as lean). */
-template <int KIND>
-__device__ __forceinline__ void load_key(const att_args &a, int64_t pos0, const key_set &ks, int64_t k, int lane,
-                                         int nd, float *v)
+/* The row of key k of a query (window keys oldest first, then compressed
+ * entries): this step's own rows are fp32 in a.kv (*step set), the others
+ * stored rows in a.kf's format. */
+__device__ __forceinline__ const uint8_t *key_row(const att_args &a, int64_t pos0, const key_set &ks, int64_t k,
+                                                  bool *step)
 {
-    const uint8_t *row;
+    *step = false;
     if (k < ks.n_win) {
         int64_t s = ks.w_first + k;
-        if (s >= pos0) { /* this step's rows, fp32 */
-            const float *key = a.kv + (s - pos0) * a.hd;
-#pragma unroll
-            for (int j = 0; j < ATT_PER_LANE; j++) v[j] = j < nd ? key[j * 32 + lane] : 0.0f;
-            return;
+        if (s >= pos0) {
+            *step = true;
+            return (const uint8_t *)(a.kv + (s - pos0) * a.hd);
         }
-        row = a.ring + (s % a.window) * a.kf.bytes;
-    } else {
-        k -= ks.n_win;
-        int64_t e = ks.sel ? ks.sel[k] : k;
-        if (e < 0) e = 0;
-        row = a.entries + e * a.kf.bytes;
+        return a.ring + (s % a.window) * a.kf.bytes;
     }
-    dsv4_row_fmt kf = a.kf;
-    kf.kind = KIND;
-    if constexpr (KIND == ROW_FP8) {
-        sr_load_fp8_lane<ATT_PER_LANE>(kf, row, lane, nd, v);
-    } else {
-#pragma unroll
-        for (int j = 0; j < ATT_PER_LANE; j++) v[j] = j < nd ? sr_load(kf, row, j * 32 + lane) : 0.0f;
-    }
+    k -= ks.n_win;
+    int64_t e = ks.sel ? ks.sel[k] : k;
+    if (e < 0) e = 0;
+    return a.entries + e * a.kf.bytes;
 }
 
+/* Values c .. c+3 of a key row (KIND: a.kf's kind, fixed per
+ * instantiation so that the fp32 kernel stays lean). */
+template <int KIND>
+__device__ __forceinline__ float4 key_values4(const att_args &a, const uint8_t *row, bool step, int c)
+{
+    if (KIND == ROW_F32 || step) return ((const float4 *)row)[c / 4];
+    dsv4_row_fmt kf = a.kf;
+    kf.kind = KIND;
+    return sr_load4(kf, row, c);
+}
+
+/* One slice of one row for ATT_G heads: the block decodes the slice's keys
+ * into shared memory once (every load of the slice in flight together: the
+ * keys are what the heads share), then each warp scores its head against
+ * all of them (independent dot products), takes the slice's maximum, and
+ * sums p = exp(l − max) and p·key in key order. */
 template <int KIND>
 __global__ void __launch_bounds__(ATT_G * 32) attention_part_kernel(att_args a, const int64_t *dpos)
 {
+    __shared__ float keys[ATT_KPS * ATT_MAX_HD];
     cu_pdl();
     int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     int h = blockIdx.x * ATT_G + warp, t = a.t0 + blockIdx.y, sp = blockIdx.z, hd = a.hd, nd = hd / 32;
-    if (h >= a.H) return;
     int64_t pos0 = dpos ? *dpos : a.pos0;
     key_set ks = keys_of(a, pos0, t);
-    int64_t nk = ks.n_win + ks.n_comp;
-    int64_t k0 = (int64_t)sp * ATT_KPS, k1 = k0 + ATT_KPS < nk ? k0 + ATT_KPS : nk;
-    if (k0 >= nk) return; /* past this row's keys: the combine reads only its own slices */
+    int64_t nk = ks.n_win + ks.n_comp, k0 = (int64_t)sp * ATT_KPS;
+    if (k0 >= nk) return; /* past this row's keys (the whole block): the combine reads only its own slices */
+    int n = nk - k0 < ATT_KPS ? (int)(nk - k0) : ATT_KPS, groups = hd / 4;
+    for (int g = threadIdx.x; g < n * groups; g += blockDim.x) {
+        int i = g / groups, c = 4 * (g % groups);
+        bool step;
+        const uint8_t *row = key_row(a, pos0, ks, k0 + i, &step);
+        *(float4 *)&keys[i * hd + c] = key_values4<KIND>(a, row, step, c);
+    }
+    __syncthreads();
+    if (h >= a.H) return;
     const float *q = a.q + ((int64_t)t * a.H + h) * hd;
-    float qv[ATT_PER_LANE], acc[ATT_PER_LANE];
+    float qv[ATT_PER_LANE], acc[ATT_PER_LANE], l[ATT_KPS];
 #pragma unroll
     for (int j = 0; j < ATT_PER_LANE; j++) {
         qv[j] = j < nd ? q[j * 32 + lane] : 0.0f;
         acc[j] = 0.0f;
     }
-    float m = -INFINITY, den = 0.0f;
-    float kr[ATT_PER_LANE], kn[ATT_PER_LANE];
-    /* the next key's row is loaded while the current one is used */
-    if (k0 < k1) load_key<KIND>(a, pos0, ks, k0, lane, nd, kn);
-    for (int64_t k = k0; k < k1; k++) {
 #pragma unroll
-        for (int j = 0; j < ATT_PER_LANE; j++) kr[j] = kn[j];
-        if (k + 1 < k1) load_key<KIND>(a, pos0, ks, k + 1, lane, nd, kn);
+    for (int i = 0; i < ATT_KPS; i++) {
         float d = 0.0f;
 #pragma unroll
-        for (int j = 0; j < ATT_PER_LANE; j++) d = fmaf(qv[j], kr[j], d);
-        float l = cu_warp_sum(d) * a.scale;
-        if (l > m) { /* new running max: rescale what was summed so far */
-            float r = expf(m - l);
-            den *= r;
+        for (int j = 0; j < ATT_PER_LANE; j++)
+            if (i < n && j < nd) d = fmaf(qv[j], keys[i * hd + j * 32 + lane], d);
+        l[i] = d;
+    }
+    float m = -INFINITY, den = 0.0f;
 #pragma unroll
-            for (int j = 0; j < ATT_PER_LANE; j++) acc[j] *= r;
-            m = l;
-        }
-        float p = expf(l - m);
+    for (int i = 0; i < ATT_KPS; i++) {
+        l[i] = cu_warp_sum(l[i]) * a.scale;
+        if (i < n) m = fmaxf(m, l[i]);
+    }
+#pragma unroll
+    for (int i = 0; i < ATT_KPS; i++) {
+        if (i >= n) break;
+        float p = expf(l[i] - m);
         den += p;
 #pragma unroll
-        for (int j = 0; j < ATT_PER_LANE; j++) acc[j] = fmaf(p, kr[j], acc[j]);
+        for (int j = 0; j < ATT_PER_LANE; j++)
+            if (j < nd) acc[j] = fmaf(p, keys[i * hd + j * 32 + lane], acc[j]);
     }
     float *o = a.part + (((int64_t)blockIdx.y * a.H + h) * a.splits + sp) * (hd + 2);
 #pragma unroll

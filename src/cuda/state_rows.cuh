@@ -162,26 +162,19 @@ SR_FN float sr_load(const dsv4_row_fmt &f, const uint8_t *row, int c)
     return sr_e2m1((row[c / 2] >> (4 * (c & 1))) & 15) * sr_e8m0(row[f.scale_off + c / 32]);
 }
 
-/* Values c = 32·j + lane, j < nd (nd ≤ NJ, NJ even), of an FP8 row, as
- * sr_load gives them: values 64·p .. 64·p + 63 (j = 2p, 2p + 1) share
- * scale byte p, read once for the pair. */
-template <int NJ>
-SR_FN void sr_load_fp8_lane(const dsv4_row_fmt &f, const uint8_t *row, int lane, int nd, float *v)
+/* The little-endian 32-bit word at p (4-byte aligned). */
+SR_FN uint32_t sr_word(const uint8_t *p)
 {
-    static_assert(NJ % 2 == 0, "pairs of 32-value columns");
-SR_UNROLL
-    for (int p = 0; p < NJ / 2; p++) {
-        float s = 64 * p < f.n_fp8 ? sr_e8m0(row[f.scale_off + p]) : 0.0f;
-SR_UNROLL
-        for (int e = 0; e < 2; e++) {
-            int j = 2 * p + e, c = 32 * j + lane;
-            v[j] = j < nd ? sr_fp8_value(f, row, c, s) : 0.0f;
-        }
-    }
+    uint32_t u;
+    memcpy(&u, p, 4);
+    return u;
 }
 
 /* Values c .. c+3 (c a multiple of 4; ROW_F32 rows then 16-byte aligned;
- * ROW_FP4: two bytes and one scale). */
+ * ROW_FP4: two bytes and one scale; ROW_FP8 rows, 8-byte aligned: one word
+ * of four e4m3 codes times their block's scale, or two words of four bf16
+ * rope values, when n_fp8 is a multiple of 4 as in every real layout, else
+ * value by value). */
 SR_FN float4 sr_load4(const dsv4_row_fmt &f, const uint8_t *row, int c)
 {
     if (f.kind == ROW_F32) return ((const float4 *)row)[c / 4];
@@ -190,7 +183,17 @@ SR_FN float4 sr_load4(const dsv4_row_fmt &f, const uint8_t *row, int c)
         float s = sr_e8m0(row[f.scale_off + c / 32]);
         return make_float4(sr_e2m1(b0 & 15) * s, sr_e2m1(b0 >> 4) * s, sr_e2m1(b1 & 15) * s, sr_e2m1(b1 >> 4) * s);
     }
-    return make_float4(sr_load(f, row, c), sr_load(f, row, c + 1), sr_load(f, row, c + 2), sr_load(f, row, c + 3));
+    if (f.n_fp8 & 3)
+        return make_float4(sr_load(f, row, c), sr_load(f, row, c + 1), sr_load(f, row, c + 2), sr_load(f, row, c + 3));
+    if (c < f.n_fp8) {
+        uint32_t u = sr_word(row + c);
+        float s = sr_e8m0(row[f.scale_off + c / 64]);
+        return make_float4(sr_e4m3((uint8_t)u) * s, sr_e4m3((uint8_t)(u >> 8)) * s, sr_e4m3((uint8_t)(u >> 16)) * s,
+                           sr_e4m3((uint8_t)(u >> 24)) * s);
+    }
+    const uint8_t *h = row + f.rope_off + 2 * (c - f.n_fp8);
+    uint32_t h0 = sr_word(h), h1 = sr_word(h + 4); /* the first bf16 in the low half */
+    return make_float4(sr_bits(h0 << 16), sr_bits(h0 & 0xffff0000u), sr_bits(h1 << 16), sr_bits(h1 & 0xffff0000u));
 }
 
 /* In-place Hadamard transform of x[0 .. w) (w a power of two, in shared

@@ -23,8 +23,10 @@
 static dsv4_row_fmt row_f32(int width) { return (dsv4_row_fmt){ROW_F32, width, 0, 0, 0, 4 * width}; }
 
 /* e4m3 [0, nope), bf16 [nope, width) at nope, the scales after them, padded
- * to 8 bytes (FlashMLA's token stride). The ops move the bf16 values byte by
- * byte, so no alignment is assumed. */
+ * to 8 bytes (FlashMLA's token stride): with nope a multiple of 4, as in
+ * every real layout, the codes and the bf16 values of 4 columns c.. (c a
+ * multiple of 4) are whole aligned 32-bit words, which the GPU readers load
+ * as such (other layouts are read byte by byte). */
 static dsv4_row_fmt row_fp8(int width, int rope_dim)
 {
     int nope = width - rope_dim, scales = nope + 2 * rope_dim, end = scales + (nope + 63) / 64;

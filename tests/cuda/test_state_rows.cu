@@ -64,18 +64,9 @@ static void check_rows(const dsv4_row_fmt *f, const char *what)
         cpu_row_store(f, x, row, tmp);
         cpu_row_load(f, row, want);
         for (int c = 0; c < w; c++) bad += !same(sr_load(*f, row, c), want[c]);
-        if (f->kind == ROW_FP4)
-            for (int c = 0; c < w; c += 4) {
-                float4 v = sr_load4(*f, row, c);
-                bad += !same(v.x, want[c]) + !same(v.y, want[c + 1]) + !same(v.z, want[c + 2]) + !same(v.w, want[c + 3]);
-            }
-        if (f->kind == ROW_FP8) {
-            int nd = w / 32;
-            for (int lane = 0; lane < 32; lane++) {
-                float v[16];
-                sr_load_fp8_lane<16>(*f, row, lane, nd, v);
-                for (int j = 0; j < 16; j++) bad += !same(v[j], j < nd ? want[32 * j + lane] : 0.0f);
-            }
+        for (int c = 0; c + 3 < w; c += 4) {
+            float4 v = sr_load4(*f, row, c);
+            bad += !same(v.x, want[c]) + !same(v.y, want[c + 1]) + !same(v.z, want[c + 2]) + !same(v.w, want[c + 3]);
         }
         /* a flipped code must show: the comparison is against the CPU's values */
         if (it == 0 && f->kind != ROW_F32) {
@@ -94,9 +85,10 @@ static void check_rows(const dsv4_row_fmt *f, const char *what)
 static void test_rows(void)
 {
     /* Flash (head 512, rope 64, indexer head 128) and the tiny fixtures'
-     * widths (head 64, rope 16, indexer 32), in the official layout */
-    int dims[][3] = {{512, 64, 128}, {64, 16, 32}, {96, 32, 64}};
-    for (int i = 0; i < 3; i++) {
+     * widths (head 64, rope 16, indexer 32), in the official layout; rope 6
+     * leaves 58 FP8 values, read value by value */
+    int dims[][3] = {{512, 64, 128}, {64, 16, 32}, {96, 32, 64}, {64, 6, 32}};
+    for (int i = 0; i < 4; i++) {
         dsv4_config c;
         memset(&c, 0, sizeof c);
         c.head_dim = dims[i][0];
