@@ -11,13 +11,16 @@ void cpu_matmul_grouped(dsv4_backend *b, const float *x, int64_t ldx, int T, con
 void cpu_rmsnorm(dsv4_backend *b, const float *x, int T, int n, const dsv4_mat *w, float eps, float *y);
 void cpu_rope(dsv4_backend *b, float *x, int T, int n_heads, int head_dim, int rope_dim, int64_t pos0,
               int64_t pos_step, const float *inv_freq, int inverse);
+void cpu_norm_rope(dsv4_backend *b, float *x, int T, int n_heads, int head_dim, int rope_dim, const dsv4_mat *w,
+                   float eps, int64_t pos0, const float *inv_freq);
 void cpu_embed(dsv4_backend *b, const dsv4_mat *E, const int32_t *tok, int T, int hc, float *X);
 void cpu_hc_pre(dsv4_backend *b, const float *X, int T, int hc, int D, const dsv4_mat *fn, const dsv4_mat *base,
-                const dsv4_mat *scale, int iters, float hc_eps, float norm_eps, float *x, float *post, float *comb);
+                const dsv4_mat *scale, int iters, float hc_eps, float norm_eps, const dsv4_mat *norm, float *x,
+                float *post, float *comb);
 void cpu_hc_post(dsv4_backend *b, float *X, int T, int hc, int D, const float *a, const float *post,
                  const float *comb);
 void cpu_hc_head(dsv4_backend *b, const float *X, int T, int hc, int D, const dsv4_mat *fn, const dsv4_mat *base,
-                 const dsv4_mat *scale, float hc_eps, float norm_eps, float *x);
+                 const dsv4_mat *scale, float hc_eps, float norm_eps, const dsv4_mat *norm, float *x);
 void cpu_ring_store(dsv4_backend *b, uint8_t *ring, int window, const dsv4_row_fmt *f, const float *kv, int T,
                     int64_t pos0);
 void cpu_compress(dsv4_backend *b, const float *u, const float *g, int T, int64_t pos0, const dsv4_comp_params *p,
@@ -61,6 +64,7 @@ static const dsv4_ops k_cpu_ops = {
     .matmul = cpu_matmul,
     .rmsnorm = cpu_rmsnorm,
     .rope = cpu_rope,
+    .norm_rope = cpu_norm_rope,
     .embed = cpu_embed,
     .hc_pre = cpu_hc_pre,
     .hc_post = cpu_hc_post,

@@ -21,6 +21,9 @@ float cpu_dot(const float *a, const float *b, int64_t n);
  * FP8 rounding of a product's input (cache_quant.c). */
 void cpu_matmul(dsv4_backend *b, const float *x, int64_t ldx, int T, const dsv4_mat *W, float *y, int64_t ldy);
 void cpu_act_fp8_round(dsv4_backend *b, const float *x, int T, int n, float *y);
+/* One row of the rmsnorm op (norm_rope.c), for the ops that end in a norm
+ * (hc_pre, hc_head): in place allowed. */
+void cpu_rms_row(const float *xr, int n, const dsv4_mat *w, float eps, float *yr);
 
 /* Packed session rows (cache_quant.c). store: the row x of f->width values
  * in format f (the official rounding: kv_fp8_round, or the Hadamard

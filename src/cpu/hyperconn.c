@@ -35,6 +35,7 @@ typedef struct {
     int hc, D, iters;
     const dsv4_mat *fn, *base, *scale;
     float hc_eps, norm_eps;
+    const dsv4_mat *norm;
     float *x, *post, *comb;
     float *flat; /* [threads][hc·D] */
 } hc_job;
@@ -83,6 +84,7 @@ static void hc_pre_tokens(void *ctx, int64_t t0, int64_t t1, int tid)
             for (int i = 0; i < hc; i++) s += pre[i] * X[(int64_t)i * D + d];
             x[d] = s;
         }
+        cpu_rms_row(x, D, j->norm, j->norm_eps, x);
     }
 }
 
@@ -94,10 +96,11 @@ static float *flat_scratch(dsv4_backend *b, int hc, int D)
 }
 
 void cpu_hc_pre(dsv4_backend *b, const float *X, int T, int hc, int D, const dsv4_mat *fn, const dsv4_mat *base,
-                const dsv4_mat *scale, int iters, float hc_eps, float norm_eps, float *x, float *post, float *comb)
+                const dsv4_mat *scale, int iters, float hc_eps, float norm_eps, const dsv4_mat *norm, float *x,
+                float *post, float *comb)
 {
     if (hc > HC_MAX) { backend_fail(b, DSV4_ERR_UNSUPPORTED, "hc_mult above 16"); return; }
-    hc_job j = {b, X, hc, D, iters, fn, base, scale, hc_eps, norm_eps, x, post, comb, flat_scratch(b, hc, D)};
+    hc_job j = {b, X, hc, D, iters, fn, base, scale, hc_eps, norm_eps, norm, x, post, comb, flat_scratch(b, hc, D)};
     if (!j.flat) return;
     pool_for(cpu_pool(b), T, 1, hc_pre_tokens, &j);
     free(j.flat);
@@ -142,6 +145,7 @@ typedef struct {
     int hc, D;
     const dsv4_mat *fn, *base, *scale;
     float hc_eps, norm_eps;
+    const dsv4_mat *norm;
     float *x, *flat;
 } head_job;
 
@@ -162,14 +166,15 @@ static void hc_head_tokens(void *ctx, int64_t t0, int64_t t1, int tid)
             for (int i = 0; i < hc; i++) s += pre[i] * X[(int64_t)i * D + d];
             x[d] = s;
         }
+        cpu_rms_row(x, D, j->norm, j->norm_eps, x);
     }
 }
 
 void cpu_hc_head(dsv4_backend *b, const float *X, int T, int hc, int D, const dsv4_mat *fn, const dsv4_mat *base,
-                 const dsv4_mat *scale, float hc_eps, float norm_eps, float *x)
+                 const dsv4_mat *scale, float hc_eps, float norm_eps, const dsv4_mat *norm, float *x)
 {
     if (hc > HC_MAX) { backend_fail(b, DSV4_ERR_UNSUPPORTED, "hc_mult above 16"); return; }
-    head_job j = {b, X, hc, D, fn, base, scale, hc_eps, norm_eps, x, flat_scratch(b, hc, D)};
+    head_job j = {b, X, hc, D, fn, base, scale, hc_eps, norm_eps, norm, x, flat_scratch(b, hc, D)};
     if (!j.flat) return;
     pool_for(cpu_pool(b), T, 1, hc_head_tokens, &j);
     free(j.flat);

@@ -5,20 +5,31 @@
 
 #include "cpu/cpu.h"
 
+void cpu_rms_row(const float *xr, int n, const dsv4_mat *w, float eps, float *yr)
+{
+    float ss = cpu_dot(xr, xr, n);
+    float r = 1.0f / sqrtf(ss / (float)n + eps);
+    if (w) {
+        for (int i = 0; i < n; i++) yr[i] = (xr[i] * r) * mat_get(w, i);
+    } else {
+        for (int i = 0; i < n; i++) yr[i] = xr[i] * r;
+    }
+}
+
 void cpu_rmsnorm(dsv4_backend *b, const float *x, int T, int n, const dsv4_mat *w, float eps, float *y)
 {
     (void)b;
-    for (int t = 0; t < T; t++) {
-        const float *xr = x + (int64_t)t * n;
-        float *yr = y + (int64_t)t * n;
-        float ss = cpu_dot(xr, xr, n);
-        float r = 1.0f / sqrtf(ss / (float)n + eps);
-        if (w) {
-            for (int i = 0; i < n; i++) yr[i] = (xr[i] * r) * mat_get(w, i);
-        } else {
-            for (int i = 0; i < n; i++) yr[i] = xr[i] * r;
-        }
-    }
+    for (int t = 0; t < T; t++) cpu_rms_row(x + (int64_t)t * n, n, w, eps, y + (int64_t)t * n);
+}
+
+void cpu_rope(dsv4_backend *b, float *x, int T, int n_heads, int head_dim, int rope_dim, int64_t pos0,
+              int64_t pos_step, const float *inv_freq, int inverse);
+
+void cpu_norm_rope(dsv4_backend *b, float *x, int T, int n_heads, int head_dim, int rope_dim, const dsv4_mat *w,
+                   float eps, int64_t pos0, const float *inv_freq)
+{
+    cpu_rmsnorm(b, x, T * n_heads, head_dim, w, eps, x);
+    cpu_rope(b, x, T, n_heads, head_dim, rope_dim, pos0, 1, inv_freq, 0);
 }
 
 void cpu_rope(dsv4_backend *b, float *x, int T, int n_heads, int head_dim, int rope_dim, int64_t pos0,

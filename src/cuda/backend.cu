@@ -23,15 +23,18 @@ void cu_matmul_grouped(dsv4_backend *b, const float *x, int64_t ldx, int T, cons
 void cu_rmsnorm(dsv4_backend *b, const float *x, int T, int n, const dsv4_mat *w, float eps, float *y);
 void cu_rope(dsv4_backend *b, float *x, int T, int n_heads, int head_dim, int rope_dim, int64_t pos0,
              int64_t pos_step, const float *inv_freq, int inverse);
+void cu_norm_rope(dsv4_backend *b, float *x, int T, int n_heads, int head_dim, int rope_dim, const dsv4_mat *w,
+                  float eps, int64_t pos0, const float *inv_freq);
 void cu_embed(dsv4_backend *b, const dsv4_mat *E, const int32_t *tok, int T, int hc, float *X);
 void cu_ring_store(dsv4_backend *b, uint8_t *ring, int window, const dsv4_row_fmt *f, const float *kv, int T,
                    int64_t pos0);
 void cu_hc_pre(dsv4_backend *b, const float *X, int T, int hc, int D, const dsv4_mat *fn, const dsv4_mat *base,
-               const dsv4_mat *scale, int iters, float hc_eps, float norm_eps, float *x, float *post, float *comb);
+               const dsv4_mat *scale, int iters, float hc_eps, float norm_eps, const dsv4_mat *norm, float *x,
+               float *post, float *comb);
 void cu_hc_post(dsv4_backend *b, float *X, int T, int hc, int D, const float *a, const float *post,
                 const float *comb);
 void cu_hc_head(dsv4_backend *b, const float *X, int T, int hc, int D, const dsv4_mat *fn, const dsv4_mat *base,
-                const dsv4_mat *scale, float hc_eps, float norm_eps, float *x);
+                const dsv4_mat *scale, float hc_eps, float norm_eps, const dsv4_mat *norm, float *x);
 void cu_compress(dsv4_backend *b, const float *u, const float *g, int T, int64_t pos0, const dsv4_comp_params *p,
                  dsv4_comp_state *st);
 void cu_indexer(dsv4_backend *b, const float *q, const float *w, int T, int64_t pos0, int heads, const uint8_t *keys,
@@ -69,6 +72,7 @@ static const dsv4_ops k_cuda_ops = {
     .matmul = cu_matmul,
     .rmsnorm = cu_rmsnorm,
     .rope = cu_rope,
+    .norm_rope = cu_norm_rope,
     .embed = cu_embed,
     .hc_pre = cu_hc_pre,
     .hc_post = cu_hc_post,
@@ -95,12 +99,12 @@ static const dsv4_ops k_cuda_ops = {
 static const cu_exec_fn k_exec[K_COUNT] = {
     cu_exec_matmul, cu_exec_rmsnorm, cu_exec_rope, cu_exec_embed, cu_exec_hc_pre, cu_exec_hc_post,
     cu_exec_hc_head, cu_exec_ring, cu_exec_compress, cu_exec_indexer, cu_exec_attention, cu_exec_moe,
-    cu_exec_upload, cu_exec_download, cu_exec_cache_quant, cu_exec_copy, cu_exec_pick,
+    cu_exec_upload, cu_exec_download, cu_exec_cache_quant, cu_exec_copy, cu_exec_pick, cu_exec_norm_rope,
 };
 
 static const char *const k_family[K_COUNT] = {
     "matmul", "rmsnorm", "rope", "embed", "hc_pre", "hc_post", "hc_head", "ring_store", "compress", "indexer",
-    "attention", "moe", "upload", "download", "cache_quant", "copy", "pick",
+    "attention", "moe", "upload", "download", "cache_quant", "copy", "pick", "norm_rope",
 };
 
 int cu_check(cu_impl *c, cudaError_t e, const char *what)

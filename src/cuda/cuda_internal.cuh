@@ -36,7 +36,7 @@ enum { CU_FAULT_TOKEN = 1, CU_FAULT_EXPERT = 2, CU_FAULT_SELECT = 3 };
 /* Operation families, for the profiler and the dispatch table. */
 enum {
     K_MATMUL, K_RMSNORM, K_ROPE, K_EMBED, K_HC_PRE, K_HC_POST, K_HC_HEAD, K_RING, K_COMPRESS, K_INDEXER,
-    K_ATTENTION, K_MOE, K_UPLOAD, K_DOWNLOAD, K_CACHE_QUANT, K_COPY, K_PICK, K_COUNT
+    K_ATTENTION, K_MOE, K_UPLOAD, K_DOWNLOAD, K_CACHE_QUANT, K_COPY, K_PICK, K_NORM_ROPE, K_COUNT
 };
 
 typedef struct cu_impl cu_impl;
@@ -178,6 +178,7 @@ void cu_exec_rope(cu_impl *c, const void *a, const int64_t *dpos);
 void cu_exec_embed(cu_impl *c, const void *a, const int64_t *dpos);
 void cu_exec_pick(cu_impl *c, const void *a, const int64_t *dpos);
 void cu_exec_hc_pre(cu_impl *c, const void *a, const int64_t *dpos);
+void cu_exec_norm_rope(cu_impl *c, const void *a, const int64_t *dpos);
 void cu_exec_hc_post(cu_impl *c, const void *a, const int64_t *dpos);
 void cu_exec_hc_head(cu_impl *c, const void *a, const int64_t *dpos);
 void cu_exec_ring(cu_impl *c, const void *a, const int64_t *dpos);

@@ -4,10 +4,13 @@
  * RMS-normalised streams with the rows of fn (one block per (mix, token),
  * spreading the read of fn over the whole GPU); a finishing kernel (one block
  * per token) turns them into pre/post/comb (Sinkhorn, `iters` rounds, as the
- * CPU) and collapses the streams. hc_post: elementwise. */
+ * CPU), collapses the streams and applies the norm that follows (the
+ * rmsnorm op's arithmetic, rms_row.cuh: no norm launch of its own).
+ * hc_post: elementwise. */
 #include <string.h>
 
 #include "cuda/ggml_blocks.cuh"
+#include "cuda/rms_row.cuh"
 
 #define HC_MAX 16
 
@@ -15,25 +18,42 @@ typedef struct {
     int64_t pos0;
     const float *X;
     int T, hc, D, iters, head;   /* head: hc_head (mix = hc, no post/comb) */
-    dsv4_mat fn, base, scale;
+    dsv4_mat fn, base, scale, norm;
     float hc_eps, norm_eps;
     float *x, *post, *comb;
-    float *mix;                  /* workspace [T][n_mix] */
+    int splits;                  /* hc_mix_splits(hc·D) */
+    float *mix;                  /* workspace: [T][n_mix][splits] dot products, then [T][splits] sums of squares */
 } hc_args;
 
-/* mix[t][k] = rsqrt(mean(X[t]²)+eps) · (fn[k] · X[t]); 16-byte loads of fn
- * and X when aligned (a thread's first HC_PRE pieces of fn read before
- * waiting for the predecessor: no predecessor writes fn, so the reads'
- * latency overlaps its end); GGUF blocks of fn 32 values (one chunk) at a
- * time. */
-#define HC_PRE 4
-__global__ void __launch_bounds__(1024) hc_mix_kernel(const float *X, int64_t n, dsv4_mat fn, float eps, float *mix,
-                                                      int n_mix, int vec)
+/* Slices of a mixing row, each one block's: from the row length alone (so
+ * a row's sums never depend on T), whole 32-value chunks (GGUF blocks) of
+ * at least 1024 values. The 24 rows of hc = 4 alone would read the 1.5 MB
+ * of fn on 24 SMs. */
+static int hc_mix_splits(int64_t n)
 {
-    int k = blockIdx.x, t = blockIdx.y;
+    int s = 8;
+    while (s > 1 && (n % (s * 32) || n / s < 1024)) s /= 2;
+    return s;
+}
+#define HC_MIX_THREADS 256
+
+/* Block (k·splits + slice, t): over the slice's values of X[t] and of row k
+ * of fn, the dot product and (k = 0 only) the sum of squares, each in a
+ * fixed order (a thread's pieces in turn, then cu_block_sum); the finishing
+ * kernel adds the slices in slice order: mix[t][k] = rsqrt(mean(X[t]²)+eps)
+ * · (fn[k] · X[t]). 16-byte loads of fn and X when aligned (a thread's first
+ * HC_PRE pieces of fn read before waiting for the predecessor: no
+ * predecessor writes fn, so the reads' latency overlaps its end); GGUF
+ * blocks of fn 32 values (one chunk) at a time. */
+#define HC_PRE 4
+__global__ void __launch_bounds__(HC_MIX_THREADS) hc_mix_kernel(const float *X, int64_t n, dsv4_mat fn,
+                                                                float *mix, int n_mix, int splits, int vec)
+{
+    int k = blockIdx.x / splits, sl = blockIdx.x % splits, t = blockIdx.y;
     int per = fn.dtype == DT_F32 ? 4 : 8, esz = fn.dtype == DT_F32 ? 4 : 2;
-    const uint4 *w = (const uint4 *)((const char *)fn.data + (int64_t)k * n * esz);
-    int64_t nc = n / per;
+    int64_t len = n / splits, v0 = sl * len; /* the slice: values [v0, v0 + len) */
+    const uint4 *w = (const uint4 *)((const char *)fn.data + ((int64_t)k * n + v0) * esz);
+    int64_t nc = len / per;
     int pre = vec && !gg_is_fmt(fn.fmt);
     uint4 wp[HC_PRE];
 #pragma unroll
@@ -43,7 +63,7 @@ __global__ void __launch_bounds__(1024) hc_mix_kernel(const float *X, int64_t n,
     }
     cu_pdl();
     __shared__ float sh[32];
-    const float *v = X + (int64_t)t * n;
+    const float *v = X + (int64_t)t * n + v0;
     float ss = 0.0f, dot = 0.0f;
     /* piece c of fn (u) against the same 4 or 8 values of X */
     auto piece = [&](int64_t c, uint4 u) {
@@ -64,9 +84,9 @@ __global__ void __launch_bounds__(1024) hc_mix_kernel(const float *X, int64_t n,
     };
     if (gg_is_fmt(fn.fmt)) {
         const uint8_t *wg = (const uint8_t *)fn.data + k * gg_row_bytes(fn.fmt, n);
-        for (int64_t c = threadIdx.x; c < n / 32; c += blockDim.x) {
+        for (int64_t c = threadIdx.x; c < len / 32; c += blockDim.x) {
             float f[32];
-            gg_chunk_rt(fn.fmt, wg, c, f);
+            gg_chunk_rt(fn.fmt, wg, v0 / 32 + c, f);
             for (int j = 0; j < 32; j++) {
                 float xv = v[32 * c + j];
                 ss = fmaf(xv, xv, ss);
@@ -82,15 +102,18 @@ __global__ void __launch_bounds__(1024) hc_mix_kernel(const float *X, int64_t n,
         }
         for (int64_t c = threadIdx.x + (int64_t)HC_PRE * blockDim.x; c < nc; c += blockDim.x) piece(c, __ldg(w + c));
     } else {
-        for (int64_t i = threadIdx.x; i < n; i += blockDim.x) {
+        for (int64_t i = threadIdx.x; i < len; i += blockDim.x) {
             float xv = v[i];
             ss = fmaf(xv, xv, ss);
-            dot = fmaf(cu_ld(fn.dtype, fn.data, (int64_t)k * n + i), xv, dot);
+            dot = fmaf(cu_ld(fn.dtype, fn.data, (int64_t)k * n + v0 + i), xv, dot);
         }
     }
     ss = cu_block_sum(ss, sh);
     dot = cu_block_sum(dot, sh);
-    if (threadIdx.x == 0) mix[(int64_t)t * n_mix + k] = dot * (1.0f / sqrtf(ss / (float)n + eps));
+    if (threadIdx.x == 0) {
+        mix[((int64_t)t * n_mix + k) * splits + sl] = dot;
+        if (k == 0) mix[(int64_t)gridDim.y * n_mix * splits + (int64_t)t * splits + sl] = ss;
+    }
 }
 
 __device__ __forceinline__ float sigm(float x) { return 1.0f / (1.0f + expf(-x)); }
@@ -165,13 +188,25 @@ __device__ void sinkhorn_warp(float *cm, int hc_rt, int iters, float eps)
     if (q < nq) cm[q] = c;
 }
 
-/* Grid (D slices, tokens): every block computes pre and collapses its slice
- * of the streams; block 0 of a token also computes post and comb. */
-__global__ void __launch_bounds__(256) hc_finish_kernel(hc_args a)
+/* Threads of the finishing block: the norm's (rms_threads), and at least
+ * one per comb entry for the block Sinkhorn (hc·hc > 32; with rows under
+ * 1024 values and hc >= 12 only, the norm's stride then differs from the
+ * rmsnorm op's: the same values up to the order of its sum). */
+static int hc_finish_threads(int hc, int D)
 {
-    int t = blockIdx.y, hc = a.hc, D = a.D, q = threadIdx.x, nq = hc * hc;
-    int full = !a.head && blockIdx.x == 0; /* this block also computes post and comb */
+    int t = rms_threads(D), nq = (hc * hc + 31) / 32 * 32;
+    return nq > 32 && nq > t ? nq : t;
+}
+
+/* Grid (tokens). pre (every kind), post and comb (hc_pre: the Sinkhorn on
+ * warp 0 while the other warps collapse, or on the whole block for hc·hc >
+ * 32), then the streams collapsed by pre and normalized into x. */
+__global__ void __launch_bounds__(1024) hc_finish_kernel(hc_args a)
+{
+    int t = blockIdx.x, hc = a.hc, D = a.D, q = threadIdx.x, nq = hc * hc;
+    int full = !a.head; /* hc_pre: post and comb too */
     /* the weights before waiting for the predecessor (none writes them) */
+    rms_w wv = rms_weights(a.norm, D);
     float s0 = cu_ld(a.scale.dtype, a.scale.data, 0), s1 = 0.0f, s2 = 0.0f, b0 = 0.0f, b1 = 0.0f, b2 = 0.0f;
     if (q < hc) b0 = cu_ld(a.base.dtype, a.base.data, q);
     if (full) {
@@ -181,31 +216,43 @@ __global__ void __launch_bounds__(256) hc_finish_kernel(hc_args a)
         if (q < nq) b2 = cu_ld(a.base.dtype, a.base.data, 2 * hc + q);
     }
     cu_pdl();
-    __shared__ float pre[HC_MAX], cm[HC_MAX * HC_MAX];
-    int n_mix = a.head ? hc : (2 + hc) * hc;
-    const float *mix = a.mix + (int64_t)t * n_mix;
+    __shared__ float pre[HC_MAX], cm[HC_MAX * HC_MAX], sh[32], mix[(2 + HC_MAX) * HC_MAX];
+    int n_mix = a.head ? hc : (2 + hc) * hc, S = a.splits;
+    const float *dots = a.mix + (int64_t)t * n_mix * S, *sq = a.mix + ((int64_t)a.T * n_mix + t) * S;
+    for (int k = q; k < n_mix; k += blockDim.x) { /* the slices' sums in slice order */
+        float ss = 0.0f, dot = 0.0f;
+        for (int j = 0; j < S; j++) {
+            ss += sq[j];
+            dot += dots[k * S + j];
+        }
+        mix[k] = dot * (1.0f / sqrtf(ss / (float)(hc * D) + a.norm_eps));
+    }
+    __syncthreads();
     if (q < hc) pre[q] = sigm(mix[q] * s0 + b0) + a.hc_eps;
     if (full) {
         if (q < hc) a.post[(int64_t)t * hc + q] = 2.0f * sigm(mix[hc + q] * s1 + b1);
         if (q < nq) cm[q] = mix[2 * hc + q] * s2 + b2;
-        __syncthreads();
+    }
+    __syncthreads();
+    if (full) {
         if (nq <= 32) {
-            if (q < 32 && hc == 4) sinkhorn_warp<4>(cm, hc, a.iters, a.hc_eps);
-            else if (q < 32) sinkhorn_warp<0>(cm, hc, a.iters, a.hc_eps);
+            if (q < 32) { /* each lane writes its own entry back: no barrier before the copy */
+                if (hc == 4) sinkhorn_warp<4>(cm, hc, a.iters, a.hc_eps);
+                else sinkhorn_warp<0>(cm, hc, a.iters, a.hc_eps);
+            }
         } else {
             sinkhorn_block(cm, hc, a.iters, a.hc_eps, q);
         }
-        __syncthreads();
         if (q < nq) a.comb[(int64_t)t * nq + q] = cm[q];
     }
-    __syncthreads();
     const float *__restrict__ X = a.X + (int64_t)t * hc * D;
-    int d = blockIdx.x * blockDim.x + threadIdx.x;
-    if (d < D) {
-        float s = 0.0f;
-        for (int i = 0; i < hc; i++) s += pre[i] * X[(int64_t)i * D + d];
-        a.x[(int64_t)t * D + d] = s;
-    }
+    rms_row(
+        [&](int d) {
+            float s = 0.0f;
+            for (int i = 0; i < hc; i++) s += pre[i] * X[(int64_t)i * D + d];
+            return s;
+        },
+        D, a.norm, wv, a.norm_eps, a.x + (int64_t)t * D, sh);
 }
 
 static void exec_hc(cu_impl *c, const hc_args *a)
@@ -213,17 +260,19 @@ static void exec_hc(cu_impl *c, const hc_args *a)
     if (a->T <= 0) return;
     int n_mix = a->head ? a->hc : (2 + a->hc) * a->hc;
     int64_t n = (int64_t)a->hc * a->D;
+    /* 16-byte loads: rows and slices aligned (a slice is whole 32-value chunks) */
     int vec = cu_vec_ok(a->fn.dtype, a->fn.data, n, a->X, n);
-    cu_launch(c, "hc mix", hc_mix_kernel, dim3(dim3((unsigned)n_mix, (unsigned)a->T)), dim3(1024), 0, a->X, n, a->fn, a->norm_eps, a->mix, n_mix, vec);
-    cu_launch(c, "hc finish", hc_finish_kernel, dim3(cu_blocks(a->D, 256), (unsigned)a->T), dim3(256), 0, *a);
+    cu_launch(c, "hc mix", hc_mix_kernel, dim3((unsigned)(n_mix * a->splits), (unsigned)a->T), dim3(HC_MIX_THREADS), 0,
+              a->X, n, a->fn, a->mix, n_mix, a->splits, vec);
+    cu_launch(c, "hc finish", hc_finish_kernel, dim3((unsigned)a->T), dim3(hc_finish_threads(a->hc, a->D)), 0, *a);
 }
 
 void cu_exec_hc_pre(cu_impl *c, const void *args, const int64_t *dpos) { (void)dpos; exec_hc(c, (const hc_args *)args); }
 void cu_exec_hc_head(cu_impl *c, const void *args, const int64_t *dpos) { (void)dpos; exec_hc(c, (const hc_args *)args); }
 
 static void submit_hc(dsv4_backend *b, int kind, const float *X, int T, int hc, int D, const dsv4_mat *fn,
-                      const dsv4_mat *base, const dsv4_mat *scale, int iters, float hc_eps, float norm_eps, float *x,
-                      float *post, float *comb)
+                      const dsv4_mat *base, const dsv4_mat *scale, int iters, float hc_eps, float norm_eps,
+                      const dsv4_mat *norm, float *x, float *post, float *comb)
 {
     cu_impl *c = cu_of(b);
     if (hc > HC_MAX) { backend_fail(b, DSV4_ERR_UNSUPPORTED, "hc_mult above 16"); return; }
@@ -238,26 +287,29 @@ static void submit_hc(dsv4_backend *b, int kind, const float *X, int T, int hc, 
     a.fn = *fn;
     a.base = *base;
     a.scale = *scale;
+    if (norm) a.norm = *norm;
     a.hc_eps = hc_eps;
     a.norm_eps = norm_eps;
     a.x = x;
     a.post = post;
     a.comb = comb;
-    a.mix = (float *)cu_ws(c, WS_HC, (size_t)(T > 0 ? T : 1) * (size_t)((2 + hc) * hc) * sizeof(float));
+    a.splits = hc_mix_splits((int64_t)hc * D);
+    a.mix = (float *)cu_ws(c, WS_HC, (size_t)(T > 0 ? T : 1) * (size_t)((2 + hc) * hc + 1) * a.splits * sizeof(float));
     if (!a.mix) return;
     cu_submit(c, kind, &a, sizeof a);
 }
 
 void cu_hc_pre(dsv4_backend *b, const float *X, int T, int hc, int D, const dsv4_mat *fn, const dsv4_mat *base,
-               const dsv4_mat *scale, int iters, float hc_eps, float norm_eps, float *x, float *post, float *comb)
+               const dsv4_mat *scale, int iters, float hc_eps, float norm_eps, const dsv4_mat *norm, float *x,
+               float *post, float *comb)
 {
-    submit_hc(b, K_HC_PRE, X, T, hc, D, fn, base, scale, iters, hc_eps, norm_eps, x, post, comb);
+    submit_hc(b, K_HC_PRE, X, T, hc, D, fn, base, scale, iters, hc_eps, norm_eps, norm, x, post, comb);
 }
 
 void cu_hc_head(dsv4_backend *b, const float *X, int T, int hc, int D, const dsv4_mat *fn, const dsv4_mat *base,
-                const dsv4_mat *scale, float hc_eps, float norm_eps, float *x)
+                const dsv4_mat *scale, float hc_eps, float norm_eps, const dsv4_mat *norm, float *x)
 {
-    submit_hc(b, K_HC_HEAD, X, T, hc, D, fn, base, scale, 0, hc_eps, norm_eps, x, NULL, NULL);
+    submit_hc(b, K_HC_HEAD, X, T, hc, D, fn, base, scale, 0, hc_eps, norm_eps, norm, x, NULL, NULL);
 }
 
 /* ---- hc_post: X'[k] = post[k]·a + Σ_j comb[j][k]·X[j] ---- */

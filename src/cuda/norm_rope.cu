@@ -1,7 +1,9 @@
-/* RMSNorm, RoPE, embedding lookup and the window ring on the GPU. */
+/* RMSNorm, RoPE (alone and after a per-head norm), embedding lookup and
+ * the window ring on the GPU. */
 #include <string.h>
 
 #include "cuda/ggml_blocks.cuh"
+#include "cuda/rms_row.cuh"
 #include "cuda/state_rows.cuh"
 
 /* ---- rmsnorm: one block per row ---- */
@@ -15,50 +17,14 @@ typedef struct {
     float eps;
 } norm_args;
 
-/* One block per row. Rows of up to 8 values per thread are held in
- * registers between the sum of squares and the scaling (one read). */
-#define NORM_REG 8
+/* One block of rms_threads(n) per row (rms_row.cuh). */
 __global__ void __launch_bounds__(1024) rmsnorm_kernel(const float *x, float *y, int n, dsv4_mat w, float eps)
 {
-    /* the weights (which no predecessor writes) are read before waiting
-     * for the predecessor, so their latency overlaps its end */
-    float wv[NORM_REG];
-    int in_regs = n <= NORM_REG * (int)blockDim.x;
-    if (in_regs && w.data)
-#pragma unroll
-        for (int j = 0; j < NORM_REG; j++) {
-            int i = j * blockDim.x + threadIdx.x;
-            wv[j] = i < n ? cu_ld(w.dtype, w.data, i) : 0.0f;
-        }
+    rms_w wv = rms_weights(w, n); /* before the wait: its latency overlaps the predecessor's end */
     cu_pdl();
     __shared__ float sh[32];
     const float *xr = x + (int64_t)blockIdx.x * n;
-    float *yr = y + (int64_t)blockIdx.x * n;
-    if (in_regs) {
-        float v[NORM_REG], ss = 0.0f;
-#pragma unroll
-        for (int j = 0; j < NORM_REG; j++) {
-            int i = j * blockDim.x + threadIdx.x;
-            v[j] = i < n ? xr[i] : 0.0f;
-            ss = fmaf(v[j], v[j], ss);
-        }
-        ss = cu_block_sum(ss, sh);
-        float r = 1.0f / sqrtf(ss / (float)n + eps);
-#pragma unroll
-        for (int j = 0; j < NORM_REG; j++) {
-            int i = j * blockDim.x + threadIdx.x;
-            if (i < n) yr[i] = w.data ? (v[j] * r) * wv[j] : v[j] * r;
-        }
-        return;
-    }
-    float ss = 0.0f;
-    for (int i = threadIdx.x; i < n; i += blockDim.x) ss = fmaf(xr[i], xr[i], ss);
-    ss = cu_block_sum(ss, sh);
-    float r = 1.0f / sqrtf(ss / (float)n + eps);
-    for (int i = threadIdx.x; i < n; i += blockDim.x) {
-        float v = xr[i] * r;
-        yr[i] = w.data ? v * cu_ld(w.dtype, w.data, i) : v;
-    }
+    rms_row([&](int i) { return xr[i]; }, n, w, wv, eps, y + (int64_t)blockIdx.x * n, sh);
 }
 
 void cu_exec_rmsnorm(cu_impl *c, const void *args, const int64_t *dpos)
@@ -66,8 +32,7 @@ void cu_exec_rmsnorm(cu_impl *c, const void *args, const int64_t *dpos)
     const norm_args *a = (const norm_args *)args;
     (void)dpos;
     if (a->T <= 0) return;
-    int threads = a->n >= 4096 ? 1024 : a->n >= 1024 ? 256 : 128;
-    cu_launch(c, "rmsnorm", rmsnorm_kernel, dim3(a->T), dim3(threads), 0, a->x, a->y, a->n, a->w, a->eps);
+    cu_launch(c, "rmsnorm", rmsnorm_kernel, dim3(a->T), dim3(rms_threads(a->n)), 0, a->x, a->y, a->n, a->w, a->eps);
 }
 
 void cu_rmsnorm(dsv4_backend *b, const float *x, int T, int n, const dsv4_mat *w, float eps, float *y)
@@ -94,6 +59,18 @@ typedef struct {
     int inverse;
 } rope_args;
 
+/* The rotation of one pair (q[0], q[1]) by pos·f (inverse: by −pos·f):
+ * the one place both rope kernels compute it, so they give the same bits. */
+__device__ __forceinline__ void rope_pair(float *q, float pos, float f, int inverse)
+{
+    float ang = pos * f;
+    float c = cosf(ang), s = sinf(ang);
+    if (inverse) s = -s;
+    float x0 = q[0], x1 = q[1];
+    q[0] = x0 * c - x1 * s;
+    q[1] = x1 * c + x0 * s;
+}
+
 __global__ void rope_kernel(rope_args a, const int64_t *dpos)
 {
     cu_pdl();
@@ -104,14 +81,8 @@ __global__ void rope_kernel(rope_args a, const int64_t *dpos)
     int64_t th = i / half;
     int64_t t = th / a.n_heads;
     int64_t pos0 = dpos ? *dpos : a.pos0;
-    float pos = (float)(pos0 + t * a.pos_step);
-    float ang = pos * a.inv_freq[p];
-    float c = cosf(ang), s = sinf(ang);
-    if (a.inverse) s = -s;
-    float *q = a.x + th * a.head_dim + (a.head_dim - a.rope_dim) + 2 * p;
-    float x0 = q[0], x1 = q[1];
-    q[0] = x0 * c - x1 * s;
-    q[1] = x1 * c + x0 * s;
+    rope_pair(a.x + th * a.head_dim + (a.head_dim - a.rope_dim) + 2 * p, (float)(pos0 + t * a.pos_step),
+              a.inv_freq[p], a.inverse);
 }
 
 void cu_exec_rope(cu_impl *c, const void *args, const int64_t *dpos)
@@ -137,6 +108,58 @@ void cu_rope(dsv4_backend *b, float *x, int T, int n_heads, int head_dim, int ro
     a.inv_freq = inv_freq;
     a.inverse = inverse;
     cu_submit(cu_of(b), K_ROPE, &a, sizeof a);
+}
+
+/* ---- norm_rope: one block of rms_threads(head_dim) per (row, head) ---- */
+
+typedef struct {
+    int64_t pos0;
+    float *x;
+    int T, n_heads, head_dim, rope_dim;
+    dsv4_mat w; /* w.data NULL: unweighted */
+    float eps;
+    const float *inv_freq;
+} norm_rope_args;
+
+/* The head normalized as rmsnorm_kernel does it, then its pairs rotated as
+ * rope_kernel does: the values of the two kernels, in one launch. */
+__global__ void __launch_bounds__(1024) norm_rope_kernel(norm_rope_args a, const int64_t *dpos)
+{
+    rms_w wv = rms_weights(a.w, a.head_dim); /* before the wait, as rmsnorm_kernel */
+    cu_pdl();
+    __shared__ float sh[32];
+    float *h = a.x + (int64_t)blockIdx.x * a.head_dim;
+    rms_row([&](int i) { return h[i]; }, a.head_dim, a.w, wv, a.eps, h, sh);
+    __syncthreads(); /* each pair was normalized by two threads */
+    int64_t t = blockIdx.x / a.n_heads, pos0 = dpos ? *dpos : a.pos0;
+    float *r = h + (a.head_dim - a.rope_dim);
+    for (int p = threadIdx.x; p < a.rope_dim / 2; p += blockDim.x)
+        rope_pair(r + 2 * p, (float)(pos0 + t), a.inv_freq[p], 0);
+}
+
+void cu_exec_norm_rope(cu_impl *c, const void *args, const int64_t *dpos)
+{
+    const norm_rope_args *a = (const norm_rope_args *)args;
+    int64_t n = (int64_t)a->T * a->n_heads;
+    if (n <= 0) return;
+    cu_launch(c, "norm_rope", norm_rope_kernel, dim3((unsigned)n), dim3(rms_threads(a->head_dim)), 0, *a, dpos);
+}
+
+void cu_norm_rope(dsv4_backend *b, float *x, int T, int n_heads, int head_dim, int rope_dim, const dsv4_mat *w,
+                  float eps, int64_t pos0, const float *inv_freq)
+{
+    norm_rope_args a;
+    memset(&a, 0, sizeof a);
+    a.pos0 = pos0;
+    a.x = x;
+    a.T = T;
+    a.n_heads = n_heads;
+    a.head_dim = head_dim;
+    a.rope_dim = rope_dim;
+    if (w) a.w = *w;
+    a.eps = eps;
+    a.inv_freq = inv_freq;
+    cu_submit(cu_of(b), K_NORM_ROPE, &a, sizeof a);
 }
 
 /* ---- embedding ---- */

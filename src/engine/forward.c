@@ -287,8 +287,7 @@ static void attention_block(dsv4_model *m, int l, const fwd_lane *lanes, int n_l
     const float *freq = config_kind(c, l) == ATTN_SWA ? m->inv_freq_main : m->inv_freq_compress;
 
     op->hc_pre(b, sc->X, rows, c->hc_mult, D, &w->hc_attn_fn, &w->hc_attn_base, &w->hc_attn_scale, c->hc_iters,
-               (float)c->hc_eps, eps, sc->x, sc->post, sc->comb);
-    op->rmsnorm(b, sc->x, rows, D, &w->attn_norm, eps, sc->xn);
+               (float)c->hc_eps, eps, &w->attn_norm, sc->xn, sc->post, sc->comb);
     /* official numerics: the FP8 projections (wq_a, wkv; wq_b and the
      * indexer's wq_b on qr; wo_b) see their input through FP8 1x128
      * (fp8_matmul), the compressors and the indexer's head weights
@@ -297,13 +296,11 @@ static void attention_block(dsv4_model *m, int l, const fwd_lane *lanes, int n_l
     fp8_matmul(m, sc->xn, D, rows, &w->wq_a, sc->qr, c->q_lora);
     op->rmsnorm(b, sc->qr, rows, c->q_lora, &w->q_norm, eps, sc->qr);
     fp8_matmul(m, sc->qr, c->q_lora, rows, &w->wq_b, sc->q, (int64_t)H * hd);
-    op->rmsnorm(b, sc->q, rows * H, hd, NULL, eps, sc->q);
     fp8_matmul(m, sc->xn, D, rows, &w->wkv, sc->kv, hd);
-    op->rmsnorm(b, sc->kv, rows, hd, &w->kv_norm, eps, sc->kv);
-    for (int i = 0; i < n_lanes; i++) { /* rope at each lane's positions */
+    for (int i = 0; i < n_lanes; i++) { /* per-head norms, rope at each lane's positions */
         const fwd_lane *ln = &lanes[i];
-        op->rope(b, sc->q + (int64_t)ln->row0 * H * hd, ln->T, H, hd, rd, ln->pos0, 1, freq, 0);
-        op->rope(b, sc->kv + (int64_t)ln->row0 * hd, ln->T, 1, hd, rd, ln->pos0, 1, freq, 0);
+        op->norm_rope(b, sc->q + (int64_t)ln->row0 * H * hd, ln->T, H, hd, rd, NULL, eps, ln->pos0, freq);
+        op->norm_rope(b, sc->kv + (int64_t)ln->row0 * hd, ln->T, 1, hd, rd, &w->kv_norm, eps, ln->pos0, freq);
     }
     /* official numerics: the window KV as the FP8 cache holds it, for this
      * step's attention (the ring stores these values packed: exactly) */
@@ -331,8 +328,7 @@ static void ffn_block(dsv4_model *m, int l, int rows, scratch *sc)
     int D = c->dim;
     float eps = (float)c->norm_eps;
     op->hc_pre(b, sc->X, rows, c->hc_mult, D, &w->hc_ffn_fn, &w->hc_ffn_base, &w->hc_ffn_scale, c->hc_iters,
-               (float)c->hc_eps, eps, sc->x, sc->post, sc->comb);
-    op->rmsnorm(b, sc->x, rows, D, &w->ffn_norm, eps, sc->xn);
+               (float)c->hc_eps, eps, &w->ffn_norm, sc->xn, sc->post, sc->comb);
     dsv4_moe_params mp = {&w->gate, &w->gate_bias, w->tid2eid, w->w1, w->w2, w->w3, &w->sh_w1, &w->sh_w2,
                           &w->sh_w3, c->n_experts, c->n_active, c->moe_inter, c->score_func,
                           (float)c->route_scale, (float)c->swiglu_limit, m->cache_official};
@@ -378,8 +374,9 @@ static dsv4_status check_finite(const dsv4_config *c, const fwd_lane *lanes, int
     return DSV4_OK;
 }
 
-/* Logits of the lanes' chosen rows: hc head on each lane's last out_rows
- * rows into x (stacked), one norm and head matmul over all of them; lanes
+/* Logits of the lanes' chosen rows: hc head and the final norm on each
+ * lane's last out_rows rows into x (stacked), one head matmul over all of
+ * them; lanes
  * whose host buffers follow each other get one download. */
 typedef struct { const dsv4_mat *fn, *base, *scale, *norm; } head_w;
 
@@ -394,11 +391,11 @@ static void logits_out(dsv4_model *m, const head_w *hw, const fwd_lane *lanes, i
         const fwd_lane *ln = &lanes[i];
         if (!ln->out_rows) continue;
         op->hc_head(b, sc->X + (int64_t)(ln->row0 + ln->T - ln->out_rows) * hcD, ln->out_rows, c->hc_mult, c->dim,
-                    hw->fn, hw->base, hw->scale, (float)c->hc_eps, (float)c->norm_eps, sc->x + (int64_t)n * c->dim);
+                    hw->fn, hw->base, hw->scale, (float)c->hc_eps, (float)c->norm_eps, hw->norm,
+                    sc->x + (int64_t)n * c->dim);
         n += ln->out_rows;
     }
     if (!n) return;
-    op->rmsnorm(b, sc->x, n, c->dim, hw->norm, (float)c->norm_eps, sc->x);
     op->matmul(b, sc->x, c->dim, n, &m->head, sc->logits, V);
     int o = 0;
     for (int i = 0; i < n_lanes;) {
@@ -457,9 +454,9 @@ static void dspark_context(dsv4_model *m, const fwd_lane *lanes, int n_lanes, in
         const dsv4_layer_w *lw = &m->layers[l];
         b->cur_layer = l;
         fp8_matmul(m, sc->xn, D, rows, &lw->wkv, sc->kv, hd);
-        op->rmsnorm(b, sc->kv, rows, hd, &lw->kv_norm, eps, sc->kv);
         for (int i = 0; i < n_lanes; i++)
-            op->rope(b, sc->kv + (int64_t)lanes[i].row0 * hd, lanes[i].T, 1, hd, rd, lanes[i].pos0, 1, m->inv_freq_main, 0);
+            op->norm_rope(b, sc->kv + (int64_t)lanes[i].row0 * hd, lanes[i].T, 1, hd, rd, &lw->kv_norm, eps,
+                          lanes[i].pos0, m->inv_freq_main);
         for (int i = 0; i < n_lanes; i++) { /* storing a row rounds it as the official FP8 cache does */
             const fwd_lane *ln = &lanes[i];
             const float *kv = sc->kv + (int64_t)ln->row0 * hd;

@@ -10,9 +10,10 @@
 #include "base/error.h"
 #include "engine/profile.h"
 
-enum { P_MATMUL, P_RMSNORM, P_ROPE, P_EMBED, P_HC_PRE, P_HC_POST, P_HC_HEAD, P_RING, P_COMPRESS, P_INDEXER,
+enum { P_MATMUL, P_RMSNORM, P_ROPE, P_NORM_ROPE, P_EMBED, P_HC_PRE, P_HC_POST, P_HC_HEAD, P_RING, P_COMPRESS, P_INDEXER,
        P_ATTENTION, P_MOE, P_CACHE_QUANT, P_COUNT };
-static const char *const k_names[P_COUNT] = {"matmul (projections, head)", "rmsnorm", "rope", "embed",
+static const char *const k_names[P_COUNT] = {"matmul (projections, head)", "rmsnorm", "rope",
+                                             "norm + rope (query, KV heads)", "embed",
                                              "hc_pre (mHC mix + Sinkhorn)", "hc_post", "hc_head", "ring_store",
                                              "compressor", "indexer", "attention", "moe (router + experts)",
                                              "FP8/FP4 rounding (official numerics)"};
@@ -45,17 +46,21 @@ static void p_rmsnorm(dsv4_backend *b, const float *x, int T, int n, const dsv4_
 { TIMED(b, P_RMSNORM, INNER(b)->ops->rmsnorm(INNER(b), x, T, n, w, eps, y)); }
 static void p_rope(dsv4_backend *b, float *x, int T, int nh, int hd, int rd, int64_t p0, int64_t ps, const float *f, int inv)
 { TIMED(b, P_ROPE, INNER(b)->ops->rope(INNER(b), x, T, nh, hd, rd, p0, ps, f, inv)); }
+static void p_norm_rope(dsv4_backend *b, float *x, int T, int nh, int hd, int rd, const dsv4_mat *w, float eps,
+                        int64_t p0, const float *f)
+{ TIMED(b, P_NORM_ROPE, INNER(b)->ops->norm_rope(INNER(b), x, T, nh, hd, rd, w, eps, p0, f)); }
 static void p_embed(dsv4_backend *b, const dsv4_mat *E, const int32_t *tok, int T, int hc, float *X)
 { TIMED(b, P_EMBED, INNER(b)->ops->embed(INNER(b), E, tok, T, hc, X)); }
 static void p_hc_pre(dsv4_backend *b, const float *X, int T, int hc, int D, const dsv4_mat *fn, const dsv4_mat *base,
-                     const dsv4_mat *scale, int iters, float he, float ne, float *x, float *post, float *comb)
-{ TIMED(b, P_HC_PRE, INNER(b)->ops->hc_pre(INNER(b), X, T, hc, D, fn, base, scale, iters, he, ne, x, post, comb)); }
+                     const dsv4_mat *scale, int iters, float he, float ne, const dsv4_mat *nw, float *x, float *post,
+                     float *comb)
+{ TIMED(b, P_HC_PRE, INNER(b)->ops->hc_pre(INNER(b), X, T, hc, D, fn, base, scale, iters, he, ne, nw, x, post, comb)); }
 static void p_hc_post(dsv4_backend *b, float *X, int T, int hc, int D, const float *a, const float *post,
                       const float *comb)
 { TIMED(b, P_HC_POST, INNER(b)->ops->hc_post(INNER(b), X, T, hc, D, a, post, comb)); }
 static void p_hc_head(dsv4_backend *b, const float *X, int T, int hc, int D, const dsv4_mat *fn, const dsv4_mat *base,
-                      const dsv4_mat *scale, float he, float ne, float *x)
-{ TIMED(b, P_HC_HEAD, INNER(b)->ops->hc_head(INNER(b), X, T, hc, D, fn, base, scale, he, ne, x)); }
+                      const dsv4_mat *scale, float he, float ne, const dsv4_mat *nw, float *x)
+{ TIMED(b, P_HC_HEAD, INNER(b)->ops->hc_head(INNER(b), X, T, hc, D, fn, base, scale, he, ne, nw, x)); }
 static void p_ring(dsv4_backend *b, uint8_t *ring, int window, const dsv4_row_fmt *f, const float *kv, int T,
                    int64_t pos0)
 { TIMED(b, P_RING, INNER(b)->ops->ring_store(INNER(b), ring, window, f, kv, T, pos0)); }
@@ -112,7 +117,7 @@ dsv4_backend *profile_wrap(dsv4_backend *inner)
     pi->ops = (dsv4_ops){
         .alloc = p_alloc, .free = p_free, .upload = p_upload, .download = p_download, .copy = p_copy,
         .zero = p_zero, .adopt_weight = p_adopt, .sync = p_sync, .destroy = p_destroy,
-        .matmul = p_matmul, .rmsnorm = p_rmsnorm, .rope = p_rope, .embed = p_embed, .hc_pre = p_hc_pre,
+        .matmul = p_matmul, .rmsnorm = p_rmsnorm, .rope = p_rope, .norm_rope = p_norm_rope, .embed = p_embed, .hc_pre = p_hc_pre,
         .hc_post = p_hc_post, .hc_head = p_hc_head, .ring_store = p_ring, .compress = p_compress,
         .indexer = p_indexer, .attention = p_attention, .moe = p_moe,
         .matmul_grouped = p_matmul_grouped,

@@ -106,22 +106,33 @@ typedef struct {
     void (*rope)(dsv4_backend *b, float *x, int T, int n_heads, int head_dim,
                  int rope_dim, int64_t pos0, int64_t pos_step,
                  const float *inv_freq, int inverse);
+    /* Per head of head_dim values: the rmsnorm op's values (weight w, NULL:
+     * unweighted), then rope as above (forward, pos_step 1), in place: the
+     * query and KV heads' norm and rotation in one op, so that a backend
+     * need not launch two. */
+    void (*norm_rope)(dsv4_backend *b, float *x, int T, int n_heads, int head_dim,
+                      int rope_dim, const dsv4_mat *w, float eps, int64_t pos0,
+                      const float *inv_freq);
     /* X[t][i][:] = E[tok[t]] for every stream i < hc. */
     void (*embed)(dsv4_backend *b, const dsv4_mat *E, const int32_t *tok,
                   int T, int hc, float *X);
     /* mHC mapping (pre, post, Sinkhorn comb) and the pre-weighted collapse
-     * of the streams X [T][hc][D] into x [T][D]. */
+     * of the streams X [T][hc][D], then the block's input RMSNorm of it
+     * (weight norm, NULL: unweighted; eps norm_eps; the rmsnorm op's
+     * values) into x [T][D]:
+     * the norm is part of the op so that a backend need not launch it. */
     void (*hc_pre)(dsv4_backend *b, const float *X, int T, int hc, int D,
                    const dsv4_mat *fn, const dsv4_mat *base, const dsv4_mat *scale,
-                   int iters, float hc_eps, float norm_eps,
+                   int iters, float hc_eps, float norm_eps, const dsv4_mat *norm,
                    float *x, float *post, float *comb);
     /* X'[k] = post[k]·a + Σ_j comb[j][k]·X[j], in place on X. */
     void (*hc_post)(dsv4_backend *b, float *X, int T, int hc, int D,
                     const float *a, const float *post, const float *comb);
-    /* Final collapse: x = Σ_i (σ(mix_i·scale + base_i) + eps)·X[i]. */
+    /* Final collapse, Σ_i (σ(mix_i·scale + base_i) + eps)·X[i], then the
+     * final RMSNorm of it (weight norm) into x, as hc_pre. */
     void (*hc_head)(dsv4_backend *b, const float *X, int T, int hc, int D,
                     const dsv4_mat *fn, const dsv4_mat *base, const dsv4_mat *scale,
-                    float hc_eps, float norm_eps, float *x);
+                    float hc_eps, float norm_eps, const dsv4_mat *norm, float *x);
     /* Stores kv rows [T][f->width] of positions pos0..pos0+T-1 in format f
      * into ring slots pos % window (only the last `window` rows matter;
      * window >= T with pos0 = 0 stores rows 0..T-1 in order). */

@@ -473,6 +473,34 @@ static void test_rope(void)
     gpu->ops->free(gpu, df);
 }
 
+/* norm_rope: close to the CPU's, and the same bits as the GPU's rmsnorm
+ * then rope (the fused kernel shares their arithmetic). Head sizes of the
+ * real models (512, rope 64) and small ones, weighted and not. */
+static void test_norm_rope(void)
+{
+    int hds[] = {512, 64}, rds[] = {64, 16};
+    int64_t p0s[] = {0, 100000};
+    for (int c = 0; c < 2; c++)
+        for (int wt = 0; wt < 2; wt++)
+            for (int pi = 0; pi < 2; pi++) {
+                int T = 3, H = 5, hd = hds[c], rd = rds[c];
+                size_t n = (size_t)T * H * hd;
+                tmat w = mk(DT_BF16, 1, hd, 1.0f);
+                float *f = rnd(rd / 2, 0.5f);
+                for (int i = 0; i < rd / 2; i++) f[i] = fabsf(f[i]);
+                float *df = dev(f, rd / 2), *x = rnd(n, 3.0f), *dx = dev(x, n), *dy = dev(x, n);
+                cpu->ops->norm_rope(cpu, x, T, H, hd, rd, wt ? &w.h : NULL, 1e-6f, p0s[pi], f);
+                gpu->ops->norm_rope(gpu, dx, T, H, hd, rd, wt ? &w.d : NULL, 1e-6f, p0s[pi], df);
+                gpu->ops->rmsnorm(gpu, dy, T * H, hd, wt ? &w.d : NULL, 1e-6f, dy);
+                gpu->ops->rope(gpu, dy, T, H, hd, rd, p0s[pi], 1, df, 0);
+                float *g = back(dx, n), *g2 = back(dy, n);
+                CLOSE(g, x, n, p0s[pi] > 1000 ? 2e-3 : 1e-5); /* large angles: sin/cos ulps */
+                CHECKF(!memcmp(g, g2, n * sizeof(float)), "norm_rope, head %d: bits differ from rmsnorm + rope", hd);
+                free(f); free(x); free(g); free(g2);
+                gpu->ops->free(gpu, df); gpu->ops->free(gpu, dx); gpu->ops->free(gpu, dy);
+            }
+}
+
 static void test_embed_ring(void)
 {
     int V = 50, D = 40, T = 6, hc = 4;
@@ -535,11 +563,12 @@ static void hc_case(int hc, const wcase *fw)
     tmat base = mk(DT_F32, 1, n_mix, 0.5f), sc = mk(DT_F32, 1, 3, 1.0f);
     tmat hfn = fw ? mkw(fw, hc, (int64_t)hc * D, 0.3f) : mk(DT_BF16, hc, (int64_t)hc * D, 0.3f);
     tmat hbase = mk(DT_F32, 1, hc, 0.5f), hsc = mk(DT_F32, 1, 1, 1.0f);
+    tmat nw = mk(DT_BF16, 1, D, 1.0f), hnw = mk(DT_F32, 1, D, 1.0f); /* the norms the ops end in */
     float *X = rnd((size_t)T * hc * D, 2.0f), *dX = dev(X, (size_t)T * hc * D);
     float *x = calloc((size_t)T * D, 4), *post = calloc((size_t)T * hc, 4), *comb = calloc((size_t)T * hc * hc, 4);
     float *dxv = dev(x, (size_t)T * D), *dpost = dev(post, (size_t)T * hc), *dcomb = dev(comb, (size_t)T * hc * hc);
-    cpu->ops->hc_pre(cpu, X, T, hc, D, &fn.h, &base.h, &sc.h, 20, 1e-6f, 1e-6f, x, post, comb);
-    gpu->ops->hc_pre(gpu, dX, T, hc, D, &fn.d, &base.d, &sc.d, 20, 1e-6f, 1e-6f, dxv, dpost, dcomb);
+    cpu->ops->hc_pre(cpu, X, T, hc, D, &fn.h, &base.h, &sc.h, 20, 1e-6f, 1e-6f, &nw.h, x, post, comb);
+    gpu->ops->hc_pre(gpu, dX, T, hc, D, &fn.d, &base.d, &sc.d, 20, 1e-6f, 1e-6f, &nw.d, dxv, dpost, dcomb);
     float *gx = back(dxv, (size_t)T * D), *gp = back(dpost, (size_t)T * hc), *gc = back(dcomb, (size_t)T * hc * hc);
     CLOSE(gx, x, (size_t)T * D, 1e-5);
     CLOSE(gp, post, (size_t)T * hc, 1e-5);
@@ -552,8 +581,8 @@ static void hc_case(int hc, const wcase *fw)
     gpu->ops->hc_post(gpu, dX, T, hc, D, da, dpost, dcomb);
     float *gX = back(dX, (size_t)T * hc * D);
     CLOSE(gX, X, (size_t)T * hc * D, 1e-6);
-    cpu->ops->hc_head(cpu, X, T, hc, D, &hfn.h, &hbase.h, &hsc.h, 1e-6f, 1e-6f, x);
-    gpu->ops->hc_head(gpu, dX, T, hc, D, &hfn.d, &hbase.d, &hsc.d, 1e-6f, 1e-6f, dxv);
+    cpu->ops->hc_head(cpu, X, T, hc, D, &hfn.h, &hbase.h, &hsc.h, 1e-6f, 1e-6f, &hnw.h, x);
+    gpu->ops->hc_head(gpu, dX, T, hc, D, &hfn.d, &hbase.d, &hsc.d, 1e-6f, 1e-6f, &hnw.d, dxv);
     free(gx);
     gx = back(dxv, (size_t)T * D);
     CLOSE(gx, x, (size_t)T * D, 1e-5);
@@ -1122,6 +1151,7 @@ int main(void)
     RUN(test_gguf_exact);
     RUN(test_rmsnorm);
     RUN(test_rope);
+    RUN(test_norm_rope);
     RUN(test_embed_ring);
     RUN(test_hc);
     RUN(test_compress);
