@@ -133,7 +133,8 @@ static void mm_body(void *p, int i)
     gpu->ops->matmul(gpu, c->x, W->cols, c->T, W, c->y, W->rows);
 }
 
-static void bench_matmul(void)
+/* only: the shapes whose name contains it (NULL: all) */
+static void bench_matmul(const char *only)
 {
     /* fmt: -1 bf16 */
     struct { int64_t R, C; int fmt; const char *name; } sh[] = {
@@ -151,6 +152,7 @@ static void bench_matmul(void)
         {2048, 4096, WF_MXFP4_GGUF, "expert w1 2048x4096 mxfp4 (gguf)"},
     };
     for (size_t s = 0; s < sizeof sh / sizeof sh[0]; s++) {
+        if (only && !strstr(sh[s].name, only)) continue;
         int64_t R = sh[s].R, C = sh[s].C;
         int gg = sh[s].fmt >= 0 && wformat_info((dsv4_wformat)sh[s].fmt)->block_elems > 2;
         dsv4_mat probe = sh[s].fmt < 0 ? wmat_plain(DT_BF16, R, C, NULL) : (dsv4_mat){0};
@@ -393,7 +395,9 @@ int main(int argc, char **argv)
     gpu = cuda_backend_new(0, 1 << 16);
     if (!gpu) { fprintf(stderr, "%s\n", dsv4_last_error()); return 1; }
     if (!*f || strstr(f, "small")) bench_small();
-    if (!*f || strstr(f, "matmul")) bench_matmul();
+    /* "matmul:NAME": the matmul shapes whose name contains NAME (e.g. fp8) */
+    const char *mo = strstr(f, "matmul:");
+    if (!*f || strstr(f, "matmul")) bench_matmul(mo ? mo + 7 : NULL);
     if (!*f || strstr(f, "moe")) bench_moe();
     if (!*f || strstr(f, "prefill")) bench_prefill();
     if (!*f || strstr(f, "attention")) bench_attention();
