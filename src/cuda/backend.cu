@@ -58,6 +58,7 @@ static void cu_profile_enable(dsv4_backend *b, int on);
 static int cu_profile_report(dsv4_backend *b, const char **names, double *ms, int max);
 static dsv4_status cu_mem_info(dsv4_backend *b, uint64_t *free_bytes, uint64_t *total_bytes);
 static void cu_graph_counts(dsv4_backend *b, long long *captured, long long *replayed, double *host_s, double *gpu_s);
+static void cu_concurrent(dsv4_backend *b, int phase);
 
 static const dsv4_ops k_cuda_ops = {
     .alloc = cu_alloc,
@@ -88,6 +89,7 @@ static const dsv4_ops k_cuda_ops = {
     .act_fp8_round = cu_act_fp8_round,
     .matmul_fp8in = cu_matmul_fp8in,
     .pick_sum = cu_pick_sum,
+    .concurrent = cu_concurrent,
     .step_begin = cu_step_begin,
     .step_end = cu_step_end,
     .profile_enable = cu_profile_enable,
@@ -100,11 +102,12 @@ static const cu_exec_fn k_exec[K_COUNT] = {
     cu_exec_matmul, cu_exec_rmsnorm, cu_exec_rope, cu_exec_embed, cu_exec_hc_pre, cu_exec_hc_post,
     cu_exec_hc_head, cu_exec_ring, cu_exec_compress, cu_exec_indexer, cu_exec_attention, cu_exec_moe,
     cu_exec_upload, cu_exec_download, cu_exec_cache_quant, cu_exec_copy, cu_exec_pick, cu_exec_norm_rope,
+    cu_exec_fork,
 };
 
 static const char *const k_family[K_COUNT] = {
     "matmul", "rmsnorm", "rope", "embed", "hc_pre", "hc_post", "hc_head", "ring_store", "compress", "indexer",
-    "attention", "moe", "upload", "download", "cache_quant", "copy", "pick", "norm_rope",
+    "attention", "moe", "upload", "download", "cache_quant", "copy", "pick", "norm_rope", "fork",
 };
 
 int cu_check(cu_impl *c, cudaError_t e, const char *what)
@@ -231,6 +234,51 @@ void cu_submit(cu_impl *c, int kind, const void *args, int size)
     run_now(c, kind, args, NULL);
 }
 
+/* ---- concurrent groups (dsv4_ops.concurrent) ----
+ * Phase 1 starts the side group on streams[1], after everything before it
+ * on the main stream; phase 2 returns to the main stream for the main
+ * group (which runs beside the side one); phase 0 makes the main stream
+ * wait for the side group. Under stream capture the events become the
+ * graph's fork and join edges. Only recorded steps are grouped (cu_concurrent):
+ * eager steps, long prompts, run the groups one after the other. */
+typedef struct { int64_t pos0; int phase; } fork_args;
+
+/* The main stream waits for the side group, if one is open. */
+static void fork_join(cu_impl *c)
+{
+    if (c->stream == c->streams[0] && !c->side_open) return;
+    cu_check(c, cudaEventRecord(c->fork_ev[1], c->streams[1]), "fork join");
+    cu_check(c, cudaStreamWaitEvent(c->streams[0], c->fork_ev[1], 0), "fork join");
+    c->stream = c->streams[0];
+    c->side_open = 0;
+}
+
+void cu_exec_fork(cu_impl *c, const void *args, const int64_t *dpos)
+{
+    const fork_args *a = (const fork_args *)args;
+    (void)dpos;
+    if (a->phase == 1) {
+        fork_join(c);
+        cu_check(c, cudaEventRecord(c->fork_ev[0], c->streams[0]), "fork");
+        cu_check(c, cudaStreamWaitEvent(c->streams[1], c->fork_ev[0], 0), "fork");
+        c->stream = c->streams[1];
+        c->side_open = 1;
+    } else if (a->phase == 2) {
+        c->stream = c->streams[0];
+    } else {
+        fork_join(c);
+    }
+}
+
+static void cu_concurrent(dsv4_backend *b, int phase)
+{
+    cu_impl *c = cu_of(b);
+    if (!c->recording) return;
+    fork_args a = {0, phase};
+    cu_submit(c, K_FORK, &a, sizeof a);
+    c->side = phase == 1 && c->recording;
+}
+
 typedef struct { int64_t pos0; void *dst; size_t bytes, off; } up_args;
 typedef struct { int64_t pos0; const void *src; size_t bytes, off; } dl_args;
 
@@ -251,6 +299,7 @@ static void exec_records_eager(cu_impl *c)
         }
         run_now(c, r.kind, r.args, NULL);
     }
+    fork_join(c); /* a step cut short inside a group */
     if (uploads) cudaStreamSynchronize(c->stream); /* before the block is reused */
     c->n_rec = 0;
 }
@@ -261,6 +310,7 @@ void cu_flush(cu_impl *c)
     exec_records_eager(c);
     c->arg_used = 0;
     c->recording = 0;
+    c->side = 0;
 }
 
 static void cu_step_begin(dsv4_backend *b, int rows)
@@ -270,6 +320,7 @@ static void cu_step_begin(dsv4_backend *b, int rows)
     c->n_rec = 0;
     c->arg_used = 0;
     c->recording = c->graphs_on && !c->profiling && rows <= CU_GRAPH_MAX_ROWS && !b->sticky;
+    c->side = 0;
     c->t_begin = clock_s();
 }
 
@@ -299,6 +350,7 @@ static cu_graph *graph_capture(cu_impl *c)
     cudaMemcpyAsync(c->arg_dev, c->arg_host, c->arg_used, cudaMemcpyHostToDevice, c->stream);
     for (int i = 0; i < c->n_rec; i++)
         k_exec[c->rec[i].kind](c, c->rec[i].args, (const int64_t *)(c->arg_dev + c->rec[i].dyn_off));
+    fork_join(c); /* the side stream joins the capture's end */
     cudaError_t e = cudaStreamEndCapture(c->stream, &graph);
     if (cu_check(c, e, "graph capture") ||
         cu_check(c, cudaGraphInstantiate(&g->exec, graph, 0), "graph instantiate")) {
@@ -327,6 +379,7 @@ static void cu_step_end(dsv4_backend *b)
     cu_impl *c = cu_of(b);
     if (!c->recording) return;
     c->recording = 0;
+    c->side = 0;
     if (b->sticky) { c->n_rec = 0; return; }
     cu_graph *g = NULL;
     for (int i = 0; i < CU_GRAPH_CACHE && !g; i++) {
@@ -447,19 +500,23 @@ static dsv4_status cu_sync(dsv4_backend *b)
     return b->sticky;
 }
 
+/* The side group of a concurrent pair has workspaces of its own: its ops
+ * run beside the main group's. */
 void *cu_ws(cu_impl *c, int slot, size_t bytes)
 {
-    if (bytes <= c->ws_bytes[slot]) return c->ws[slot];
-    size_t cap = c->ws_bytes[slot] ? c->ws_bytes[slot] : 4096;
+    void **ws = &c->ws[c->side][slot];
+    size_t *have = &c->ws_bytes[c->side][slot];
+    if (bytes <= *have) return *ws;
+    size_t cap = *have ? *have : 4096;
     while (cap < bytes) cap *= 2;
     void *p = NULL;
     if (cu_check(c, cudaMalloc(&p, cap), "workspace allocation")) return NULL;
-    if (c->ws[slot]) {
+    if (*ws) {
         if (cu_grow((void **)&c->deferred, &c->cap_deferred, c->n_deferred + 1, sizeof *c->deferred))
-            c->deferred[c->n_deferred++] = c->ws[slot];
+            c->deferred[c->n_deferred++] = *ws;
     }
-    c->ws[slot] = p;
-    c->ws_bytes[slot] = cap;
+    *ws = p;
+    *have = cap;
     return p;
 }
 
@@ -471,7 +528,8 @@ static void cu_destroy(dsv4_backend *b)
         cudaStreamSynchronize(c->stream);
         prof_collect(c);
         for (int i = 0; i < CU_GRAPH_CACHE; i++) graph_drop(&c->graphs[i]);
-        for (int i = 0; i < 8; i++) cudaFree(c->ws[i]);
+        for (int g = 0; g < 2; g++)
+            for (int i = 0; i < 8; i++) cudaFree(c->ws[g][i]);
         for (int i = 0; i < c->n_deferred; i++) cudaFree(c->deferred[i]);
         cu_memory_release(c);
         if (c->arg_host) cudaFreeHost(c->arg_host);
@@ -480,7 +538,10 @@ static void cu_destroy(dsv4_backend *b)
         if (c->err_host) cudaFreeHost(c->err_host);
         for (int i = 0; i < 2; i++)
             if (c->gev[i]) cudaEventDestroy(c->gev[i]);
-        if (c->stream) cudaStreamDestroy(c->stream);
+        for (int i = 0; i < 2; i++) {
+            if (c->fork_ev[i]) cudaEventDestroy(c->fork_ev[i]);
+            if (c->streams[i]) cudaStreamDestroy(c->streams[i]);
+        }
         free(c->rec); free(c->dl); free(c->deferred); free(c->ev);
         free(c);
     }
@@ -517,7 +578,10 @@ extern "C" dsv4_backend *cuda_backend_new(int device, int64_t max_row)
     const char *what = "device setup";
     if ((e = cudaSetDevice(device)) != cudaSuccess ||
         (e = cudaDeviceGetAttribute(&c->n_sm, cudaDevAttrMultiProcessorCount, device)) != cudaSuccess ||
-        (e = cudaStreamCreateWithFlags(&c->stream, cudaStreamNonBlocking)) != cudaSuccess ||
+        (e = cudaStreamCreateWithFlags(&c->streams[0], cudaStreamNonBlocking)) != cudaSuccess ||
+        (e = cudaStreamCreateWithFlags(&c->streams[1], cudaStreamNonBlocking)) != cudaSuccess ||
+        (e = cudaEventCreateWithFlags(&c->fork_ev[0], cudaEventDisableTiming)) != cudaSuccess ||
+        (e = cudaEventCreateWithFlags(&c->fork_ev[1], cudaEventDisableTiming)) != cudaSuccess ||
         (e = cudaHostAlloc((void **)&c->err_host, 3 * sizeof(int), cudaHostAllocMapped)) != cudaSuccess ||
         (e = cudaHostGetDevicePointer((void **)&c->err_dev, c->err_host, 0)) != cudaSuccess ||
         (e = cudaHostAlloc((void **)&c->arg_host, c->arg_cap, cudaHostAllocDefault)) != cudaSuccess ||
@@ -527,6 +591,7 @@ extern "C" dsv4_backend *cuda_backend_new(int device, int64_t max_row)
         cu_destroy(b);
         return NULL;
     }
+    c->stream = c->streams[0];
     c->err_host[0] = 0;
     c->err_host[1] = -1;
     c->err_host[2] = -1;

@@ -36,7 +36,7 @@ enum { CU_FAULT_TOKEN = 1, CU_FAULT_EXPERT = 2, CU_FAULT_SELECT = 3 };
 /* Operation families, for the profiler and the dispatch table. */
 enum {
     K_MATMUL, K_RMSNORM, K_ROPE, K_EMBED, K_HC_PRE, K_HC_POST, K_HC_HEAD, K_RING, K_COMPRESS, K_INDEXER,
-    K_ATTENTION, K_MOE, K_UPLOAD, K_DOWNLOAD, K_CACHE_QUANT, K_COPY, K_PICK, K_NORM_ROPE, K_COUNT
+    K_ATTENTION, K_MOE, K_UPLOAD, K_DOWNLOAD, K_CACHE_QUANT, K_COPY, K_PICK, K_NORM_ROPE, K_FORK, K_COUNT
 };
 
 typedef struct cu_impl cu_impl;
@@ -77,7 +77,11 @@ typedef struct { void *host_dst; size_t off, bytes; } cu_pending_dl;
 struct cu_impl {
     dsv4_backend *b;
     int device, n_sm;
-    cudaStream_t stream;
+    cudaStream_t stream;           /* where kernels go now: streams[0], or streams[1] inside a side group */
+    cudaStream_t streams[2];       /* the main stream and the side one (concurrent groups, cu_exec_fork) */
+    cudaEvent_t fork_ev[2];        /* a group's start on the main stream, the side group's end */
+    int side;                      /* recording the side group: its ops take the side workspaces */
+    int side_open;                 /* executing: the side stream has work the main one has not joined */
     int *err_host, *err_dev;       /* mapped pinned [code, row, layer] of a kernel-detected fault */
 
     /* memory: live activation blocks and the cache of freed ones (exact sizes) */
@@ -92,9 +96,10 @@ struct cu_impl {
     size_t wmap_cap, wmap_n;
     cu_expert_tab *etab;
     int n_etab;
-    /* workspaces by slot, grown on demand; old buffers freed at the next sync */
-    void *ws[8];
-    size_t ws_bytes[8];
+    /* workspaces by group (main, side) and slot, grown on demand; old
+     * buffers freed at the next sync */
+    void *ws[2][8];
+    size_t ws_bytes[2][8];
     void **deferred;
     int n_deferred, cap_deferred;
 
@@ -179,6 +184,7 @@ void cu_exec_embed(cu_impl *c, const void *a, const int64_t *dpos);
 void cu_exec_pick(cu_impl *c, const void *a, const int64_t *dpos);
 void cu_exec_hc_pre(cu_impl *c, const void *a, const int64_t *dpos);
 void cu_exec_norm_rope(cu_impl *c, const void *a, const int64_t *dpos);
+void cu_exec_fork(cu_impl *c, const void *a, const int64_t *dpos);
 void cu_exec_hc_post(cu_impl *c, const void *a, const int64_t *dpos);
 void cu_exec_hc_head(cu_impl *c, const void *a, const int64_t *dpos);
 void cu_exec_ring(cu_impl *c, const void *a, const int64_t *dpos);

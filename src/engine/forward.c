@@ -292,19 +292,26 @@ static void attention_block(dsv4_model *m, int l, const fwd_lane *lanes, int n_l
      * indexer's wq_b on qr; wo_b) see their input through FP8 1x128
      * (fp8_matmul), the compressors and the indexer's head weights
      * (fp32/bf16) see xn as is */
-    /* queries: low-rank, per-head unweighted norm; the single shared K=V head */
-    fp8_matmul(m, sc->xn, D, rows, &w->wq_a, sc->qr, c->q_lora);
-    op->rmsnorm(b, sc->qr, rows, c->q_lora, &w->q_norm, eps, sc->qr);
-    fp8_matmul(m, sc->qr, c->q_lora, rows, &w->wq_b, sc->q, (int64_t)H * hd);
+    /* the single shared K=V head (reads xn, writes kv) beside the queries
+     * (low-rank, per-head unweighted norm; read xn, write qr and q): two
+     * independent chains of small, latency-bound launches. Per-head norms,
+     * then rope at each lane's positions. */
+    if (op->concurrent) op->concurrent(b, 1);
     fp8_matmul(m, sc->xn, D, rows, &w->wkv, sc->kv, hd);
-    for (int i = 0; i < n_lanes; i++) { /* per-head norms, rope at each lane's positions */
-        const fwd_lane *ln = &lanes[i];
-        op->norm_rope(b, sc->q + (int64_t)ln->row0 * H * hd, ln->T, H, hd, rd, NULL, eps, ln->pos0, freq);
-        op->norm_rope(b, sc->kv + (int64_t)ln->row0 * hd, ln->T, 1, hd, rd, &w->kv_norm, eps, ln->pos0, freq);
-    }
+    for (int i = 0; i < n_lanes; i++)
+        op->norm_rope(b, sc->kv + (int64_t)lanes[i].row0 * hd, lanes[i].T, 1, hd, rd, &w->kv_norm, eps,
+                      lanes[i].pos0, freq);
     /* official numerics: the window KV as the FP8 cache holds it, for this
      * step's attention (the ring stores these values packed: exactly) */
     if (m->cache_official) op->kv_fp8_round(b, sc->kv, rows, hd, hd - rd);
+    if (op->concurrent) op->concurrent(b, 2);
+    fp8_matmul(m, sc->xn, D, rows, &w->wq_a, sc->qr, c->q_lora);
+    op->rmsnorm(b, sc->qr, rows, c->q_lora, &w->q_norm, eps, sc->qr);
+    fp8_matmul(m, sc->qr, c->q_lora, rows, &w->wq_b, sc->q, (int64_t)H * hd);
+    for (int i = 0; i < n_lanes; i++)
+        op->norm_rope(b, sc->q + (int64_t)lanes[i].row0 * H * hd, lanes[i].T, H, hd, rd, NULL, eps, lanes[i].pos0,
+                      freq);
+    if (op->concurrent) op->concurrent(b, 0);
     for (int i = 0; i < n_lanes; i++) {
         if (block) block_attend_lane(m, l, i, &lanes[i], sc);
         else attend_lane(m, l, &lanes[i], sc);
