@@ -23,16 +23,6 @@ void cpu_rmsnorm(dsv4_backend *b, const float *x, int T, int n, const dsv4_mat *
 }
 
 void cpu_rope(dsv4_backend *b, float *x, int T, int n_heads, int head_dim, int rope_dim, int64_t pos0,
-              int64_t pos_step, const float *inv_freq, int inverse);
-
-void cpu_norm_rope(dsv4_backend *b, float *x, int T, int n_heads, int head_dim, int rope_dim, const dsv4_mat *w,
-                   float eps, int64_t pos0, const float *inv_freq)
-{
-    cpu_rmsnorm(b, x, T * n_heads, head_dim, w, eps, x);
-    cpu_rope(b, x, T, n_heads, head_dim, rope_dim, pos0, 1, inv_freq, 0);
-}
-
-void cpu_rope(dsv4_backend *b, float *x, int T, int n_heads, int head_dim, int rope_dim, int64_t pos0,
               int64_t pos_step, const float *inv_freq, int inverse)
 {
     (void)b;
@@ -52,6 +42,13 @@ void cpu_rope(dsv4_backend *b, float *x, int T, int n_heads, int head_dim, int r
             }
         }
     }
+}
+
+void cpu_norm_rope(dsv4_backend *b, float *x, int T, int n_heads, int head_dim, int rope_dim, const dsv4_mat *w,
+                   float eps, int64_t pos0, const float *inv_freq)
+{
+    cpu_rmsnorm(b, x, T * n_heads, head_dim, w, eps, x);
+    cpu_rope(b, x, T, n_heads, head_dim, rope_dim, pos0, 1, inv_freq, 0);
 }
 
 void cpu_embed(dsv4_backend *b, const dsv4_mat *E, const int32_t *tok, int T, int hc, float *X)

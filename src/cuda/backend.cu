@@ -246,7 +246,7 @@ typedef struct { int64_t pos0; int phase; } fork_args;
 /* The main stream waits for the side group, if one is open. */
 static void fork_join(cu_impl *c)
 {
-    if (c->stream == c->streams[0] && !c->side_open) return;
+    if (!c->side_open) return;
     cu_check(c, cudaEventRecord(c->fork_ev[1], c->streams[1]), "fork join");
     cu_check(c, cudaStreamWaitEvent(c->streams[0], c->fork_ev[1], 0), "fork join");
     c->stream = c->streams[0];
