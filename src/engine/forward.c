@@ -140,9 +140,61 @@ static void fp8_matmul(dsv4_model *m, const float *x, int64_t ldx, int T, const 
     else m->be->ops->matmul(m->be, x, ldx, T, W, y, ldy);
 }
 
-/* The state-dependent part of attention for one lane: compressors, indexer,
- * attention over window + compressed keys, ring update. A logged lane keeps
- * copies of the rows those state writes consume. */
+/* Layer l's compressors for every lane (CSA/HCA layers): they read xn and
+ * their lane's compressor state only, so they run beside the query chain.
+ * Each projection runs once over the step's rows (a row's sums do not depend
+ * on the rows beside it); each lane's rows then enter its own compressor. A
+ * CSA layer also forms the indexer's head weights here (sc->wi). A logged
+ * lane keeps copies of the rows those state writes consume. */
+static void compress_lanes(dsv4_model *m, int l, const fwd_lane *lanes, int n_lanes, int rows, scratch *sc)
+{
+    const dsv4_config *c = &m->cfg;
+    const dsv4_layer_w *w = &m->layers[l];
+    dsv4_backend *b = m->be;
+    const dsv4_ops *op = b->ops;
+    int D = c->dim, hd = c->head_dim, kind = config_kind(c, l);
+    size_t f = sizeof(float);
+    if (kind == ATTN_SWA) return;
+    for (int pass = 0; pass < (kind == ATTN_CSA ? 2 : 1); pass++) { /* main, then the indexer's */
+        const dsv4_comp_w *cmp = pass ? &w->idx_comp : &w->comp;
+        int cw = pass ? 2 * c->idx_head_dim : hd * (kind == ATTN_CSA ? 2 : 1);
+        dsv4_comp_params cp = comp_params(m, l, pass);
+        op->matmul(b, sc->xn, D, rows, &cmp->wkv, sc->u, cw);
+        op->matmul(b, sc->xn, D, rows, &cmp->wgate, sc->g, cw);
+        for (int i = 0; i < n_lanes; i++) {
+            const fwd_lane *ln = &lanes[i];
+            dsv4_layer_state *ls = &ln->s->L[l];
+            const float *u = sc->u + ln->row0 * cw, *g = sc->g + ln->row0 * cw;
+            if (ln->log) {
+                log_layer lg = log_at(c, ln->log, l);
+                op->copy(b, (pass ? lg.iu : lg.cu) + (size_t)ln->t0 * cw, u, (size_t)ln->T * cw * f);
+                op->copy(b, (pass ? lg.ig : lg.cg) + (size_t)ln->t0 * cw, g, (size_t)ln->T * cw * f);
+            }
+            /* official: main entries stored FP8, indexer keys rotated FP4 */
+            op->compress(b, u, g, ln->T, ln->pos0, &cp, pass ? &ls->idx : &ls->comp);
+        }
+    }
+    if (kind == ATTN_CSA) op->matmul(b, sc->xn, D, rows, &w->idx_wproj, sc->wi, c->idx_heads);
+}
+
+/* The indexer's queries of a CSA layer, every lane: from qr (the query
+ * chain's), rotated at each lane's positions. */
+static void index_queries(dsv4_model *m, int l, const fwd_lane *lanes, int n_lanes, int rows, scratch *sc)
+{
+    const dsv4_config *c = &m->cfg;
+    dsv4_backend *b = m->be;
+    int ih = c->idx_heads, ihd = c->idx_head_dim;
+    if (config_kind(c, l) != ATTN_CSA) return;
+    fp8_matmul(m, sc->qr, c->q_lora, rows, &m->layers[l].idx_wq_b, sc->qi, (int64_t)ih * ihd);
+    for (int i = 0; i < n_lanes; i++)
+        b->ops->rope(b, sc->qi + lanes[i].row0 * ih * ihd, lanes[i].T, ih, ihd, c->rope_dim, lanes[i].pos0, 1,
+                     m->inv_freq_compress, 0);
+    if (m->cache_official) b->ops->idx_fp4_round(b, sc->qi, rows * ih, ihd); /* the queries as the keys */
+}
+
+/* The state-dependent part of attention for one lane, after its
+ * compressors: the indexer's selection (CSA), attention over window +
+ * compressed keys, the ring update. */
 static void attend_lane(dsv4_model *m, int l, const fwd_lane *ln, scratch *sc)
 {
     const dsv4_config *c = &m->cfg;
@@ -151,50 +203,23 @@ static void attend_lane(dsv4_model *m, int l, const fwd_lane *ln, scratch *sc)
     dsv4_backend *b = m->be;
     const dsv4_ops *op = b->ops;
     int64_t pos0 = ln->pos0, r0 = ln->row0;
-    int T = ln->T, D = c->dim, H = c->n_heads, hd = c->head_dim, rd = c->rope_dim, kind = config_kind(c, l);
+    int T = ln->T, H = c->n_heads, hd = c->head_dim, kind = config_kind(c, l);
     int ratio = config_ratio(c, l);
-    const float *freq = kind == ATTN_SWA ? m->inv_freq_main : m->inv_freq_compress;
-    const float *xn = sc->xn + r0 * D, *qr = sc->qr + r0 * c->q_lora, *kv = sc->kv + r0 * hd;
-    log_layer lg = {0};
-    if (ln->log) lg = log_at(c, ln->log, l);
-    size_t f = sizeof(float);
+    const float *kv = sc->kv + r0 * hd;
 
     const int32_t *sel_idx = NULL, *sel_n = NULL;
-    if (kind != ATTN_SWA) {
-        int cw = hd * (kind == ATTN_CSA ? 2 : 1);
-        dsv4_comp_params cp = comp_params(m, l, 0);
-        op->matmul(b, xn, D, T, &w->comp.wkv, sc->u, cw);
-        op->matmul(b, xn, D, T, &w->comp.wgate, sc->g, cw);
-        if (ln->log) {
-            op->copy(b, lg.cu + (size_t)ln->t0 * cw, sc->u, (size_t)T * cw * f);
-            op->copy(b, lg.cg + (size_t)ln->t0 * cw, sc->g, (size_t)T * cw * f);
-        }
-        op->compress(b, sc->u, sc->g, T, pos0, &cp, &ls->comp); /* official: entries stored FP8 */
-    }
     if (kind == ATTN_CSA) {
         int ih = c->idx_heads, ihd = c->idx_head_dim;
-        dsv4_comp_params ip = comp_params(m, l, 1);
-        op->matmul(b, xn, D, T, &w->idx_comp.wkv, sc->u, 2 * ihd);
-        op->matmul(b, xn, D, T, &w->idx_comp.wgate, sc->g, 2 * ihd);
-        if (ln->log) {
-            op->copy(b, lg.iu + (size_t)ln->t0 * 2 * ihd, sc->u, (size_t)T * 2 * ihd * f);
-            op->copy(b, lg.ig + (size_t)ln->t0 * 2 * ihd, sc->g, (size_t)T * 2 * ihd * f);
-        }
-        op->compress(b, sc->u, sc->g, T, pos0, &ip, &ls->idx); /* official: keys stored rotated FP4 */
-        fp8_matmul(m, qr, c->q_lora, T, &w->idx_wq_b, sc->qi, (int64_t)ih * ihd);
-        op->rope(b, sc->qi, T, ih, ihd, rd, pos0, 1, freq, 0);
-        if (m->cache_official) op->idx_fp4_round(b, sc->qi, T * ih, ihd); /* the queries as the keys */
-        op->matmul(b, xn, D, T, &w->idx_wproj, sc->wi, ih);
         /* head weights carry 1/sqrt(heads); scores carry 1/sqrt(head_dim) */
-        op->indexer(b, sc->qi, sc->wi, T, pos0, ih, ls->idx.entries, &m->layout.idx, ratio, c->idx_topk,
-                    1.0f / sqrtf((float)ihd), 1.0f / sqrtf((float)ih), sc->sel_idx, sc->sel_n);
+        op->indexer(b, sc->qi + r0 * ih * ihd, sc->wi + r0 * ih, T, pos0, ih, ls->idx.entries, &m->layout.idx,
+                    ratio, c->idx_topk, 1.0f / sqrtf((float)ihd), 1.0f / sqrtf((float)ih), sc->sel_idx, sc->sel_n);
         sel_idx = sc->sel_idx;
         sel_n = sc->sel_n;
     }
     op->attention(b, sc->q + r0 * H * hd, T, pos0, H, hd, c->window, ls->ring, kv, ls->comp.entries,
                   &m->layout.kv, kind == ATTN_HCA ? ratio : 0, sel_idx, sel_n, c->idx_topk, &w->sinks,
                   1.0f / sqrtf((float)hd), sc->o + r0 * H * hd);
-    if (ln->log) op->copy(b, lg.kv + (size_t)ln->t0 * hd, kv, (size_t)T * hd * f);
+    if (ln->log) op->copy(b, log_at(c, ln->log, l).kv + (size_t)ln->t0 * hd, kv, (size_t)T * hd * sizeof(float));
     op->ring_store(b, ls->ring, c->window, &m->layout.kv, kv, T, pos0);
 }
 
@@ -292,10 +317,11 @@ static void attention_block(dsv4_model *m, int l, const fwd_lane *lanes, int n_l
      * indexer's wq_b on qr; wo_b) see their input through FP8 1x128
      * (fp8_matmul), the compressors and the indexer's head weights
      * (fp32/bf16) see xn as is */
-    /* the single shared K=V head (reads xn, writes kv) beside the queries
-     * (low-rank, per-head unweighted norm; read xn, write qr and q): two
-     * independent chains of small, latency-bound launches. Per-head norms,
-     * then rope at each lane's positions. */
+    /* two independent chains of small, latency-bound launches: beside the
+     * queries (low-rank, per-head unweighted norm, then the indexer's
+     * queries; read xn, write qr, q and qi), the single shared K=V head
+     * (reads xn, writes kv) and the compressors (read xn, write their state
+     * and wi). Per-head norms, then rope at each lane's positions. */
     if (op->concurrent) op->concurrent(b, 1);
     fp8_matmul(m, sc->xn, D, rows, &w->wkv, sc->kv, hd);
     for (int i = 0; i < n_lanes; i++)
@@ -304,6 +330,7 @@ static void attention_block(dsv4_model *m, int l, const fwd_lane *lanes, int n_l
     /* official numerics: the window KV as the FP8 cache holds it, for this
      * step's attention (the ring stores these values packed: exactly) */
     if (m->cache_official) op->kv_fp8_round(b, sc->kv, rows, hd, hd - rd);
+    if (!block) compress_lanes(m, l, lanes, n_lanes, rows, sc);
     if (op->concurrent) op->concurrent(b, 2);
     fp8_matmul(m, sc->xn, D, rows, &w->wq_a, sc->qr, c->q_lora);
     op->rmsnorm(b, sc->qr, rows, c->q_lora, &w->q_norm, eps, sc->qr);
@@ -311,6 +338,7 @@ static void attention_block(dsv4_model *m, int l, const fwd_lane *lanes, int n_l
     for (int i = 0; i < n_lanes; i++)
         op->norm_rope(b, sc->q + (int64_t)lanes[i].row0 * H * hd, lanes[i].T, H, hd, rd, NULL, eps, lanes[i].pos0,
                       freq);
+    if (!block) index_queries(m, l, lanes, n_lanes, rows, sc);
     if (op->concurrent) op->concurrent(b, 0);
     for (int i = 0; i < n_lanes; i++) {
         if (block) block_attend_lane(m, l, i, &lanes[i], sc);
