@@ -125,12 +125,14 @@ static void row(const char *name, double ms, double bytes)
 }
 
 /* ---- matmul ---- */
-typedef struct { dsv4_mat *W; int nW, T; float *x, *y; } mm_ctx;
+/* act: the official numerics' product (matmul_fp8in: rows through FP8 1x128) */
+typedef struct { dsv4_mat *W; int nW, T; float *x, *y; int act; } mm_ctx;
 static void mm_body(void *p, int i)
 {
     mm_ctx *c = p;
     const dsv4_mat *W = &c->W[i % c->nW];
-    gpu->ops->matmul(gpu, c->x, W->cols, c->T, W, c->y, W->rows);
+    if (c->act) gpu->ops->matmul_fp8in(gpu, c->x, W->cols, c->T, W, c->y, W->rows);
+    else gpu->ops->matmul(gpu, c->x, W->cols, c->T, W, c->y, W->rows);
 }
 
 /* only: the shapes whose name contains it (NULL: all) */
@@ -167,18 +169,19 @@ static void bench_matmul(const char *only)
         double bytes = (double)wmat_bytes(&probe);
         int nW = bytes > 200e6 ? 1 : (int)(400e6 / bytes) + 1; /* rotate copies past the 50 MB L2 */
         if (nW > 64) nW = 64;
-        mm_ctx c = {malloc(sizeof(dsv4_mat) * nW), nW, 1, dev_rand((size_t)8 * C, 1.0f), NULL};
+        mm_ctx c = {malloc(sizeof(dsv4_mat) * nW), nW, 1, dev_rand((size_t)8 * C, 1.0f), NULL, 0};
         c.y = gpu->ops->alloc(gpu, (size_t)8 * R * 4);
         for (int i = 0; i < nW; i++)
             c.W[i] = sh[s].fmt < 0 ? weight(R, C, 0.05f)
                      : gg ? weight_g((dsv4_wformat)sh[s].fmt, R, C) : weight_q((dsv4_wformat)sh[s].fmt, R, C);
         int Ts[] = {1, 2, 4, 8}; /* 2: a k = 1 verify step */
-        for (int ti = 0; ti < 4; ti++) {
-            c.T = Ts[ti];
-            char nm[96];
-            snprintf(nm, sizeof nm, "matmul %s T=%d", sh[s].name, c.T);
-            row(nm, time_calls(mm_body, &c, bytes > 200e6 ? 4 : 32), bytes);
-        }
+        for (c.act = 0; c.act <= (sh[s].fmt == WF_FP8_E4M3); c.act++)
+            for (int ti = 0; ti < 4; ti++) {
+                c.T = Ts[ti];
+                char nm[96];
+                snprintf(nm, sizeof nm, "matmul %s%s T=%d", sh[s].name, c.act ? " (fp8 rows)" : "", c.T);
+                row(nm, time_calls(mm_body, &c, bytes > 200e6 ? 4 : 32), bytes);
+            }
         gpu->ops->free(gpu, c.x); gpu->ops->free(gpu, c.y);
         free(c.W);
     }
@@ -188,11 +191,12 @@ static void bench_matmul(const char *only)
 static void bench_prefill(void)
 {
     int64_t n = 4096;
-    int fmts[] = {-1, WF_FP8_E4M3, WF_MXFP4};
-    const char *names[] = {"bf16", "fp8", "fp4"};
-    mm_ctx c = {malloc(sizeof(dsv4_mat)), 1, (int)n, dev_rand((size_t)n * n, 1.0f), NULL};
+    int fmts[] = {-1, WF_FP8_E4M3, WF_FP8_E4M3, WF_MXFP4};
+    const char *names[] = {"bf16", "fp8", "fp8 (fp8 rows)", "fp4"};
+    mm_ctx c = {malloc(sizeof(dsv4_mat)), 1, (int)n, dev_rand((size_t)n * n, 1.0f), NULL, 0};
     c.y = gpu->ops->alloc(gpu, (size_t)n * n * 4);
-    for (int f = 0; f < 3; f++) {
+    for (int f = 0; f < 4; f++) {
+        c.act = f == 2;
         c.W[0] = fmts[f] < 0 ? weight(n, n, 0.05f) : weight_q((dsv4_wformat)fmts[f], n, n);
         double ms = time_calls(mm_body, &c, 2);
         printf("%-44s %9.1f us  %8.1f TFLOP/s\n", names[f], ms * 1e3, 2.0 * n * n * n / (ms * 1e-3) / 1e12);
