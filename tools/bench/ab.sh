@@ -1,0 +1,69 @@
+#!/usr/bin/env bash
+# A/B of a change against an earlier commit on the device, alternating runs
+# of the same benches in one call (the device's clocks and the host's
+# recording time vary between calls and machines; a ratio measured in one
+# call does not).
+#
+#   here:       tools/bench/ab.sh prepare REV     # REV's sources into ab-base/ (ignored: carry it,
+#                                                 # with .debs, to the device)
+#   the device: tools/bench/ab.sh run [suite] [ops:FILTER] [spec]
+#       suite      tests/cuda/gpu_suite.sh tests on the working tree first
+#       ops:FILTER build/tests/bench_ops FILTER with both binaries (e.g. ops:matmul:fp8)
+#       spec       DSpark k = 5 at P = 0.82 and MTP k = 1 at P = 0.8, context 4096, rows 1/2/6
+# The 43-layer FP8/FP4 synthetic Flash decode at contexts 0 and 4096 always
+# runs, base and new twice each. Logs to $OUT (ab.txt, ops.txt, spec.txt,
+# suite.txt); remove ab-base/ before committing.
+set -u
+mode=${1:-}; shift || true
+case "$mode" in
+prepare)
+    rev=${1:?usage: tools/bench/ab.sh prepare REV}
+    rm -rf ab-base && mkdir ab-base
+    git archive "$rev" Makefile src include tests/cuda tests/test.h | tar -x -C ab-base
+    { git rev-parse --short "$rev"; echo "working tree on $(git rev-parse --short HEAD)$(git diff --quiet HEAD || echo ' with changes')"; } > ab-base/REV
+    echo "ab-base/: $(head -1 ab-base/REV)"
+    exit 0 ;;
+run) ;;
+*) echo "usage: tools/bench/ab.sh prepare REV | run [suite] [ops:FILTER] [spec]" >&2; exit 2 ;;
+esac
+[ -d ab-base ] || { echo "ab.sh: no ab-base/ (run 'tools/bench/ab.sh prepare REV' first)" >&2; exit 1; }
+[ -f .debs/use-debs.sh ] && source .debs/use-debs.sh
+OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
+t0=$(date +%s); el() { echo "[$(( $(date +%s) - t0 )) s]"; }
+{ nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader; echo "base $(head -1 ab-base/REV)"; sed -n 2p ab-base/REV; } | tee "$OUT/gpu.txt"
+(cd ab-base && make -j6 build/dsv4 build/tests/bench_ops > /tmp/ab_base_build.log 2>&1) &
+suite=0; ops=; spec=0
+for a in "$@"; do
+    case "$a" in suite) suite=1 ;; ops:*) ops=${a#ops:} ;; spec) spec=1 ;; *) echo "ab.sh: unknown part $a" >&2; exit 2 ;; esac
+done
+if [ $suite = 1 ]; then
+    timeout 330 bash tests/cuda/gpu_suite.sh tests > "$OUT/suite.txt" 2>&1
+    grep -E "FAIL|passed|failed" "$OUT/suite.txt" | head -30
+else
+    make -j10 build/dsv4 build/tests/bench_ops > "$OUT/build.log" 2>&1 || { tail -20 "$OUT/build.log"; exit 1; }
+fi
+make -j10 build/tests/bench_ops > /dev/null 2>&1
+wait
+[ -x ab-base/build/dsv4 ] || { tail -20 /tmp/ab_base_build.log; exit 1; }
+el
+bin() { if [ "$1" = base ]; then echo ab-base/build; else echo build; fi; }
+if [ -n "$ops" ]; then
+    for v in base new; do echo "== $v"; timeout 120 "$(bin $v)/tests/bench_ops" "$ops" 2>&1 | grep -v '^#'; done | tee "$OUT/ops.txt"
+    el
+fi
+F="--device cuda --synthetic flash --layers 43 --experts 16 --weights fp8-fp4 --prefill 0"
+for v in base new base new; do
+    echo "== $v"; timeout 60 "$(bin $v)/dsv4" bench $F --decode 32 --contexts 0,4096 2>&1 | grep -A2 '^context' | head -3
+done | tee "$OUT/ab.txt"
+el
+if [ $spec = 1 ]; then
+    for v in base new; do
+        echo "== $v dspark:5"
+        timeout 60 "$(bin $v)/dsv4" bench $F --decode 16 --contexts 4096 --spec dspark:5 --accept 0.82 --rows 1,2,6 2>&1 |
+            grep -v '^  \|^#\|decode time'
+        echo "== $v mtp:1"
+        timeout 60 "$(bin $v)/dsv4" bench $F --decode 16 --contexts 4096 --spec mtp:1 --accept 0.8 2>&1 |
+            grep -v '^  \|^#\|decode time'
+    done | tee "$OUT/spec.txt"
+    el
+fi
