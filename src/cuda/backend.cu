@@ -276,7 +276,7 @@ static void cu_concurrent(dsv4_backend *b, int phase)
     if (!c->recording) return;
     fork_args a = {0, phase};
     cu_submit(c, K_FORK, &a, sizeof a);
-    c->side = phase == 1 && c->recording;
+    c->side = phase == 1;
 }
 
 typedef struct { int64_t pos0; void *dst; size_t bytes, off; } up_args;

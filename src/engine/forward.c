@@ -90,10 +90,7 @@ size_t forward_log_floats(const dsv4_config *c, int l0, int l1, int T)
 {
     size_t n = 0;
     for (int l = l0; l < l1; l++) {
-        int kind = config_kind(c, l);
-        n += (size_t)c->head_dim;
-        if (kind != ATTN_SWA) n += 2 * (size_t)c->head_dim * (kind == ATTN_CSA ? 2 : 1);
-        if (kind == ATTN_CSA) n += 4 * (size_t)c->idx_head_dim;
+        n += (size_t)c->head_dim + 2 * (size_t)(config_comp_width(c, l, 0) + config_comp_width(c, l, 1));
     }
     return n * (size_t)T;
 }
@@ -106,10 +103,9 @@ static log_layer log_at(const dsv4_config *c, const fwd_log *log, int l)
     log_layer r = {0};
     float *p = log->base;
     for (int i = log->l0; i <= l; i++) {
-        int kind = config_kind(c, i);
         r = (log_layer){0};
-        r.cw = kind == ATTN_SWA ? 0 : c->head_dim * (kind == ATTN_CSA ? 2 : 1);
-        r.iw = kind == ATTN_CSA ? 2 * c->idx_head_dim : 0;
+        r.cw = config_comp_width(c, i, 0);
+        r.iw = config_comp_width(c, i, 1);
         r.kv = p;
         p += (size_t)log->T * c->head_dim;
         if (r.cw) { r.cu = p; r.cg = p + (size_t)log->T * r.cw; p += 2 * (size_t)log->T * r.cw; }
@@ -152,12 +148,12 @@ static void compress_lanes(dsv4_model *m, int l, const fwd_lane *lanes, int n_la
     const dsv4_layer_w *w = &m->layers[l];
     dsv4_backend *b = m->be;
     const dsv4_ops *op = b->ops;
-    int D = c->dim, hd = c->head_dim, kind = config_kind(c, l);
+    int D = c->dim;
     size_t f = sizeof(float);
-    if (kind == ATTN_SWA) return;
-    for (int pass = 0; pass < (kind == ATTN_CSA ? 2 : 1); pass++) { /* main, then the indexer's */
+    for (int pass = 0; pass < 2; pass++) { /* main, then the indexer's */
         const dsv4_comp_w *cmp = pass ? &w->idx_comp : &w->comp;
-        int cw = pass ? 2 * c->idx_head_dim : hd * (kind == ATTN_CSA ? 2 : 1);
+        int cw = config_comp_width(c, l, pass);
+        if (!cw) continue;
         dsv4_comp_params cp = comp_params(m, l, pass);
         op->matmul(b, sc->xn, D, rows, &cmp->wkv, sc->u, cw);
         op->matmul(b, sc->xn, D, rows, &cmp->wgate, sc->g, cw);
@@ -174,7 +170,7 @@ static void compress_lanes(dsv4_model *m, int l, const fwd_lane *lanes, int n_la
             op->compress(b, u, g, ln->T, ln->pos0, &cp, pass ? &ls->idx : &ls->comp);
         }
     }
-    if (kind == ATTN_CSA) op->matmul(b, sc->xn, D, rows, &w->idx_wproj, sc->wi, c->idx_heads);
+    if (config_kind(c, l) == ATTN_CSA) op->matmul(b, sc->xn, D, rows, &w->idx_wproj, sc->wi, c->idx_heads);
 }
 
 /* The indexer's queries of a CSA layer, every lane: from qr (the query

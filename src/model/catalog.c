@@ -114,10 +114,10 @@ int64_t catalog_dim(const dsv4_config *c, int l, int dm)
     case DM_HEADS_HD: return H * hd;
     case DM_OA_ROWS: return (int64_t)c->o_groups * c->o_lora;
     case DM_OA_COLS: return H * hd / c->o_groups;
-    case DM_COMP_W: return hd * (config_kind(c, l) == ATTN_CSA ? 2 : 1); /* overlap: series A and B */
+    case DM_COMP_W: return config_comp_width(c, l, 0);
     case DM_RATIO: return config_ratio(c, l);
     case DM_IDX_HD: return c->idx_head_dim;
-    case DM_IDX_W: return 2 * (int64_t)c->idx_head_dim;
+    case DM_IDX_W: return config_comp_width(c, l, 1);
     case DM_IDX_Q: return (int64_t)c->idx_heads * c->idx_head_dim;
     case DM_IDX_HEADS: return c->idx_heads;
     case DM_EXPERTS: return c->n_experts;

@@ -89,5 +89,9 @@ dsv4_status config_load(const char *dir, dsv4_config *out);
 int config_ratio(const dsv4_config *c, int l);
 /* ATTN_* of layer l; l >= n_layers is a drafter layer. */
 int config_kind(const dsv4_config *c, int l);
+/* Width of layer l's compressor projections (wkv, wgate rows: the main
+ * compressor's, or with indexer the indexer's), 0 where it has none: CSA
+ * windows overlap, so its main compressor emits two series. */
+int config_comp_width(const dsv4_config *c, int l, int indexer);
 
 #endif

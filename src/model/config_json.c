@@ -715,6 +715,13 @@ int config_kind(const dsv4_config *c, int l)
     return l < 0 ? ATTN_SWA : l < c->n_layers ? c->attn_kind[l] : c->mtp_attn_kind;
 }
 
+int config_comp_width(const dsv4_config *c, int l, int indexer)
+{
+    int k = config_kind(c, l);
+    if (indexer) return k == ATTN_CSA ? 2 * c->idx_head_dim : 0;
+    return k == ATTN_SWA ? 0 : c->head_dim * (k == ATTN_CSA ? 2 : 1);
+}
+
 int config_ratio(const dsv4_config *c, int l)
 {
     int k = config_kind(c, l);
