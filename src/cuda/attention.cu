@@ -1,24 +1,35 @@
 /* Shared-KV multi-query attention with a sink (spec §3.6-3.7) on the GPU,
- * split over the keys (flash-decoding). One warp per head, ATT_G heads per
- * block sharing the key reads (MQA: every head reads the same K = V). A
- * query's keys are cut into slices of ATT_KPS keys (slice s: keys
- * [s·ATT_KPS, (s+1)·ATT_KPS) of its key list); a block decodes a slice's
- * keys (the ring and the entries, fp32 or packed FP8) into shared memory,
- * each warp reduces its head over the slice (maximum, then exp(l − max) and
- * the weighted key sum in key order), and a combine kernel merges the
- * slices in slice order with the sink. The slices depend only on the
- * query's own keys, never on how many rows the step has: the grid holds
- * enough slices for the step's longest key list, the ones past a row's keys
- * do nothing, and the combine reads the row's own slices only, so a row's
- * result is the same bits in any step (batch and chunking invariance). */
+ * split over the keys (flash-decoding) and computed on the tensor cores.
+ * MQA: all heads read the same K = V, so a row's scores are one product
+ * (heads × dims)·(dims × keys) and its output another, ATT_HT heads a block
+ * (the M dimension of the MMA tiles). A query's keys are cut into slices of
+ * ATT_KPS keys (slice s: keys [s·ATT_KPS, (s+1)·ATT_KPS) of its key list);
+ * a block decodes a slice's keys (the ring and the entries, fp32 or packed
+ * FP8) into shared memory, scores them against its heads, takes each head's
+ * maximum over the slice, then exp(l − max), their sum, and the weighted key
+ * sum; a combine kernel merges the slices in slice order with the sink.
+ *
+ * Numerics: fp32 values as tf32 hi + lo pairs, three MMAs a product
+ * (3xTF32, fp32 accumulation), about 2^-21 relative per product, where the
+ * fp32 dot products they replace had 2^-24: far inside the oracle's 1e-3.
+ *
+ * Invariance: the slices depend only on the query's own keys, never on how
+ * many rows the step has: the grid holds enough slices for the step's
+ * longest key list, the ones past a row's keys do nothing, and the combine
+ * reads the row's own slices only; inside a block, every sum runs in an
+ * order fixed by the slice (MMA k-steps, fixed shuffles, warps in order).
+ * So a row's result is the same bits in any step (batch and chunking
+ * invariance). */
 #include <string.h>
 
 #include "cuda/state_rows.cuh"
 
-#define ATT_G 4          /* heads per block (one warp each) */
+#define ATT_HT 16        /* heads per block: one 16-row tile of the products */
+#define ATT_WARPS 8      /* a block's warps */
 #define ATT_MAX_HD 512
-#define ATT_PER_LANE (ATT_MAX_HD / 32)
-#define ATT_KPS 16       /* keys per slice */
+#define ATT_LPR (ATT_MAX_HD / 128)          /* a lane's float4 loads of one row */
+#define ATT_DT (ATT_MAX_HD / 8 / ATT_WARPS) /* a warp's dim tiles of p·key */
+#define ATT_KPS 32       /* keys per slice: 4 tiles of 8 */
 #define ATT_WS_BYTES ((size_t)256 << 20) /* slice workspace; longer steps run in row blocks */
 
 typedef struct {
@@ -97,68 +108,217 @@ __device__ __forceinline__ float4 key_values4(const att_args &a, const uint8_t *
     return sr_load4(kf, row, c);
 }
 
-/* One slice of one row for ATT_G heads: the block decodes the slice's keys
- * into shared memory once (every load of the slice in flight together: the
- * keys are what the heads share), then each warp scores its head against
- * all of them (independent dot products), takes the slice's maximum, and
- * sums p = exp(l − max) and p·key in key order. */
-template <int KIND>
-__global__ void __launch_bounds__(ATT_G * 32) attention_part_kernel(att_args a, const int64_t *dpos)
+/* x as tf32 hi + lo (hi: x rounded to tf32, lo: the exact rest rounded):
+ * the 3xTF32 products below then carry about 21 of x's 24 bits. */
+__device__ __forceinline__ void att_split(float x, uint32_t &hi, uint32_t &lo)
 {
-    __shared__ float keys[ATT_KPS * ATT_MAX_HD];
+    asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(hi) : "f"(x));
+    asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(lo) : "f"(x - __uint_as_float(hi)));
+}
+
+/* d += A·B for one m16n8k8 tile, tf32 in, fp32 accumulate. */
+__device__ __forceinline__ void att_mma(float *d, const uint32_t *a, uint32_t b0, uint32_t b1)
+{
+    asm("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+/* d += A·B at about fp32 accuracy (3xTF32): the two cross terms, then the
+ * high one (lo·lo, below 2^-22 of the product, is left out). A fragment:
+ * a[0] (row g, col q), a[1] (g+8, q), a[2] (g, q+4), a[3] (g+8, q+4); B:
+ * b0 (row q, col g), b1 (q+4, g), each split into hi and lo. */
+__device__ __forceinline__ void att_mma3(float *d, const uint32_t *ah, const uint32_t *al, uint32_t bh0, uint32_t bh1,
+                                         uint32_t bl0, uint32_t bl1)
+{
+    att_mma(d, al, bh0, bh1);
+    att_mma(d, ah, bl0, bl1);
+    att_mma(d, ah, bh0, bh1);
+}
+
+/* The four tf32 pairs of an A fragment at p (row g, col q of the tile;
+ * ld: the row stride). */
+__device__ __forceinline__ void att_frag_a(const float *p, int ld, uint32_t *ah, uint32_t *al)
+{
+    att_split(p[0], ah[0], al[0]);
+    att_split(p[8 * ld], ah[1], al[1]);
+    att_split(p[4], ah[2], al[2]);
+    att_split(p[8 * ld + 4], ah[3], al[3]);
+}
+
+/* Floats of the block's shared memory: the slice's keys and the heads'
+ * queries (rows of hd + 4: the fragment reads of a quad's rows fall on
+ * distinct banks), the probabilities, the second dim half's scores, the
+ * per-key-tile maxima and denominators. */
+#define ATT_KT (ATT_KPS / 8) /* key tiles (the N dimension of the scores) */
+#define ATT_PL (ATT_KPS + 4)
+__host__ __device__ static inline int att_ld(int hd) { return hd + 4; }
+__host__ __device__ static inline size_t att_smem_floats(int hd)
+{
+    return (size_t)(ATT_KPS + ATT_HT) * att_ld(hd) + ATT_HT * ATT_PL + ATT_KT * 32 * 4 + 2 * ATT_KT * ATT_HT;
+}
+
+/* One slice of one row for ATT_HT heads on the tensor cores (3xTF32; MQA:
+ * the heads are the M dimension of one product with the shared keys).
+ * Loads: warp w fetches keys w, w + 8, ... (zeros past the row's keys) and
+ * heads w, w + 8 (lane: values 4·lane + 128j), every load issued before the
+ * first shared-memory store so that their latencies overlap (a decode step
+ * has few blocks: this latency is its cost). Scores: warp w takes key tile
+ * w mod 4 over dim half w / 4 (its k-steps dealt to 2 accumulators by
+ * parity); the second half's scores pass through shared memory and are
+ * added to the first's; the maximum and the denominators of
+ * p = exp(l − max) come from fixed shuffles and the tiles' values in tile
+ * order. p·key: warp w sums over the slice's keys for the dim tiles w,
+ * w + 8, ... . Nothing in a row's arithmetic depends on the grid. */
+template <int KIND>
+__global__ void __launch_bounds__(ATT_WARPS * 32) attention_part_kernel(att_args a, const int64_t *dpos)
+{
+    extern __shared__ float sm[];
     cu_pdl();
-    int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-    int h = blockIdx.x * ATT_G + warp, t = a.t0 + blockIdx.y, sp = blockIdx.z, hd = a.hd, nd = hd / 32;
+    int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, q = lane & 3;
+    int h0 = blockIdx.x * ATT_HT, t = a.t0 + blockIdx.y, sp = blockIdx.z, hd = a.hd, ld = att_ld(hd);
+    float *ks = sm, *qs = ks + ATT_KPS * ld, *ps = qs + ATT_HT * ld, *sc = ps + ATT_HT * ATT_PL,
+          *mx = sc + ATT_KT * 32 * 4, *dn = mx + ATT_KT * ATT_HT;
     int64_t pos0 = dpos ? *dpos : a.pos0;
-    key_set ks = keys_of(a, pos0, t);
-    int64_t nk = ks.n_win + ks.n_comp, k0 = (int64_t)sp * ATT_KPS;
+    key_set kset = keys_of(a, pos0, t);
+    int64_t nk = kset.n_win + kset.n_comp, k0 = (int64_t)sp * ATT_KPS;
     if (k0 >= nk) return; /* past this row's keys (the whole block): the combine reads only its own slices */
-    int n = nk - k0 < ATT_KPS ? (int)(nk - k0) : ATT_KPS, groups = hd / 4;
-    for (int g = threadIdx.x; g < n * groups; g += blockDim.x) {
-        int i = g / groups, c = 4 * (g % groups);
-        bool step;
-        const uint8_t *row = key_row(a, pos0, ks, k0 + i, &step);
-        *(float4 *)&keys[i * hd + c] = key_values4<KIND>(a, row, step, c);
+    int n = nk - k0 < ATT_KPS ? (int)(nk - k0) : ATT_KPS;
+    const float4 zero = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    float4 kv[ATT_KPS / ATT_WARPS][ATT_LPR], qv[ATT_HT / ATT_WARPS][ATT_LPR];
+#pragma unroll
+    for (int r = 0; r < ATT_KPS / ATT_WARPS; r++) {
+        int i = warp + ATT_WARPS * r;
+        bool step = false;
+        const uint8_t *row = i < n ? key_row(a, pos0, kset, k0 + i, &step) : NULL;
+#pragma unroll
+        for (int j = 0; j < ATT_LPR; j++) {
+            int c = 4 * lane + 128 * j;
+            kv[r][j] = row && c < hd ? key_values4<KIND>(a, row, step, c) : zero; /* never garbage into p·key */
+        }
+    }
+    const float *qg = a.q + ((int64_t)t * a.H + h0) * hd;
+    bool qal = ((uintptr_t)qg & 15) == 0;
+#pragma unroll
+    for (int r = 0; r < ATT_HT / ATT_WARPS; r++) {
+        int i = warp + ATT_WARPS * r;
+#pragma unroll
+        for (int j = 0; j < ATT_LPR; j++) {
+            int c = 4 * lane + 128 * j;
+            const float *p = qg + (int64_t)i * hd + c;
+            qv[r][j] = h0 + i >= a.H || c >= hd ? zero : qal ? *(const float4 *)p : make_float4(p[0], p[1], p[2], p[3]);
+        }
+    }
+#pragma unroll
+    for (int j = 0; j < ATT_LPR; j++) {
+        int c = 4 * lane + 128 * j;
+        if (c >= hd) break;
+#pragma unroll
+        for (int r = 0; r < ATT_KPS / ATT_WARPS; r++) *(float4 *)&ks[(warp + ATT_WARPS * r) * ld + c] = kv[r][j];
+#pragma unroll
+        for (int r = 0; r < ATT_HT / ATT_WARPS; r++) *(float4 *)&qs[(warp + ATT_WARPS * r) * ld + c] = qv[r][j];
     }
     __syncthreads();
-    if (h >= a.H) return;
-    const float *q = a.q + ((int64_t)t * a.H + h) * hd;
-    float qv[ATT_PER_LANE], acc[ATT_PER_LANE], l[ATT_KPS];
+
+    /* scores of key tile kt over dim half dh: c[0] (head g, key 8kt+2q),
+     * c[1] (g, 8kt+2q+1), c[2], c[3] (head g+8) */
+    int kt = warp % ATT_KT, dh = warp / ATT_KT, half = hd / 2;
+    float sacc[2][4];
 #pragma unroll
-    for (int j = 0; j < ATT_PER_LANE; j++) {
-        qv[j] = j < nd ? q[j * 32 + lane] : 0.0f;
-        acc[j] = 0.0f;
+    for (int u = 0; u < 2; u++)
+#pragma unroll
+        for (int i = 0; i < 4; i++) sacc[u][i] = 0.0f;
+    const float *qa = qs + g * ld + q + dh * half, *kb = ks + (8 * kt + g) * ld + q + dh * half;
+    for (int d0 = 0; d0 < half; d0 += 16) {
+#pragma unroll
+        for (int u = 0; u < 2; u++) {
+            int d = d0 + 8 * u;
+            uint32_t ah[4], al[4], bh0, bl0, bh1, bl1;
+            att_frag_a(qa + d, ld, ah, al);
+            att_split(kb[d], bh0, bl0);
+            att_split(kb[d + 4], bh1, bl1);
+            att_mma3(sacc[u], ah, al, bh0, bh1, bl0, bl1);
+        }
     }
+    float l[4], m[2];
 #pragma unroll
-    for (int i = 0; i < ATT_KPS; i++) {
-        float d = 0.0f;
+    for (int i = 0; i < 4; i++) l[i] = sacc[0][i] + sacc[1][i];
+    float4 *sc4 = (float4 *)sc + kt * 32 + lane;
+    if (dh == 1) *sc4 = make_float4(l[0], l[1], l[2], l[3]);
+    __syncthreads();
+    int kk = 8 * kt + 2 * q;
+    if (dh == 0) {
+        float4 o = *sc4;
+        l[0] = (l[0] + o.x) * a.scale;
+        l[1] = (l[1] + o.y) * a.scale;
+        l[2] = (l[2] + o.z) * a.scale;
+        l[3] = (l[3] + o.w) * a.scale;
 #pragma unroll
-        for (int j = 0; j < ATT_PER_LANE; j++)
-            if (i < n && j < nd) d = fmaf(qv[j], keys[i * hd + j * 32 + lane], d);
-        l[i] = d;
+        for (int r = 0; r < 2; r++) { /* r: head g, g + 8 */
+            float v = -INFINITY;
+            if (kk < n) v = l[2 * r];
+            if (kk + 1 < n) v = fmaxf(v, l[2 * r + 1]);
+            v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, 1));
+            v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, 2));
+            if (q == 0) mx[kt * ATT_HT + g + 8 * r] = v;
+        }
     }
-    float m = -INFINITY, den = 0.0f;
+    __syncthreads();
+    if (dh == 0) {
 #pragma unroll
-    for (int i = 0; i < ATT_KPS; i++) {
-        l[i] = cu_warp_sum(l[i]) * a.scale;
-        if (i < n) m = fmaxf(m, l[i]);
+        for (int r = 0; r < 2; r++) {
+            int h = g + 8 * r;
+            m[r] = fmaxf(fmaxf(mx[h], mx[ATT_HT + h]), fmaxf(mx[2 * ATT_HT + h], mx[3 * ATT_HT + h]));
+            float p0 = kk < n ? expf(l[2 * r] - m[r]) : 0.0f, p1 = kk + 1 < n ? expf(l[2 * r + 1] - m[r]) : 0.0f;
+            ps[h * ATT_PL + kk] = p0;
+            ps[h * ATT_PL + kk + 1] = p1;
+            float s = p0 + p1;
+            s += __shfl_xor_sync(0xffffffffu, s, 1);
+            s += __shfl_xor_sync(0xffffffffu, s, 2);
+            if (q == 0) dn[kt * ATT_HT + h] = s;
+        }
     }
+    __syncthreads();
+
+    /* p·key for dim tiles warp + 8j: o[j][0] (head g, dim 8·tile+2q),
+     * o[j][1] (+1), o[j][2], o[j][3] (head g+8) */
+    float o[ATT_DT][4];
+    int nt = hd / 8;
 #pragma unroll
-    for (int i = 0; i < ATT_KPS; i++) {
-        if (i >= n) break;
-        float p = expf(l[i] - m);
-        den += p;
+    for (int j = 0; j < ATT_DT; j++)
 #pragma unroll
-        for (int j = 0; j < ATT_PER_LANE; j++)
-            if (j < nd) acc[j] = fmaf(p, keys[i * hd + j * 32 + lane], acc[j]);
+        for (int i = 0; i < 4; i++) o[j][i] = 0.0f;
+#pragma unroll
+    for (int c0 = 0; c0 < ATT_KPS; c0 += 8) {
+        uint32_t ah[4], al[4];
+        att_frag_a(ps + g * ATT_PL + c0 + q, ATT_PL, ah, al);
+        const float *vb = ks + (c0 + q) * ld + 8 * warp + g;
+#pragma unroll
+        for (int j = 0; j < ATT_DT; j++) {
+            if (warp + ATT_WARPS * j >= nt) break;
+            uint32_t bh0, bl0, bh1, bl1;
+            att_split(vb[8 * ATT_WARPS * j], bh0, bl0);
+            att_split(vb[4 * ld + 8 * ATT_WARPS * j], bh1, bl1);
+            att_mma3(o[j], ah, al, bh0, bh1, bl0, bl1);
+        }
     }
-    float *o = a.part + (((int64_t)blockIdx.y * a.H + h) * a.splits + sp) * (hd + 2);
+    float *part = a.part + (((int64_t)blockIdx.y * a.H + h0) * a.splits + sp) * (hd + 2);
+    int64_t hstride = (int64_t)a.splits * (hd + 2);
 #pragma unroll
-    for (int j = 0; j < ATT_PER_LANE; j++)
-        if (j < nd) o[j * 32 + lane] = acc[j];
-    if (lane == 0) {
-        o[hd] = m;
-        o[hd + 1] = den;
+    for (int r = 0; r < 2; r++) {
+        int h = g + 8 * r;
+        if (h0 + h >= a.H) continue;
+        float *ph = part + h * hstride;
+#pragma unroll
+        for (int j = 0; j < ATT_DT; j++) {
+            int tile = warp + ATT_WARPS * j;
+            if (tile >= nt) break;
+            *(float2 *)&ph[8 * tile + 2 * q] = make_float2(o[j][2 * r], o[j][2 * r + 1]);
+        }
+        if (warp == 0 && q == 0) {
+            ph[hd] = m[r];
+            ph[hd + 1] = ((dn[h] + dn[ATT_HT + h]) + dn[2 * ATT_HT + h]) + dn[3 * ATT_HT + h];
+        }
     }
 }
 
@@ -212,11 +372,16 @@ void cu_exec_attention(cu_impl *c, const void *args, const int64_t *dpos)
     att_args b = *a;
     for (b.t0 = 0; b.t0 < a->T; b.t0 += a->rows) {
         unsigned rows = (unsigned)(a->T - b.t0 < a->rows ? a->T - b.t0 : a->rows);
-        dim3 grid((unsigned)((a->H + ATT_G - 1) / ATT_G), rows, (unsigned)a->splits);
-        if (a->kf.kind == ROW_F32)
-            cu_launch(c, "attention", attention_part_kernel<ROW_F32>, grid, dim3(ATT_G * 32), 0, b, dpos);
-        else
-            cu_launch(c, "attention", attention_part_kernel<ROW_FP8>, grid, dim3(ATT_G * 32), 0, b, dpos);
+        dim3 grid((unsigned)((a->H + ATT_HT - 1) / ATT_HT), rows, (unsigned)a->splits);
+        size_t shm = att_smem_floats(a->hd) * sizeof(float);
+        static size_t allowed[2][CU_SMEM_GPUS];
+        if (a->kf.kind == ROW_F32) {
+            if (cu_allow_smem(c, attention_part_kernel<ROW_F32>, shm, allowed[0])) return;
+            cu_launch(c, "attention", attention_part_kernel<ROW_F32>, grid, dim3(ATT_WARPS * 32), shm, b, dpos);
+        } else {
+            if (cu_allow_smem(c, attention_part_kernel<ROW_FP8>, shm, allowed[1])) return;
+            cu_launch(c, "attention", attention_part_kernel<ROW_FP8>, grid, dim3(ATT_WARPS * 32), shm, b, dpos);
+        }
         cu_launch(c, "attention combine", attention_combine_kernel, dim3((unsigned)a->H, rows), dim3(256),
                   (size_t)a->splits * 2 * sizeof(float), b, dpos);
     }

@@ -176,6 +176,22 @@ static inline void cu_launch(cu_impl *c, const char *what, void (*kernel)(KArgs.
     cu_check(c, cudaLaunchKernelEx(&cfg, kernel, args...), what);
 }
 
+/* Lets kernel use shm bytes of shared memory on c's GPU (above the default
+ * 48 KB an opt-in per kernel and device; done[d]: the most already allowed
+ * on GPU d, set anew on GPUs past the table). Nonzero on error. */
+#define CU_SMEM_GPUS 16
+template <typename K>
+static inline int cu_allow_smem(cu_impl *c, K kernel, size_t shm, size_t (&done)[CU_SMEM_GPUS])
+{
+    int d = c->device;
+    if (shm <= 48 * 1024 || (d >= 0 && d < CU_SMEM_GPUS && shm <= done[d])) return 0;
+    if (cu_check(c, cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)shm),
+                 "shared memory above 48 KB"))
+        return 1;
+    if (d >= 0 && d < CU_SMEM_GPUS) done[d] = shm;
+    return 0;
+}
+
 /* Exec functions, one per kind. */
 void cu_exec_matmul(cu_impl *c, const void *a, const int64_t *dpos);
 void cu_exec_rmsnorm(cu_impl *c, const void *a, const int64_t *dpos);

@@ -199,22 +199,6 @@ __host__ __device__ constexpr size_t tc_lead_bytes(int kind, int mt, int u)
     return tc_is_gg(kind) ? GGTC_STAGE_BYTES : tc_ring_bytes(mt, u);
 }
 
-/* Lets kernel use shm bytes of shared memory on c's GPU (above the default
- * 48 KB an opt-in per kernel and device; done[d]: the most already allowed
- * on GPU d, set anew on GPUs past the table). Nonzero on error. */
-#define TC_SMEM_GPUS 16
-template <typename K>
-__host__ static inline int tc_allow_smem(cu_impl *c, K kernel, size_t shm, size_t (&done)[TC_SMEM_GPUS])
-{
-    int d = c->device;
-    if (shm <= 48 * 1024 || (d >= 0 && d < TC_SMEM_GPUS && shm <= done[d])) return 0;
-    if (cu_check(c, cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)shm),
-                 "tensor-core shared memory"))
-        return 1;
-    if (d >= 0 && d < TC_SMEM_GPUS) done[d] = shm;
-    return 0;
-}
-
 /* The columns of a kind's chunk (the unit of its K slices). */
 __host__ __device__ constexpr int tc_chunk_cols(int kind)
 {

@@ -311,8 +311,8 @@ static void tc_launch(cu_impl *c, const cu_matmul_args *a, int ks, int G, int st
     int wpt = SEQ ? 1 : ks;
     size_t shm = tc_lead_bytes(KIND, MT, U) + (size_t)tc_part_floats(SEQ, MT, NT, ks) * sizeof(float) +
                  (stage ? tc_stage_bytes(a->T < 8 * NT ? a->T : 8 * NT, W->cols, tc_terms(KIND)) : 0);
-    static size_t allowed[TC_SMEM_GPUS];
-    if (tc_allow_smem(c, tc_kernel<KIND, MT, NT, SEQ, U>, shm, allowed)) return;
+    static size_t allowed[CU_SMEM_GPUS];
+    if (cu_allow_smem(c, tc_kernel<KIND, MT, NT, SEQ, U>, shm, allowed)) return;
     dim3 grid(cu_blocks(W->rows, 8 / wpt * 16 * MT), cu_blocks(a->T, 8 * NT));
     cu_launch(c, "tc_kernel", tc_kernel<KIND, MT, NT, SEQ, U>, grid, dim3(256), shm, (const __half *)a->xq,
               (const float *)a->pf, a->x, a->ldx, stage, a->act, a->T, G, *W, a->y, a->ldy, ks, a->grp_rows);

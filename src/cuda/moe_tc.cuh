@@ -174,8 +174,8 @@ static void launch_tc(cu_impl *c, const moe_args *a, int part)
         size_t shm_r = expert_tc_smem<KR, UP>(a, 0, 1, U, ks_r), shm_s = expert_tc_smem<KS, UP>(a, 0, 1, U, ks_s);
         size_t shm = shm_r > shm_s ? shm_r : shm_s;
         unsigned bx_r = cu_blocks(R, 8 / ks_r * 16), bx_s = cu_blocks(R, 8 / ks_s * 16);
-        static size_t allowed[TC_SMEM_GPUS];
-        if (tc_allow_smem(c, expert_tc_kernel<KR, KS, 1, 0, U, UP>, shm, allowed)) return;
+        static size_t allowed[CU_SMEM_GPUS];
+        if (cu_allow_smem(c, expert_tc_kernel<KR, KS, 1, 0, U, UP>, shm, allowed)) return;
         dim3 grid(bx_r > bx_s ? bx_r : bx_s, gy, 1);
         cu_launch(c, what, expert_tc_kernel<KR, KS, 1, 0, U, UP>, grid, dim3(256), shm, *a, part, ks_r, ks_s, bx_r, bx_s);
     } else {
@@ -184,8 +184,8 @@ static void launch_tc(cu_impl *c, const moe_args *a, int part)
         size_t shm_r = expert_tc_smem<KR, UP>(a, 1, NT, U, ks_r), shm_s = expert_tc_smem<KS, UP>(a, 1, NT, U, ks_s);
         size_t shm = shm_r > shm_s ? shm_r : shm_s;
         unsigned bx = cu_blocks(R, 8 * 16);
-        static size_t allowed[TC_SMEM_GPUS];
-        if (tc_allow_smem(c, expert_tc_kernel<KR, KS, NT, 1, U, UP>, shm, allowed)) return;
+        static size_t allowed[CU_SMEM_GPUS];
+        if (cu_allow_smem(c, expert_tc_kernel<KR, KS, NT, 1, U, UP>, shm, allowed)) return;
         dim3 grid(bx, gy, z);
         cu_launch(c, what, expert_tc_kernel<KR, KS, NT, 1, U, UP>, grid, dim3(256), shm, *a, part, ks_r, ks_s, bx, bx);
     }

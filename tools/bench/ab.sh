@@ -4,37 +4,43 @@
 # recording time vary between calls and machines; a ratio measured in one
 # call does not).
 #
-#   here:       tools/bench/ab.sh prepare REV     # REV's sources into ab-base/ (ignored: carry it,
-#                                                 # with .debs, to the device)
+#   here:       tools/bench/ab.sh prepare REV     # REV's sources into ab-base.tgz (ignored: carry it,
+#                                                 # with .debs, to the device: the call's 64 MiB
+#                                                 # hold the tree, .debs and this archive)
 #   the device: tools/bench/ab.sh run [suite] [ops:FILTER] [spec]
 #       suite      tests/cuda/gpu_suite.sh tests on the working tree first
 #       ops:FILTER build/tests/bench_ops FILTER with both binaries (e.g. ops:matmul:fp8)
 #       spec       DSpark k = 5 at P = 0.82 and MTP k = 1 at P = 0.8, context 4096, rows 1/2/6
+#       prefill    a 4096-token prompt in one step, with its split by op family (prefill.txt)
 # The 43-layer FP8/FP4 synthetic Flash decode at contexts 0 and 4096 always
 # runs, base and new twice each. Logs to $OUT (ab.txt, ops.txt, spec.txt,
-# suite.txt); remove ab-base/ before committing.
+# suite.txt); ab-base/ and ab-base.tgz are ignored.
 set -u
 mode=${1:-}; shift || true
 case "$mode" in
 prepare)
     rev=${1:?usage: tools/bench/ab.sh prepare REV}
-    rm -rf ab-base && mkdir ab-base
+    rm -rf ab-base ab-base.tgz && mkdir ab-base
     git archive "$rev" Makefile src include tests/cuda tests/test.h | tar -x -C ab-base
     { git rev-parse --short "$rev"; echo "working tree on $(git rev-parse --short HEAD)$(git diff --quiet HEAD || echo ' with changes')"; } > ab-base/REV
-    echo "ab-base/: $(head -1 ab-base/REV)"
+    tar -czf ab-base.tgz ab-base && rm -rf ab-base
+    echo "ab-base.tgz: $(git rev-parse --short "$rev")"
     exit 0 ;;
 run) ;;
-*) echo "usage: tools/bench/ab.sh prepare REV | run [suite] [ops:FILTER] [spec]" >&2; exit 2 ;;
+*) echo "usage: tools/bench/ab.sh prepare REV | run [suite] [ops:FILTER] [spec] [prefill]" >&2; exit 2 ;;
 esac
-[ -d ab-base ] || { echo "ab.sh: no ab-base/ (run 'tools/bench/ab.sh prepare REV' first)" >&2; exit 1; }
+[ -f ab-base.tgz ] || { echo "ab.sh: no ab-base.tgz (run 'tools/bench/ab.sh prepare REV' first)" >&2; exit 1; }
+# a warm machine keeps the base's build of an earlier call for the same archive
+tar -xzOf ab-base.tgz ab-base/REV | cmp -s - ab-base/REV 2>/dev/null || { rm -rf ab-base && tar -xzf ab-base.tgz; }
 [ -f .debs/use-debs.sh ] && source .debs/use-debs.sh
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 t0=$(date +%s); el() { echo "[$(( $(date +%s) - t0 )) s]"; }
 { nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader; echo "base $(head -1 ab-base/REV)"; sed -n 2p ab-base/REV; } | tee "$OUT/gpu.txt"
 (cd ab-base && make -j6 build/dsv4 build/tests/bench_ops > /tmp/ab_base_build.log 2>&1) &
-suite=0; ops=; spec=0
+suite=0; ops=; spec=0; prefill=0
 for a in "$@"; do
-    case "$a" in suite) suite=1 ;; ops:*) ops=${a#ops:} ;; spec) spec=1 ;; *) echo "ab.sh: unknown part $a" >&2; exit 2 ;; esac
+    case "$a" in suite) suite=1 ;; ops:*) ops=${a#ops:} ;; spec) spec=1 ;; prefill) prefill=1 ;;
+        *) echo "ab.sh: unknown part $a" >&2; exit 2 ;; esac
 done
 if [ $suite = 1 ]; then
     timeout 330 bash tests/cuda/gpu_suite.sh tests > "$OUT/suite.txt" 2>&1
@@ -65,5 +71,12 @@ if [ $spec = 1 ]; then
         timeout 60 "$(bin $v)/dsv4" bench $F --decode 16 --contexts 4096 --spec mtp:1 --accept 0.8 2>&1 |
             grep -v '^  \|^#\|decode time'
     done | tee "$OUT/spec.txt"
+    el
+fi
+if [ $prefill = 1 ]; then
+    P="--device cuda --synthetic flash --layers 43 --experts 16 --weights fp8-fp4 --prefill 4096 --decode 2 --contexts 0"
+    for v in base new; do
+        echo "== $v"; timeout 120 "$(bin $v)/dsv4" bench $P 2>&1 | grep -A16 '^prefill'
+    done | tee "$OUT/prefill.txt"
     el
 fi
