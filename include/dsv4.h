@@ -49,6 +49,9 @@ typedef struct {
     dsv4_progress_fn progress;   /* optional */
     void *progress_user;
     dsv4_cache_mode cache;       /* default AUTO */
+    int step_rows;               /* most token rows of one forward pass, 0 = 1024: a longer step
+                                  * runs as several in order, with the same results (bounds the
+                                  * activation memory, about 0.5 MB a row at Flash's sizes) */
 } dsv4_load_options;
 
 /* Load a Hugging Face checkpoint directory (config.json + safetensors). */

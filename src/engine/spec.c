@@ -12,9 +12,6 @@
 #include "engine/forward.h"
 #include "engine/session.h"
 
-/* Rows of the prompt fed per step (bounds the streams kept for the MTP). */
-#define FEED_ROWS 256
-
 static int grow(void **p, int *cap, int need, size_t elem)
 {
     if (need <= *cap) return 1;
@@ -181,7 +178,7 @@ static dsv4_status feed_dspark(spec_lane *l, const int32_t *t, int n)
     dsv4_model *m = l->s->m;
     size_t F = (size_t)dsv4_model_feature_size(m);
     for (int done = 0; done < n;) {
-        int T = n - done < FEED_ROWS ? n - done : FEED_ROWS;
+        int T = n - done < m->step_rows ? n - done : m->step_rows; /* one forward a step */
         float *f = l->k ? malloc((size_t)T * F * sizeof *f) : NULL;
         if (l->k && !f) return dsv4_fail(DSV4_ERR_NOMEM, "out of memory");
         dsv4_lane ln[2] = {{.session = l->s, .tokens = t + done, .n_tokens = T, .logits_mode = DSV4_LOGITS_LAST,
@@ -207,7 +204,7 @@ static dsv4_status feed(spec_lane *l, const int32_t *t, int n)
      * keeps them in the session, with drafts only); the rows the MTP owes go
      * to it with the next chunk's step */
     for (int done = 0; done < n;) {
-        int T = n - done < FEED_ROWS ? n - done : FEED_ROWS;
+        int T = n - done < m->step_rows ? n - done : m->step_rows; /* one forward a step */
         float *h = l->k ? malloc((size_t)T * l->HS * sizeof *h) : NULL;
         if (l->k && (!h || !pend_load(l, t[done]))) {
             free(h);

@@ -5,7 +5,9 @@
  *            scratch, an undo copy of that live state, the rows' log of lanes
  *            that may publish fewer tokens than they fed
  *   run      the forward over all rows of all lanes (one weight read for all;
- *            steps over STEP_ROWS rows run as several forwards in order)
+ *            steps over the model's step_rows rows run as several forwards
+ *            in order: the result is the same for every split, the bound
+ *            only limits activation memory)
  *   validate device faults (named by lane and layer), non-finite logits
  *            (named by lane and position: the forward checks every row it
  *            returns)
@@ -46,10 +48,6 @@
 #include "base/error.h"
 #include "base/size.h"
 #include "engine/forward.h"
-
-/* Rows of one forward; longer steps are split (the result is the same for
- * every split, this only bounds activation memory). */
-#define STEP_ROWS 256
 
 /* A live region the step overwrites, and where its undo copy sits. */
 typedef struct {
@@ -241,7 +239,7 @@ static dsv4_status prepare(dsv4_model *m, dsv4_lane *ln, int n, step_ctx *x)
         if (ln[i].accept)
             x->log[i] = (fwd_log){(float *)((char *)x->logs + log_off[i]), ln[i].n_tokens, lane_l0(m, &ln[i]),
                                   lane_l1(m, &ln[i])};
-    int rows = total < STEP_ROWS ? (int)total : STEP_ROWS, out_rows = outs < rows ? (int)outs : rows;
+    int rows = total < m->step_rows ? (int)total : m->step_rows, out_rows = outs < rows ? (int)outs : rows;
     dsv4_status st = forward_scratch_new(m, rows, out_rows, any_mtp ? FWD_DRAFTER : FWD_MAIN, &x->sc);
     if (st) return st;
     if (!(x->tok = malloc((size_t)rows * sizeof *x->tok))) return dsv4_fail(DSV4_ERR_NOMEM, "out of memory");
@@ -253,7 +251,7 @@ static dsv4_status prepare(dsv4_model *m, dsv4_lane *ln, int n, step_ctx *x)
 }
 
 /* The forwards of the step: the model's lanes, then the drafter's; rows
- * packed lane by lane, at most STEP_ROWS per forward; a lane longer than
+ * packed lane by lane, at most the model's step_rows per forward; a lane longer than
  * what is left continues in the next one. */
 static dsv4_status run_kind(dsv4_model *m, dsv4_lane *ln, int n, step_ctx *x, int mtp)
 {
@@ -268,10 +266,10 @@ static dsv4_status run_kind(dsv4_model *m, dsv4_lane *ln, int n, step_ctx *x, in
         if (i == n) break;
         fwd_lane fl[DSV4_MAX_LANES];
         int nf = 0, rows = 0, lane_of[DSV4_MAX_LANES];
-        for (int k = i; k < n && rows < STEP_ROWS; k++) {
+        for (int k = i; k < n && rows < m->step_rows; k++) {
             dsv4_lane *l = &ln[k];
             if (done[k] == l->n_tokens) continue;
-            int T = l->n_tokens - done[k] < STEP_ROWS - rows ? l->n_tokens - done[k] : STEP_ROWS - rows;
+            int T = l->n_tokens - done[k] < m->step_rows - rows ? l->n_tokens - done[k] : m->step_rows - rows;
             int last = done[k] + T == l->n_tokens;
             fwd_lane *f = &fl[nf];
             *f = (fwd_lane){.s = l->session, .id = k, .pos0 = lane_pos(l) + done[k], .T = T, .row0 = rows,

@@ -9,6 +9,11 @@
 /* What a device keeps free beside weights and sessions: activations of a
  * step, cuBLAS workspace, CUDA graphs and the runtime. */
 #define MODEL_DEVICE_RESERVE (1ull << 30)
+/* Token rows of one forward unless the caller says otherwise: their
+ * activations at Flash's sizes (about 0.5 GB) fit in the reserve, and a
+ * 4096-token prefill ran 1.16x faster than in forwards of 256 rows (the
+ * experts are read once a forward; docs/PERFORMANCE.md). */
+#define MODEL_STEP_ROWS 1024
 
 typedef struct {
     uint64_t weights;      /* bytes of the bound weights on the device */

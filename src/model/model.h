@@ -84,6 +84,7 @@ struct dsv4_model {
     int n_mtp_tensors;    /* drafter tensors recognized but not bound (deeper MTP heads, GGUF nextn blocks) */
     void *owned_image;    /* synthetic checkpoints: the in-memory safetensors or GGUF image */
     int cache_official;   /* 1: DSV4_CACHE_OFFICIAL numerics in the forward pass */
+    int step_rows;        /* most token rows of one forward (dsv4_load_options.step_rows) */
     dsv4_state_layout layout; /* how its sessions store their rows: state_layout(cfg, cache_official) */
 };
 

@@ -200,7 +200,7 @@ static void test_context_chunking_rollback_snapshot(void)
     dsv4_session_free(b);
 }
 
-/* A step longer than one forward (STEP_ROWS = 256 rows) returns the same
+/* A step longer than one forward (main loads with 256 rows) returns the same
  * features and writes the same context rows as short steps. */
 static void test_long_steps(void)
 {
@@ -289,6 +289,7 @@ int main(void)
     dsv4_load_options o = {0};
     o.device = getenv("DSV4_TEST_DEVICE") ? getenv("DSV4_TEST_DEVICE") : "cpu";
     o.n_threads = 2;
+    o.step_rows = 256; /* test_long_steps: 300 rows in two forwards */
     if (dsv4_model_load(FX, &o, &g_m)) { printf("FAIL test_dspark: load: %s\n", dsv4_last_error()); return 1; }
     V = dsv4_model_vocab(g_m);
     F = dsv4_model_feature_size(g_m);

@@ -20,6 +20,7 @@
 static dsv4_model *g_m;
 static int V, HS;
 static dsv4_cache_mode g_cache; /* of the models load() makes */
+static int g_step_rows = 256;   /* of the models load() makes: the long steps below span several forwards */
 
 static dsv4_model *load(const char *dir)
 {
@@ -27,6 +28,7 @@ static dsv4_model *load(const char *dir)
     o.device = getenv("DSV4_TEST_DEVICE") ? getenv("DSV4_TEST_DEVICE") : "cpu";
     o.n_threads = 2;
     o.cache = g_cache;
+    o.step_rows = g_step_rows;
     dsv4_model *m = NULL;
     if (dsv4_model_load(dir, &o, &m)) { printf("load %s: %s\n", dir, dsv4_last_error()); return NULL; }
     return m;
@@ -384,6 +386,46 @@ static void test_long_lane_with_decodes(void)
     free(t); free(lg); free(ref);
 }
 
+/* The rows of one forward bound memory and nothing else: a 300-token step
+ * in forwards of 1 row, 97 rows and the default (one forward) gives the
+ * same logits and state; a negative bound is refused at load. */
+static void test_step_rows_bound(void)
+{
+    enum { N = 300 };
+    static const int bounds[] = {1, 97, 0};
+    int32_t t[N];
+    float *lg[3];
+    unsigned char *img[3];
+    size_t len[3];
+    dsv4_model *keep = g_m;
+    for (int i = 0; i < N; i++) t[i] = tok_at(5, i);
+    for (int k = 0; k < 3; k++) {
+        g_step_rows = bounds[k];
+        use(load(FX));
+        lg[k] = malloc((size_t)N * V * sizeof *lg[k]);
+        img[k] = NULL;
+        dsv4_session *s = g_m ? fresh() : NULL;
+        CHECK(s && lg[k] && feed(s, t, N, lg[k], NULL) == DSV4_OK);
+        if (s) img[k] = image(s, &len[k]);
+        CHECK(img[k] != NULL);
+        dsv4_session_free(s);
+        dsv4_model_free(g_m);
+    }
+    for (int k = 0; k < 2; k++) {
+        CHECKF(lg[k] && lg[2] && !memcmp(lg[k], lg[2], (size_t)N * V * sizeof *lg[k]),
+               "forwards of %d rows change the logits", bounds[k]);
+        CHECKF(img[k] && img[2] && len[k] == len[2] && !memcmp(img[k], img[2], len[k]),
+               "forwards of %d rows change the state", bounds[k]);
+    }
+    for (int k = 0; k < 3; k++) { free(lg[k]); free(img[k]); }
+    g_step_rows = -1;
+    dsv4_model *bad = load(FX);
+    CHECK(bad == NULL && strstr(dsv4_last_error(), "step_rows"));
+    dsv4_model_free(bad);
+    g_step_rows = 256;
+    use(keep);
+}
+
 static void test_bad_lanes_refused(void)
 {
     dsv4_session *a = fresh();
@@ -420,6 +462,7 @@ int main(void)
     if (!g_m) { printf("FAIL test_step: cannot load %s\n", FX); return 1; }
     run_transactions();
     RUN(test_bad_lanes_refused);
+    RUN(test_step_rows_bound);
     dsv4_model_free(g_m);
     /* the same transactions over packed state */
     RUN(test_chunking_invariance_official);
