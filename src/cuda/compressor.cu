@@ -1,8 +1,15 @@
-/* KV compressor (spec §3.4) on the GPU: one block walks the chunk's tokens
- * in order (a window that closes inside the chunk pools rows written by the
- * tokens before it), storing open rows and, when a window completes,
- * pooling, normalising and roping its entry in shared memory exactly like
- * the CPU, then storing it in the entries' row format. */
+/* KV compressor (spec §3.4) on the GPU. A step of T tokens at pos0 closes
+ * the windows w_open = pos0 / m up to (pos0 + T) / m − 1, each pooled,
+ * normalised and roped in shared memory exactly like the CPU, then stored
+ * in the entries' row format. The windows are independent: one block an
+ * entry, each reading its rows where they are (the step's own rows, or for
+ * tokens before pos0 the open rows the state held). Only the first two
+ * windows can read the state (w_open's own tokens before pos0 and its
+ * series A in prev; w_open + 1's series A is w_open's rows), so block 0
+ * takes both and then writes the state's new open rows and series A:
+ * nothing another block reads. An entry's arithmetic is the same whoever
+ * computes it and wherever its rows come from, so any chunking of a prompt
+ * gives the same bits. */
 #include <string.h>
 
 #include "cuda/ggml_blocks.cuh"
@@ -19,74 +26,122 @@ typedef struct {
     dsv4_comp_state st;
 } comp_args;
 
+/* Token p's rows as the state stores them (gates with ape added), the
+ * token being in slot j of its window (p % m, which every caller knows):
+ * the step's own for p >= pos0, the open rows held before the step
+ * otherwise (only ever the open window's, p >= pos0 − pos0 % m). Values,
+ * not a pointer to the kernel's parameters (which would copy them to
+ * local memory). */
+struct comp_rows {
+    const float *su, *sg, *ou, *og;
+    dsv4_mat ape;
+    int64_t pos0;
+    int cw;
+    __device__ float u(int64_t p, int j, int col) const
+    {
+        return p >= pos0 ? su[(int)(p - pos0) * (int64_t)cw + col] : ou[j * cw + col];
+    }
+    __device__ float g(int64_t p, int j, int col) const
+    {
+        return p >= pos0 ? sg[(int)(p - pos0) * (int64_t)cw + col] + cu_wval(ape, j, col) : og[j * cw + col];
+    }
+};
+
+/* Entry w into the state's entries (E: width floats of shared memory).
+ * Slots per channel: [series A of window w − 1 | series B of window w]
+ * (without overlap just the window; window 0 has no A); w − 1's A is the
+ * state's prev when it closed before the step (w == w_open). */
+__device__ __forceinline__ void comp_emit(const comp_args &a, const comp_rows &R, int64_t w, int64_t w_open, float *E, float *sh)
+{
+    int m = a.ratio, d = a.width;
+    const dsv4_comp_state &st = a.st;
+    int has_a = a.overlap && w > 0, in_prev = w == w_open, boff = a.overlap ? d : 0;
+    int64_t pa = (w - 1) * m, pb = w * m; /* first tokens of the A and B slots */
+    auto ag = [&](int j, int c) { return in_prev ? st.prev_g[j * d + c] : R.g(pa + j, j, c); };
+    auto au = [&](int j, int c) { return in_prev ? st.prev_u[j * d + c] : R.u(pa + j, j, c); };
+    float ss = 0.0f;
+    for (int c = threadIdx.x; c < d; c += blockDim.x) {
+        float mx = -INFINITY;
+        if (has_a)
+            for (int j = 0; j < m; j++) mx = fmaxf(mx, ag(j, c));
+        for (int j = 0; j < m; j++) mx = fmaxf(mx, R.g(pb + j, j, boff + c));
+        float sum = 0.0f, acc = 0.0f;
+        if (has_a)
+            for (int j = 0; j < m; j++) sum += expf(ag(j, c) - mx);
+        for (int j = 0; j < m; j++) sum += expf(R.g(pb + j, j, boff + c) - mx);
+        if (has_a)
+            for (int j = 0; j < m; j++) acc += (expf(ag(j, c) - mx) / sum) * au(j, c);
+        for (int j = 0; j < m; j++)
+            acc += (expf(R.g(pb + j, j, boff + c) - mx) / sum) * R.u(pb + j, j, boff + c);
+        E[c] = acc;
+        ss = fmaf(acc, acc, ss);
+    }
+    ss = cu_block_sum(ss, sh);
+    float r = 1.0f / sqrtf(ss / (float)d + a.eps);
+    for (int c = threadIdx.x; c < d; c += blockDim.x) E[c] = (E[c] * r) * cu_ld(a.norm.dtype, a.norm.data, c);
+    __syncthreads();
+    int half = a.rope_dim / 2;
+    float p = (float)(w * m);
+    for (int i = threadIdx.x; i < half; i += blockDim.x) {
+        float ang = p * a.inv_freq[i];
+        float cs = cosf(ang), sn = sinf(ang);
+        float *q = E + (d - a.rope_dim) + 2 * i;
+        float x0 = q[0], x1 = q[1];
+        q[0] = x0 * cs - x1 * sn;
+        q[1] = x1 * cs + x0 * sn;
+    }
+    __syncthreads();
+    sr_store_block(a.fmt, E, st.entries + w * a.fmt.bytes);
+    __syncthreads(); /* E is the next entry's */
+}
+
+/* Grid: comp_blocks(T, m). Block 0: windows w_open, w_open + 1, then the
+ * state; block b > 0: window w_open + 1 + b (if it closes in the step). */
 __global__ void __launch_bounds__(256) compress_kernel(comp_args a, const int64_t *dpos)
 {
     cu_pdl();
     __shared__ float sh[32];
     extern __shared__ float E[]; /* [width]: the entry being emitted */
     int m = a.ratio, d = a.width, cw = d * (a.overlap ? 2 : 1);
-    int64_t pos0 = dpos ? *dpos : a.pos0;
-    const dsv4_comp_state st = a.st;
-    for (int t = 0; t < a.T; t++) {
-        int64_t pos = pos0 + t;
-        int slot = (int)(pos % m);
-        float *ou = st.open_u + (int64_t)slot * cw, *og = st.open_g + (int64_t)slot * cw;
-        for (int c = threadIdx.x; c < cw; c += blockDim.x) {
-            ou[c] = a.u[(int64_t)t * cw + c];
-            og[c] = a.g[(int64_t)t * cw + c] + cu_wval(a.ape, slot, c);
-        }
-        __syncthreads();
-        if (slot != m - 1) continue;
-        int64_t w = pos / m;
-        int has_a = a.overlap && w > 0, boff = a.overlap ? d : 0;
-        float ss = 0.0f;
-        for (int c = threadIdx.x; c < d; c += blockDim.x) {
-            float mx = -INFINITY;
-            if (has_a)
-                for (int j = 0; j < m; j++) mx = fmaxf(mx, st.prev_g[j * d + c]);
-            for (int j = 0; j < m; j++) mx = fmaxf(mx, st.open_g[(int64_t)j * cw + boff + c]);
-            float sum = 0.0f, acc = 0.0f;
-            if (has_a)
-                for (int j = 0; j < m; j++) sum += expf(st.prev_g[j * d + c] - mx);
-            for (int j = 0; j < m; j++) sum += expf(st.open_g[(int64_t)j * cw + boff + c] - mx);
-            if (has_a)
-                for (int j = 0; j < m; j++) acc += (expf(st.prev_g[j * d + c] - mx) / sum) * st.prev_u[j * d + c];
-            for (int j = 0; j < m; j++)
-                acc += (expf(st.open_g[(int64_t)j * cw + boff + c] - mx) / sum) * st.open_u[(int64_t)j * cw + boff + c];
-            E[c] = acc;
-            ss = fmaf(acc, acc, ss);
-        }
-        ss = cu_block_sum(ss, sh);
-        float r = 1.0f / sqrtf(ss / (float)d + a.eps);
-        for (int c = threadIdx.x; c < d; c += blockDim.x) E[c] = (E[c] * r) * cu_ld(a.norm.dtype, a.norm.data, c);
-        __syncthreads();
-        int half = a.rope_dim / 2;
-        float p = (float)(w * m);
-        for (int i = threadIdx.x; i < half; i += blockDim.x) {
-            float ang = p * a.inv_freq[i];
-            float cs = cosf(ang), sn = sinf(ang);
-            float *q = E + (d - a.rope_dim) + 2 * i;
-            float x0 = q[0], x1 = q[1];
-            q[0] = x0 * cs - x1 * sn;
-            q[1] = x1 * cs + x0 * sn;
-        }
-        __syncthreads();
-        sr_store_block(a.fmt, E, st.entries + w * a.fmt.bytes);
-        if (a.overlap) /* this window's series A pairs with the next window */
-            for (int i = threadIdx.x; i < m * d; i += blockDim.x) {
-                int j = i / d, c = i % d;
-                st.prev_u[i] = st.open_u[(int64_t)j * cw + c];
-                st.prev_g[i] = st.open_g[(int64_t)j * cw + c];
-            }
-        __syncthreads();
+    int64_t pos0 = dpos ? *dpos : a.pos0, w_open = pos0 / m, w_end = (pos0 + a.T) / m; /* closes [w_open, w_end) */
+    const comp_rows R = {a.u, a.g, a.st.open_u, a.st.open_g, a.ape, pos0, cw};
+    if (blockIdx.x > 0) {
+        int64_t w = w_open + 1 + blockIdx.x;
+        if (w < w_end) comp_emit(a, R, w, w_open, E, sh);
+        return;
     }
+    for (int64_t w = w_open; w < w_end && w < w_open + 2; w++) comp_emit(a, R, w, w_open, E, sh);
+    const dsv4_comp_state &st = a.st;
+    if (a.overlap && w_end > w_open) /* the last closed window's series A pairs with the next window */
+        for (int j = 0; j < m; j++)
+            for (int c = threadIdx.x; c < d; c += blockDim.x) {
+                int64_t p = (w_end - 1) * m + j;
+                st.prev_u[j * d + c] = R.u(p, j, c);
+                st.prev_g[j * d + c] = R.g(p, j, c);
+            }
+    __syncthreads(); /* the old open rows are read: replace them */
+    for (int64_t p = a.T > m ? pos0 + a.T - m : pos0; p < pos0 + a.T; p++) { /* the step's last token of each slot */
+        int j = (int)(p % m);
+        for (int c = threadIdx.x; c < cw; c += blockDim.x) {
+            st.open_u[j * cw + c] = R.u(p, j, c);
+            st.open_g[j * cw + c] = R.g(p, j, c);
+        }
+    }
+}
+
+/* Blocks for T tokens: at most ceil(T / m) windows close, block 0 takes two. */
+static unsigned comp_blocks(int T, int m)
+{
+    int n = (T + m - 1) / m - 1;
+    return n > 1 ? (unsigned)n : 1u;
 }
 
 void cu_exec_compress(cu_impl *c, const void *args, const int64_t *dpos)
 {
     const comp_args *a = (const comp_args *)args;
     if (a->T <= 0) return;
-    cu_launch(c, "compress", compress_kernel, dim3(1), dim3(256), (size_t)a->width * sizeof(float), *a, dpos);
+    cu_launch(c, "compress", compress_kernel, dim3(comp_blocks(a->T, a->ratio)), dim3(256),
+              (size_t)a->width * sizeof(float), *a, dpos);
 }
 
 void cu_compress(dsv4_backend *b, const float *u, const float *g, int T, int64_t pos0, const dsv4_comp_params *p,
