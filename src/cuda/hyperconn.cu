@@ -37,83 +37,156 @@ static int hc_mix_splits(int64_t n)
 }
 #define HC_MIX_THREADS 256
 
-/* Block (k·splits + slice, t): over the slice's values of X[t] and of row k
- * of fn, the dot product and (k = 0 only) the sum of squares, each in a
- * fixed order (a thread's pieces in turn, then cu_block_sum); the finishing
- * kernel adds the slices in slice order: mix[t][k] = rsqrt(mean(X[t]²)+eps)
- * · (fn[k] · X[t]). 16-byte loads of fn and X when aligned (a thread's first
- * HC_PRE pieces of fn read before waiting for the predecessor: no
- * predecessor writes fn, so the reads' latency overlaps its end); GGUF
- * blocks of fn 32 values (one chunk) at a time. */
+/* Block (kg·splits + slice, tg): mixes k = kg·KG ... kg·KG + KG − 1 against
+ * tokens t = tg·TG ... (those below T). Over the slice's values of X[t]
+ * and of row k of fn, the dot product and (k = 0 only) the sum of squares,
+ * each in a fixed order (a thread's pieces in turn, then the block sum of
+ * cu_block_sum, hc_block_sums); the finishing kernel adds the slices in
+ * slice order: mix[t][k] = rsqrt(mean(X[t]²)+eps) · (fn[k] · X[t]). KG and
+ * TG only say how many mixes and tokens share a block's loads (a prompt's
+ * rows read each piece of fn and of X once a block instead of once a
+ * (mix, token)); a sum's arithmetic is the same in every instance. 16-byte
+ * loads of fn and X when aligned (KG = TG = 1, the decode instance: a
+ * thread's first HC_PRE pieces of fn read before waiting for the
+ * predecessor: no predecessor writes fn, so the reads' latency overlaps its
+ * end); GGUF blocks of fn 32 values (one chunk) at a time. */
 #define HC_PRE 4
-__global__ void __launch_bounds__(HC_MIX_THREADS) hc_mix_kernel(const float *X, int64_t n, dsv4_mat fn,
+
+/* cu_block_sum of the N values v[] of every thread, each with its tree
+ * (warp butterflies, the warps' sums in a warp's butterfly), in one pass
+ * of barriers; value i's sum goes to out(i, sum) from one thread. sh:
+ * N·32 floats. */
+template <int N, class F>
+__device__ __forceinline__ void hc_block_sums(float *v, float *sh, F out)
+{
+    int w = threadIdx.x >> 5, l = threadIdx.x & 31, nw = blockDim.x >> 5;
+#pragma unroll
+    for (int i = 0; i < N; i++) v[i] = cu_warp_sum(v[i]);
+    if (l == 0)
+#pragma unroll
+        for (int i = 0; i < N; i++) sh[i * 32 + w] = v[i];
+    __syncthreads();
+    for (int i = w; i < N; i += nw) {
+        float r = cu_warp_sum(l < nw ? sh[i * 32 + l] : 0.0f);
+        if (l == 0) out(i, r);
+    }
+}
+
+template <int KG, int TG>
+__global__ void __launch_bounds__(HC_MIX_THREADS) hc_mix_kernel(const float *X, int64_t n, int T, dsv4_mat fn,
                                                                 float *mix, int n_mix, int splits, int vec)
 {
-    int k = blockIdx.x / splits, sl = blockIdx.x % splits, t = blockIdx.y;
+    int k0 = blockIdx.x / splits * KG, sl = blockIdx.x % splits, t0 = blockIdx.y * TG;
+    int nt = T - t0 < TG ? T - t0 : TG, sq = k0 == 0; /* sq: this block's mixes include k = 0 */
     int per = fn.dtype == DT_F32 ? 4 : 8, esz = fn.dtype == DT_F32 ? 4 : 2;
     int64_t len = n / splits, v0 = sl * len; /* the slice: values [v0, v0 + len) */
-    const uint4 *w = (const uint4 *)((const char *)fn.data + ((int64_t)k * n + v0) * esz);
-    int64_t nc = len / per;
+    const uint4 *w = (const uint4 *)((const char *)fn.data + ((int64_t)k0 * n + v0) * esz);
+    int64_t nc = len / per, wstride = n * esz / 16; /* uint4s from row k to row k + 1 of fn (vec) */
+    constexpr int NPRE = KG == 1 && TG == 1 ? HC_PRE : 0;
     int pre = vec && !gg_is_fmt(fn.fmt);
-    uint4 wp[HC_PRE];
+    uint4 wp[NPRE > 0 ? NPRE : 1];
 #pragma unroll
-    for (int i = 0; i < HC_PRE; i++) {
+    for (int i = 0; i < NPRE; i++) {
         int64_t c = threadIdx.x + (int64_t)i * blockDim.x;
         wp[i] = pre && c < nc ? __ldg(w + c) : make_uint4(0, 0, 0, 0);
     }
     cu_pdl();
-    __shared__ float sh[32];
-    const float *v = X + (int64_t)t * n + v0;
-    float ss = 0.0f, dot = 0.0f;
-    /* piece c of fn (u) against the same 4 or 8 values of X */
-    auto piece = [&](int64_t c, uint4 u) {
-        float f[8], xv[8];
-        if (per == 8) {
-            float4 a = ((const float4 *)v)[2 * c], b = ((const float4 *)v)[2 * c + 1];
-            xv[0] = a.x; xv[1] = a.y; xv[2] = a.z; xv[3] = a.w; xv[4] = b.x; xv[5] = b.y; xv[6] = b.z; xv[7] = b.w;
-            cu_unpack8(fn.dtype, u, f);
-        } else {
-            float4 a = ((const float4 *)v)[c];
-            xv[0] = a.x; xv[1] = a.y; xv[2] = a.z; xv[3] = a.w;
-            f[0] = __uint_as_float(u.x); f[1] = __uint_as_float(u.y); f[2] = __uint_as_float(u.z); f[3] = __uint_as_float(u.w);
+    __shared__ float sh[(KG + 1) * TG * 32];
+    const float *v = X + (int64_t)t0 * n + v0;
+    float ss[TG], dot[KG][TG];
+#pragma unroll
+    for (int i = 0; i < TG; i++) {
+        ss[i] = 0.0f;
+#pragma unroll
+        for (int k = 0; k < KG; k++) dot[k][i] = 0.0f;
+    }
+    /* the KG pieces c of fn (u[k], or f[k] as floats) against the same 4
+     * or 8 values of each token's X */
+    auto piece = [&](int64_t c, const uint4 *u) {
+        float f[KG][8];
+#pragma unroll
+        for (int k = 0; k < KG; k++) {
+            if (per == 8) {
+                cu_unpack8(fn.dtype, u[k], f[k]);
+            } else {
+                f[k][0] = __uint_as_float(u[k].x); f[k][1] = __uint_as_float(u[k].y);
+                f[k][2] = __uint_as_float(u[k].z); f[k][3] = __uint_as_float(u[k].w);
+            }
         }
-        for (int j = 0; j < per; j++) {
-            ss = fmaf(xv[j], xv[j], ss);
-            dot = fmaf(f[j], xv[j], dot);
+#pragma unroll
+        for (int i = 0; i < TG; i++) {
+            if (i >= nt) break;
+            const float *vt = v + (int64_t)i * n;
+            float xv[8];
+            if (per == 8) {
+                float4 a = ((const float4 *)vt)[2 * c], b = ((const float4 *)vt)[2 * c + 1];
+                xv[0] = a.x; xv[1] = a.y; xv[2] = a.z; xv[3] = a.w; xv[4] = b.x; xv[5] = b.y; xv[6] = b.z; xv[7] = b.w;
+            } else {
+                float4 a = ((const float4 *)vt)[c];
+                xv[0] = a.x; xv[1] = a.y; xv[2] = a.z; xv[3] = a.w;
+            }
+            for (int j = 0; j < per; j++) {
+                if (sq) ss[i] = fmaf(xv[j], xv[j], ss[i]);
+#pragma unroll
+                for (int k = 0; k < KG; k++) dot[k][i] = fmaf(f[k][j], xv[j], dot[k][i]);
+            }
         }
     };
     if (gg_is_fmt(fn.fmt)) {
-        const uint8_t *wg = (const uint8_t *)fn.data + k * gg_row_bytes(fn.fmt, n);
+        int64_t rb = gg_row_bytes(fn.fmt, n);
         for (int64_t c = threadIdx.x; c < len / 32; c += blockDim.x) {
-            float f[32];
-            gg_chunk_rt(fn.fmt, wg, v0 / 32 + c, f);
-            for (int j = 0; j < 32; j++) {
-                float xv = v[32 * c + j];
-                ss = fmaf(xv, xv, ss);
-                dot = fmaf(f[j], xv, dot);
-            }
+            float f[KG][32];
+#pragma unroll
+            for (int k = 0; k < KG; k++) gg_chunk_rt(fn.fmt, (const uint8_t *)fn.data + (k0 + k) * rb, v0 / 32 + c, f[k]);
+            for (int i = 0; i < nt; i++)
+                for (int j = 0; j < 32; j++) {
+                    float xv = v[(int64_t)i * n + 32 * c + j];
+                    if (sq) ss[i] = fmaf(xv, xv, ss[i]);
+#pragma unroll
+                    for (int k = 0; k < KG; k++) dot[k][i] = fmaf(f[k][j], xv, dot[k][i]);
+                }
         }
     } else if (vec) {
         /* the pieces in the same order as one loop over c would take them */
 #pragma unroll
-        for (int i = 0; i < HC_PRE; i++) {
+        for (int i = 0; i < NPRE; i++) {
             int64_t c = threadIdx.x + (int64_t)i * blockDim.x;
-            if (c < nc) piece(c, wp[i]);
+            if (c < nc) piece(c, &wp[i]);
         }
-        for (int64_t c = threadIdx.x + (int64_t)HC_PRE * blockDim.x; c < nc; c += blockDim.x) piece(c, __ldg(w + c));
+        for (int64_t c = threadIdx.x + (int64_t)NPRE * blockDim.x; c < nc; c += blockDim.x) {
+            uint4 u[KG];
+#pragma unroll
+            for (int k = 0; k < KG; k++) u[k] = __ldg(w + k * wstride + c);
+            piece(c, u);
+        }
     } else {
-        for (int64_t i = threadIdx.x; i < len; i += blockDim.x) {
-            float xv = v[i];
-            ss = fmaf(xv, xv, ss);
-            dot = fmaf(cu_ld(fn.dtype, fn.data, (int64_t)k * n + v0 + i), xv, dot);
+        for (int64_t c = threadIdx.x; c < len; c += blockDim.x) {
+            float f[KG];
+#pragma unroll
+            for (int k = 0; k < KG; k++) f[k] = cu_ld(fn.dtype, fn.data, (int64_t)(k0 + k) * n + v0 + c);
+            for (int i = 0; i < nt; i++) {
+                float xv = v[(int64_t)i * n + c];
+                if (sq) ss[i] = fmaf(xv, xv, ss[i]);
+#pragma unroll
+                for (int k = 0; k < KG; k++) dot[k][i] = fmaf(f[k], xv, dot[k][i]);
+            }
         }
     }
-    ss = cu_block_sum(ss, sh);
-    dot = cu_block_sum(dot, sh);
-    if (threadIdx.x == 0) {
-        mix[((int64_t)t * n_mix + k) * splits + sl] = dot;
-        if (k == 0) mix[(int64_t)gridDim.y * n_mix * splits + (int64_t)t * splits + sl] = ss;
+    /* values: dot[k][i] at k·TG + i, then ss[i] at KG·TG + i */
+    float vals[(KG + 1) * TG];
+#pragma unroll
+    for (int i = 0; i < TG; i++) {
+#pragma unroll
+        for (int k = 0; k < KG; k++) vals[k * TG + i] = dot[k][i];
+        vals[KG * TG + i] = ss[i];
     }
+    hc_block_sums<(KG + 1) * TG>(vals, sh, [&](int idx, float r) {
+        int i = idx % TG;
+        if (i >= nt) return;
+        int64_t t = t0 + i;
+        if (idx < KG * TG) mix[(t * n_mix + k0 + idx / TG) * splits + sl] = r;
+        else if (sq) mix[(int64_t)T * n_mix * splits + t * splits + sl] = r;
+    });
 }
 
 __device__ __forceinline__ float sigm(float x) { return 1.0f / (1.0f + expf(-x)); }
@@ -262,8 +335,13 @@ static void exec_hc(cu_impl *c, const hc_args *a)
     int64_t n = (int64_t)a->hc * a->D;
     /* 16-byte loads: rows and slices aligned (a slice is whole 32-value chunks) */
     int vec = cu_vec_ok(a->fn.dtype, a->fn.data, n, a->X, n);
-    cu_launch(c, "hc mix", hc_mix_kernel, dim3((unsigned)(n_mix * a->splits), (unsigned)a->T), dim3(HC_MIX_THREADS), 0,
-              a->X, n, a->fn, a->mix, n_mix, a->splits, vec);
+    /* a prompt's rows: 4 mixes and 8 tokens a block (the same sums) */
+    if (a->T >= 8 && n_mix % 4 == 0)
+        cu_launch(c, "hc mix", hc_mix_kernel<4, 8>, dim3((unsigned)(n_mix / 4 * a->splits), (unsigned)((a->T + 7) / 8)),
+                  dim3(HC_MIX_THREADS), 0, a->X, n, a->T, a->fn, a->mix, n_mix, a->splits, vec);
+    else
+        cu_launch(c, "hc mix", hc_mix_kernel<1, 1>, dim3((unsigned)(n_mix * a->splits), (unsigned)a->T),
+                  dim3(HC_MIX_THREADS), 0, a->X, n, a->T, a->fn, a->mix, n_mix, a->splits, vec);
     cu_launch(c, "hc finish", hc_finish_kernel, dim3((unsigned)a->T), dim3(hc_finish_threads(a->hc, a->D)), 0, *a);
 }
 

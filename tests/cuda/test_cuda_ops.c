@@ -43,6 +43,9 @@ static float *dev(const float *h, size_t n)
     return d;
 }
 
+/* n floats on the GPU, not initialised */
+static float *dalloc(size_t n) { return gpu->ops->alloc(gpu, n * sizeof(float) + 16); }
+
 static void *devb(const void *h, size_t bytes)
 {
     void *d = gpu->ops->alloc(gpu, bytes + 16);
@@ -554,11 +557,42 @@ static void test_embed_ring(void)
     gpu->ops->free(gpu, dt); gpu->ops->free(gpu, dX);
 }
 
+/* The GPU's hc_pre (head: hc_head) of T rows, then of each row alone: the
+ * same bits (a prompt's rows share the mixing blocks' loads, never their
+ * sums). */
+static void hc_rows_alone(int hc, int D, int T, const float *dX, const tmat *fn, const tmat *base, const tmat *sc,
+                          const tmat *nw, int head)
+{
+    float *dx = dalloc((size_t)T * D), *dp = dalloc((size_t)T * hc), *dc = dalloc((size_t)T * hc * hc);
+    float *dx1 = dalloc((size_t)T * D), *dp1 = dalloc((size_t)T * hc), *dc1 = dalloc((size_t)T * hc * hc);
+    for (int t = -1; t < T; t++) { /* t = -1: all rows in one call */
+        const float *X = dX + (t < 0 ? 0 : (size_t)t * hc * D);
+        int n = t < 0 ? T : 1;
+        size_t o = t < 0 ? 0 : (size_t)t;
+        float *x = t < 0 ? dx : dx1 + o * D, *p = t < 0 ? dp : dp1 + o * hc, *c = t < 0 ? dc : dc1 + o * hc * hc;
+        if (head) gpu->ops->hc_head(gpu, X, n, hc, D, &fn->d, &base->d, &sc->d, 1e-6f, 1e-6f, &nw->d, x);
+        else gpu->ops->hc_pre(gpu, X, n, hc, D, &fn->d, &base->d, &sc->d, 20, 1e-6f, 1e-6f, &nw->d, x, p, c);
+    }
+    uint8_t *a = backb(dx, (size_t)T * D * 4), *b = backb(dx1, (size_t)T * D * 4);
+    CHECKF(!memcmp(a, b, (size_t)T * D * 4), "hc_%s (hc %d): %d rows in one call and alone differ", head ? "head" : "pre",
+           hc, T);
+    free(a); free(b);
+    if (!head) {
+        a = backb(dc, (size_t)T * hc * hc * 4);
+        b = backb(dc1, (size_t)T * hc * hc * 4);
+        CHECKF(!memcmp(a, b, (size_t)T * hc * hc * 4), "hc_pre (hc %d): comb of %d rows and alone differ", hc, T);
+        free(a); free(b);
+    }
+    gpu->ops->free(gpu, dx); gpu->ops->free(gpu, dp); gpu->ops->free(gpu, dc);
+    gpu->ops->free(gpu, dx1); gpu->ops->free(gpu, dp1); gpu->ops->free(gpu, dc1);
+}
+
 /* fw: the format of the mixing matrices (NULL: F32 / BF16); GGUF ones get
- * streams of 256 values. */
+ * streams of 256 values. T = 11: the prompt instance (8 rows a block) and
+ * a partial group. */
 static void hc_case(int hc, const wcase *fw)
 {
-    int D = fw ? 256 : 96, T = 3, n_mix = (2 + hc) * hc;
+    int D = fw ? 256 : 96, T = 11, n_mix = (2 + hc) * hc;
     tmat fn = fw ? mkw(fw, n_mix, (int64_t)hc * D, 0.3f) : mk(DT_F32, n_mix, (int64_t)hc * D, 0.3f);
     tmat base = mk(DT_F32, 1, n_mix, 0.5f), sc = mk(DT_F32, 1, 3, 1.0f);
     tmat hfn = fw ? mkw(fw, hc, (int64_t)hc * D, 0.3f) : mk(DT_BF16, hc, (int64_t)hc * D, 0.3f);
@@ -569,6 +603,7 @@ static void hc_case(int hc, const wcase *fw)
     float *dxv = dev(x, (size_t)T * D), *dpost = dev(post, (size_t)T * hc), *dcomb = dev(comb, (size_t)T * hc * hc);
     cpu->ops->hc_pre(cpu, X, T, hc, D, &fn.h, &base.h, &sc.h, 20, 1e-6f, 1e-6f, &nw.h, x, post, comb);
     gpu->ops->hc_pre(gpu, dX, T, hc, D, &fn.d, &base.d, &sc.d, 20, 1e-6f, 1e-6f, &nw.d, dxv, dpost, dcomb);
+    hc_rows_alone(hc, D, T, dX, &fn, &base, &sc, &nw, 0);
     float *gx = back(dxv, (size_t)T * D), *gp = back(dpost, (size_t)T * hc), *gc = back(dcomb, (size_t)T * hc * hc);
     CLOSE(gx, x, (size_t)T * D, 1e-5);
     CLOSE(gp, post, (size_t)T * hc, 1e-5);
@@ -583,6 +618,7 @@ static void hc_case(int hc, const wcase *fw)
     CLOSE(gX, X, (size_t)T * hc * D, 1e-6);
     cpu->ops->hc_head(cpu, X, T, hc, D, &hfn.h, &hbase.h, &hsc.h, 1e-6f, 1e-6f, &hnw.h, x);
     gpu->ops->hc_head(gpu, dX, T, hc, D, &hfn.d, &hbase.d, &hsc.d, 1e-6f, 1e-6f, &hnw.d, dxv);
+    hc_rows_alone(hc, D, T, dX, &hfn, &hbase, &hsc, &hnw, 1);
     free(gx);
     gx = back(dxv, (size_t)T * D);
     CLOSE(gx, x, (size_t)T * D, 1e-5);
@@ -644,22 +680,42 @@ static void compress_case(int ratio, int overlap, const wcase *af, int kind)
     comp_run g = comp_new(gpu, ratio, overlap, rd, f32, &ape.d, &norm.d, df, cap);
     comp_run hp = comp_new(cpu, ratio, overlap, rd, pk, &ape.h, &norm.h, f, cap);
     comp_run gp = comp_new(gpu, ratio, overlap, rd, pk, &ape.d, &norm.d, df, cap);
-    int chunks[] = {1, 3, 7, 1, 1, 20, 2, 9};
+    int chunks[] = {1, 3, 7, 1, 1, 20, 2, 9}, N = 44; /* N: their sum */
+    float *u = rnd((size_t)N * cw, 1.0f), *gg = rnd((size_t)N * cw, 2.0f);
+    float *du = dev(u, (size_t)N * cw), *dg = dev(gg, (size_t)N * cw);
     int64_t pos = 0;
     for (int i = 0; i < 8; i++) {
         int T = chunks[i];
-        float *u = rnd((size_t)T * cw, 1.0f), *gg = rnd((size_t)T * cw, 2.0f);
-        float *du = dev(u, (size_t)T * cw), *dg = dev(gg, (size_t)T * cw);
-        cpu->ops->compress(cpu, u, gg, T, pos, &h.p, &h.st);
-        gpu->ops->compress(gpu, du, dg, T, pos, &g.p, &g.st);
+        size_t o = (size_t)pos * cw;
+        cpu->ops->compress(cpu, u + o, gg + o, T, pos, &h.p, &h.st);
+        gpu->ops->compress(gpu, du + o, dg + o, T, pos, &g.p, &g.st);
         if (kind != ROW_F32) {
-            cpu->ops->compress(cpu, u, gg, T, pos, &hp.p, &hp.st);
-            gpu->ops->compress(gpu, du, dg, T, pos, &gp.p, &gp.st);
+            cpu->ops->compress(cpu, u + o, gg + o, T, pos, &hp.p, &hp.st);
+            gpu->ops->compress(gpu, du + o, dg + o, T, pos, &gp.p, &gp.st);
         }
         pos += T;
-        free(u); free(gg);
-        gpu->ops->free(gpu, du); gpu->ops->free(gpu, dg);
     }
+    /* the GPU fed all N tokens in one call: the chunked run's bits */
+    comp_run g1 = comp_new(gpu, ratio, overlap, rd, pk, &ape.d, &norm.d, df, cap);
+    gpu->ops->compress(gpu, du, dg, N, 0, &g1.p, &g1.st);
+    {
+        const comp_run *gc = kind != ROW_F32 ? &gp : &g;
+        size_t eb = (size_t)(N / ratio) * pk.bytes;
+        uint8_t *e1 = backb(g1.st.entries, eb), *ec = backb(gc->st.entries, eb);
+        uint8_t *o1 = backb(g1.st.open_u, g1.nopen), *oc = backb(gc->st.open_u, g1.nopen);
+        uint8_t *q1 = backb(g1.st.open_g, g1.nopen), *qc = backb(gc->st.open_g, g1.nopen);
+        CHECKF(!memcmp(e1, ec, eb) && !memcmp(o1, oc, g1.nopen) && !memcmp(q1, qc, g1.nopen),
+               "compress (ratio %d, format %d): one call and chunks differ", ratio, kind);
+        free(e1); free(ec); free(o1); free(oc); free(q1); free(qc);
+        if (overlap) {
+            uint8_t *p1 = backb(g1.st.prev_g, g1.nprev), *pc = backb(gc->st.prev_g, g1.nprev);
+            CHECKF(!memcmp(p1, pc, g1.nprev), "compress (ratio %d): series A after one call and chunks differ", ratio);
+            free(p1); free(pc);
+        }
+    }
+    comp_free(gpu, &g1);
+    free(u); free(gg);
+    gpu->ops->free(gpu, du); gpu->ops->free(gpu, dg);
     int n = (int)(pos / ratio);
     float *ge = back((float *)g.st.entries, (size_t)n * d), *gu = back(g.st.open_u, g.nopen / 4);
     float *go = back(g.st.open_g, g.nopen / 4);
