@@ -7,8 +7,10 @@
 #   here:       tools/bench/ab.sh prepare REV     # REV's sources into ab-base.tgz (ignored: carry it,
 #                                                 # with .debs, to the device: the call's 64 MiB
 #                                                 # hold the tree, .debs and this archive)
-#   the device: tools/bench/ab.sh run [suite] [ops:FILTER] [spec]
+#   the device: tools/bench/ab.sh run [suite|quick] [ops:FILTER] [spec] [prefill]
 #       suite      tests/cuda/gpu_suite.sh tests on the working tree first
+#       quick      instead of suite, when device time is short (about 2 of its 4 minutes):
+#                  test_cuda_ops, then test_step, test_oracle and test_mtp on cuda
 #       ops:FILTER build/tests/bench_ops FILTER with both binaries (e.g. ops:matmul:fp8)
 #       spec       DSpark k = 5 at P = 0.82 and MTP k = 1 at P = 0.8, context 4096, rows 1/2/6
 #       prefill    a 4096-token prompt in one step, with its split by op family (prefill.txt)
@@ -27,7 +29,7 @@ prepare)
     echo "ab-base.tgz: $(git rev-parse --short "$rev")"
     exit 0 ;;
 run) ;;
-*) echo "usage: tools/bench/ab.sh prepare REV | run [suite] [ops:FILTER] [spec] [prefill]" >&2; exit 2 ;;
+*) echo "usage: tools/bench/ab.sh prepare REV | run [suite|quick] [ops:FILTER] [spec] [prefill]" >&2; exit 2 ;;
 esac
 [ -f ab-base.tgz ] || { echo "ab.sh: no ab-base.tgz (run 'tools/bench/ab.sh prepare REV' first)" >&2; exit 1; }
 # a warm machine keeps the base's build of an earlier call for the same archive
@@ -37,14 +39,22 @@ OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 t0=$(date +%s); el() { echo "[$(( $(date +%s) - t0 )) s]"; }
 { nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader; echo "base $(head -1 ab-base/REV)"; sed -n 2p ab-base/REV; } | tee "$OUT/gpu.txt"
 (cd ab-base && make -j6 build/dsv4 build/tests/bench_ops > /tmp/ab_base_build.log 2>&1) &
-suite=0; ops=; spec=0; prefill=0
+suite=0; quick=0; ops=; spec=0; prefill=0
 for a in "$@"; do
-    case "$a" in suite) suite=1 ;; ops:*) ops=${a#ops:} ;; spec) spec=1 ;; prefill) prefill=1 ;;
+    case "$a" in suite) suite=1 ;; quick) quick=1 ;; ops:*) ops=${a#ops:} ;; spec) spec=1 ;; prefill) prefill=1 ;;
         *) echo "ab.sh: unknown part $a" >&2; exit 2 ;; esac
 done
 if [ $suite = 1 ]; then
     timeout 330 bash tests/cuda/gpu_suite.sh tests > "$OUT/suite.txt" 2>&1
     grep -E "FAIL|passed|failed" "$OUT/suite.txt" | head -30
+elif [ $quick = 1 ]; then
+    make -j10 build/dsv4 build/tests/bench_ops build/tests/test_cuda_ops build/tests/test_step build/tests/test_oracle \
+        build/tests/test_mtp demo-fp8 PYTHON=python3 > "$OUT/build.log" 2>&1 || { tail -20 "$OUT/build.log"; exit 1; }
+    { timeout 120 build/tests/test_cuda_ops 2>&1 | grep -v '^PASS'
+      for t in step oracle mtp; do
+          echo "== test_$t on cuda"; DSV4_TEST_DEVICE=cuda timeout 120 build/tests/test_$t 2>&1 | grep -v '^PASS'
+      done; } > "$OUT/tests.log" 2>&1
+    grep -E "FAIL|passed|failed|==" "$OUT/tests.log" | head -30
 else
     make -j10 build/dsv4 build/tests/bench_ops > "$OUT/build.log" 2>&1 || { tail -20 "$OUT/build.log"; exit 1; }
 fi
