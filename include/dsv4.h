@@ -51,7 +51,8 @@ typedef struct {
     dsv4_cache_mode cache;       /* default AUTO */
     int step_rows;               /* most token rows of one forward pass, 0 = 1024: a longer step
                                   * runs as several in order, with the same results (bounds the
-                                  * activation memory, about 0.5 MB a row at Flash's sizes) */
+                                  * activation memory, about 0.5 MB a row at Flash's sizes; the
+                                  * device plan keeps 2 GiB free for 1024) */
 } dsv4_load_options;
 
 /* Load a Hugging Face checkpoint directory (config.json + safetensors). */

@@ -6,14 +6,16 @@
 #define DSV4_MODEL_MEMPLAN_H
 #include <stdint.h>
 
-/* What a device keeps free beside weights and sessions: activations of a
- * step, cuBLAS workspace, CUDA graphs and the runtime. */
-#define MODEL_DEVICE_RESERVE (1ull << 30)
-/* Token rows of one forward unless the caller says otherwise: their
- * activations at Flash's sizes (about 0.5 GB) fit in the reserve, and a
- * 4096-token prefill ran 1.16x faster than in forwards of 256 rows (the
- * experts are read once a forward; docs/PERFORMANCE.md). */
+/* Token rows of one forward unless the caller says otherwise: a 4096-token
+ * prefill ran 1.16x faster than in forwards of 256 rows (the experts are
+ * read once a forward; docs/PERFORMANCE.md). */
 #define MODEL_STEP_ROWS 1024
+/* What a device keeps free beside weights and sessions: a forward of
+ * MODEL_STEP_ROWS rows at Flash's sizes holds about 0.5 GB of activations
+ * (0.5 GB more when it returns every row's logits), the CUDA backend's
+ * attention and indexer workspaces up to 256 MB each and its product
+ * preparations about 0.15 GB; then CUDA graphs. */
+#define MODEL_DEVICE_RESERVE (2ull << 30)
 
 typedef struct {
     uint64_t weights;      /* bytes of the bound weights on the device */
