@@ -2,7 +2,9 @@
  *
  * Work is split over output rows; each thread decodes one weight row to fp32
  * once (wmat_decode_row: any format) and reuses it for every token of the
- * chunk (prefill reads the weights once per chunk, not once per token). */
+ * chunk (prefill reads the weights once per chunk, not once per token),
+ * four tokens at a time (dot4: four independent accumulator sets where one
+ * would wait on its own additions). */
 #include <stdlib.h>
 #include <string.h>
 
@@ -19,6 +21,35 @@ float cpu_dot(const float *a, const float *b, int64_t n)
         for (int j = 0; j < 8; j++) acc[j] += a[i + j] * b[i + j];
     for (; i < n; i++) acc[i & 7] += a[i] * b[i];
     return ((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7]));
+}
+
+/* cpu_dot of four vectors a + k·lda (k < 4) with the same b into s[k]:
+ * each vector's lanes, order and final sum as cpu_dot's, hence its bits;
+ * b's values are loaded once for the four. */
+/* 8 floats as one value (GCC vector extension): lane j of c += x · w is
+ * c[j] + x[j]·w[j], a multiply then an add, as cpu_dot's loop. */
+typedef float v8f __attribute__((vector_size(32)));
+
+__attribute__((target_clones("avx2", "default")))
+static void dot4(const float *a, int64_t lda, const float *b, int64_t n, float *s)
+{
+    const float *ak[4] = {a, a + lda, a + 2 * lda, a + 3 * lda};
+    v8f c[4] = {{0}};
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        v8f w, x;
+        memcpy(&w, b + i, sizeof w);
+        for (int k = 0; k < 4; k++) {
+            memcpy(&x, ak[k] + i, sizeof x);
+            c[k] += x * w;
+        }
+    }
+    for (int k = 0; k < 4; k++) {
+        float acc[8];
+        memcpy(acc, &c[k], sizeof acc);
+        for (int64_t r = i; r < n; r++) acc[r & 7] += ak[k][r] * b[r];
+        s[k] = ((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7]));
+    }
 }
 
 /* x · bf16 row without a conversion pass: the same lanes and order as
@@ -69,7 +100,13 @@ static void matmul_rows(void *ctx, int64_t r0, int64_t r1, int tid)
     for (int64_t r = r0; r < r1; r++) {
         const float *x = j->x + (j->grp_rows ? r / j->grp_rows * n : 0);
         wmat_decode_row(j->W, r, 0, n, row);
-        for (int t = 0; t < j->T; t++) j->y[t * j->ldy + r] = cpu_dot(x + t * j->ldx, row, n);
+        int t = 0;
+        for (; t + 4 <= j->T; t += 4) {
+            float s[4];
+            dot4(x + t * j->ldx, j->ldx, row, n, s);
+            for (int k = 0; k < 4; k++) j->y[(t + k) * j->ldy + r] = s[k];
+        }
+        for (; t < j->T; t++) j->y[t * j->ldy + r] = cpu_dot(x + t * j->ldx, row, n);
     }
 }
 
