@@ -30,10 +30,8 @@ typedef struct {
     int score_blocks;
 } idx_args;
 
-/* Rows t0 + blockIdx.y (scores) and t0 + blockIdx.x (top-k) of the step;
- * their scores at row blockIdx of the workspace. */
-
-/* A block scores tiles of 32 entries: lane = entry, warp = group of IDX_HG
+/* A block scores tiles of 32 entries of the step's row t0 + blockIdx.y
+ * (into workspace row blockIdx.y): lane = entry, warp = group of IDX_HG
  * heads. Each thread streams its entry's key (4 values a load: one 16-byte
  * fp32 load, or two FP4 bytes and their scale; KIND the keys' row format,
  * fixed per instantiation so the fp32 loop stays as lean) against its
@@ -125,6 +123,7 @@ __device__ __forceinline__ int block_scan(int v, int *total, int *sh)
     return off + inc - v;
 }
 
+/* The top-k of the step's row t0 + blockIdx.x (workspace row blockIdx.x). */
 __global__ void __launch_bounds__(512) idx_topk_kernel(idx_args a, const int64_t *dpos, int t0)
 {
     cu_pdl();
