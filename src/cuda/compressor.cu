@@ -32,9 +32,12 @@ typedef struct {
  * launch paid for). */
 static __device__ __noinline__ float comp_ape_gguf(const void *data, int fmt, int64_t cols, int j, int col)
 {
-    float v[32]; /* cu_wval's GGUF branch */
-    gg_chunk_rt(fmt, (const uint8_t *)data + j * gg_row_bytes(fmt, cols), col >> 5, v);
-    return v[col & 31];
+    dsv4_mat W; /* the fields cu_wval reads of a GGUF matrix */
+    memset(&W, 0, sizeof W);
+    W.data = data;
+    W.fmt = (dsv4_wformat)fmt;
+    W.cols = cols;
+    return cu_wval(W, j, col);
 }
 
 /* Token p's rows as the state stores them (gates with ape added), the
