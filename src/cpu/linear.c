@@ -23,13 +23,13 @@ float cpu_dot(const float *a, const float *b, int64_t n)
     return ((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7]));
 }
 
-/* cpu_dot of four vectors a + k·lda (k < 4) with the same b into s[k]:
- * each vector's lanes, order and final sum as cpu_dot's, hence its bits;
- * b's values are loaded once for the four. */
 /* 8 floats as one value (GCC vector extension): lane j of c += x · w is
  * c[j] + x[j]·w[j], a multiply then an add, as cpu_dot's loop. */
 typedef float v8f __attribute__((vector_size(32)));
 
+/* cpu_dot of four vectors a + k·lda (k < 4) with the same b into s[k]:
+ * each vector's lanes, order and final sum as cpu_dot's, hence its bits;
+ * b's values are loaded once for the four. */
 __attribute__((target_clones("avx2", "default")))
 static void dot4(const float *a, int64_t lda, const float *b, int64_t n, float *s)
 {

@@ -13,7 +13,8 @@
 /* What a device keeps free beside weights and sessions: a forward of
  * MODEL_STEP_ROWS rows at Flash's sizes holds about 0.5 GB of activations
  * (0.5 GB more when it returns every row's logits), the CUDA backend's
- * attention and indexer workspaces up to 256 MB each and its product
+ * attention workspace up to 256 MB, its indexer's scores (rows × entries:
+ * 0.25 GB at 256K tokens of context, 1 GB at 1M) and its product
  * preparations about 0.15 GB; then CUDA graphs. */
 #define MODEL_DEVICE_RESERVE (2ull << 30)
 

@@ -43,12 +43,12 @@ static dsv4_status model_finish(dsv4_model *m, const dsv4_load_options *opt, con
 {
     const dsv4_config *c = &m->cfg;
     dsv4_status st;
-    if ((st = weights_bind(m))) return st;
-    if (!(m->be = backend_create(opt ? opt->device : NULL, opt ? opt->n_threads : 0, max_row_width(c))))
-        return DSV4_ERR_DEVICE;
     int sr = opt ? opt->step_rows : 0;
     if (sr < 0) return dsv4_fail(DSV4_ERR_ARG, "step_rows must be at least 1 (0: the default), not %d", sr);
     m->step_rows = sr ? sr : MODEL_STEP_ROWS;
+    if ((st = weights_bind(m))) return st;
+    if (!(m->be = backend_create(opt ? opt->device : NULL, opt ? opt->n_threads : 0, max_row_width(c))))
+        return DSV4_ERR_DEVICE;
     dsv4_cache_mode cm = opt ? opt->cache : DSV4_CACHE_AUTO;
     if (cm != DSV4_CACHE_AUTO && cm != DSV4_CACHE_EXACT && cm != DSV4_CACHE_OFFICIAL)
         return dsv4_fail(DSV4_ERR_ARG, "unknown cache mode %d", (int)cm);
