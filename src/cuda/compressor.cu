@@ -26,6 +26,20 @@ typedef struct {
     dsv4_comp_state st;
 } comp_args;
 
+/* Element (j, col) of a GGUF-quantized ape: one call (cu_wval decodes
+ * every GGUF format; inlined at each read of the pooling loops it made the
+ * kernel 0.9 MB of code, whose instruction fetches a one-block decode
+ * launch paid for). */
+static __device__ __noinline__ float comp_ape_gguf(const void *data, int fmt, int64_t cols, int j, int col)
+{
+    dsv4_mat W; /* the fields cu_wval reads of a GGUF matrix */
+    memset(&W, 0, sizeof W);
+    W.data = data;
+    W.fmt = (dsv4_wformat)fmt;
+    W.cols = cols;
+    return cu_wval(W, j, col);
+}
+
 /* Token p's rows as the state stores them (gates with ape added), the
  * token being in slot j of its window (p % m, which every caller knows):
  * the step's own for p >= pos0, the open rows held before the step
@@ -43,7 +57,10 @@ struct comp_rows {
     }
     __device__ float g(int64_t p, int j, int col) const
     {
-        return p >= pos0 ? sg[(int)(p - pos0) * (int64_t)cw + col] + cu_wval(ape, j, col) : og[j * cw + col];
+        if (p < pos0) return og[j * cw + col];
+        float ap = gg_is_fmt(ape.fmt) ? comp_ape_gguf(ape.data, ape.fmt, ape.cols, j, col)
+                                      : cu_ld(ape.dtype, ape.data, (int64_t)j * ape.cols + col);
+        return sg[(int)(p - pos0) * (int64_t)cw + col] + ap;
     }
 };
 
@@ -105,12 +122,10 @@ __global__ void __launch_bounds__(256) compress_kernel(comp_args a, const int64_
     int m = a.ratio, d = a.width, cw = d * (a.overlap ? 2 : 1);
     int64_t pos0 = dpos ? *dpos : a.pos0, w_open = pos0 / m, w_end = (pos0 + a.T) / m; /* closes [w_open, w_end) */
     const comp_rows R = {a.u, a.g, a.st.open_u, a.st.open_g, a.ape, pos0, cw};
-    if (blockIdx.x > 0) {
-        int64_t w = w_open + 1 + blockIdx.x;
-        if (w < w_end) comp_emit(a, R, w, w_open, E, sh);
-        return;
-    }
-    for (int64_t w = w_open; w < w_end && w < w_open + 2; w++) comp_emit(a, R, w, w_open, E, sh);
+    /* one call site, so the entry's code is inlined once */
+    int64_t wa = blockIdx.x ? w_open + 1 + blockIdx.x : w_open, wb = wa + (blockIdx.x ? 1 : 2);
+    for (int64_t w = wa; w < w_end && w < wb; w++) comp_emit(a, R, w, w_open, E, sh);
+    if (blockIdx.x) return;
     const dsv4_comp_state &st = a.st;
     if (a.overlap && w_end > w_open) /* the last closed window's series A pairs with the next window */
         for (int j = 0; j < m; j++)

@@ -5,13 +5,16 @@
  * tied scores at the threshold from the lowest indices (as the CPU). The
  * number of visible entries depends on the position, so both kernels loop
  * over it with grids fixed by T alone. Keys are stored fp32 or packed FP4
- * and read back four values at a time into registers. */
+ * and read back four values at a time into registers. A step's rows run in
+ * blocks whose scores fit IDX_WS_BYTES (a prompt's rows at a long context
+ * would otherwise want rows x entries floats at once). */
 #include <string.h>
 
 #include "cuda/state_rows.cuh"
 
 #define IDX_HG 8 /* heads per warp */
 #define TK_E 8   /* consecutive scores per thread in the top-k passes */
+#define IDX_WS_BYTES ((size_t)256 << 20) /* the scores of one launch's rows */
 
 typedef struct {
     int64_t pos0;
@@ -21,24 +24,26 @@ typedef struct {
     int T, heads, head_dim, ratio, topk;
     float score_scale, w_scale;
     int32_t *idx, *n;
-    float *scores;   /* workspace [T][stride] */
+    float *scores;   /* workspace [rows][stride]: the rows of one launch */
     int64_t stride;
+    int rows;        /* rows a launch (the last one: what is left) */
     int score_blocks;
 } idx_args;
 
-/* A block scores tiles of 32 entries: lane = entry, warp = group of IDX_HG
+/* A block scores tiles of 32 entries of the step's row t0 + blockIdx.y
+ * (into workspace row blockIdx.y): lane = entry, warp = group of IDX_HG
  * heads. Each thread streams its entry's key (4 values a load: one 16-byte
  * fp32 load, or two FP4 bytes and their scale; KIND the keys' row format,
  * fixed per instantiation so the fp32 loop stays as lean) against its
  * heads' queries (shared-memory broadcasts); the groups' partial scores are
  * added in group order through shared memory. */
 template <int KIND>
-__global__ void __launch_bounds__(1024) idx_score_kernel(idx_args a, const int64_t *dpos)
+__global__ void __launch_bounds__(1024) idx_score_kernel(idx_args a, const int64_t *dpos, int t0)
 {
     cu_pdl();
     extern __shared__ float4 sq4[]; /* [heads][hd] query, [heads] weights, [groups][32] partials */
     float *sq = (float *)sq4;
-    int t = blockIdx.y, hd = a.head_dim, H = a.heads, groups = (H + IDX_HG - 1) / IDX_HG;
+    int t = t0 + (int)blockIdx.y, hd = a.head_dim, H = a.heads, groups = (H + IDX_HG - 1) / IDX_HG;
     int lane = threadIdx.x & 31, g = threadIdx.x >> 5;
     int64_t pos0 = dpos ? *dpos : a.pos0;
     int64_t nvis = (pos0 + t + 1) / a.ratio;
@@ -81,7 +86,7 @@ __global__ void __launch_bounds__(1024) idx_score_kernel(idx_args a, const int64
         if (g == 0 && s < nvis) {
             float tot = 0.0f;
             for (int i = 0; i < groups; i++) tot += part[i * 32 + lane];
-            a.scores[(int64_t)t * a.stride + s] = tot == 0.0f ? 0.0f : tot; /* no −0 */
+            a.scores[(int64_t)blockIdx.y * a.stride + s] = tot == 0.0f ? 0.0f : tot; /* no −0 */
         }
         __syncthreads();
     }
@@ -118,13 +123,14 @@ __device__ __forceinline__ int block_scan(int v, int *total, int *sh)
     return off + inc - v;
 }
 
-__global__ void __launch_bounds__(512) idx_topk_kernel(idx_args a, const int64_t *dpos)
+/* The top-k of the step's row t0 + blockIdx.x (workspace row blockIdx.x). */
+__global__ void __launch_bounds__(512) idx_topk_kernel(idx_args a, const int64_t *dpos, int t0)
 {
     cu_pdl();
     __shared__ unsigned hist[256];
     __shared__ int sh[32];
     __shared__ unsigned s_bin, s_rem, wsum[8];
-    int t = blockIdx.x;
+    int t = t0 + (int)blockIdx.x;
     int64_t pos0 = dpos ? *dpos : a.pos0;
     int64_t nvis = (pos0 + t + 1) / a.ratio;
     int32_t *out = a.idx + (int64_t)t * a.topk;
@@ -137,7 +143,7 @@ __global__ void __launch_bounds__(512) idx_topk_kernel(idx_args a, const int64_t
         if (threadIdx.x == 0) a.n[t] = (int32_t)nvis;
         return;
     }
-    const float *sc = a.scores + (int64_t)t * a.stride;
+    const float *sc = a.scores + (int64_t)blockIdx.x * a.stride;
     unsigned prefix = 0, mask = 0, rem = (unsigned)a.topk;
     for (int pass = 0; pass < 4; pass++) {
         int shift = 24 - 8 * pass;
@@ -229,10 +235,14 @@ void cu_exec_indexer(cu_impl *c, const void *args, const int64_t *dpos)
     if (a->T <= 0) return;
     size_t shm = idx_shm(a->heads, a->head_dim);
     int warps = (a->heads + IDX_HG - 1) / IDX_HG;
-    dim3 grid((unsigned)a->score_blocks, (unsigned)a->T), block(32 * warps);
-    if (a->kf.kind == ROW_F32) cu_launch(c, "indexer scores", idx_score_kernel<ROW_F32>, grid, block, shm, *a, dpos);
-    else cu_launch(c, "indexer scores", idx_score_kernel<ROW_FP4>, grid, block, shm, *a, dpos);
-    cu_launch(c, "indexer top-k", idx_topk_kernel, dim3(a->T), dim3(512), 0, *a, dpos);
+    for (int t0 = 0; t0 < a->T; t0 += a->rows) {
+        int n = a->T - t0 < a->rows ? a->T - t0 : a->rows;
+        dim3 grid((unsigned)a->score_blocks, (unsigned)n), block(32 * warps);
+        if (a->kf.kind == ROW_F32)
+            cu_launch(c, "indexer scores", idx_score_kernel<ROW_F32>, grid, block, shm, *a, dpos, t0);
+        else cu_launch(c, "indexer scores", idx_score_kernel<ROW_FP4>, grid, block, shm, *a, dpos, t0);
+        cu_launch(c, "indexer top-k", idx_topk_kernel, dim3((unsigned)n), dim3(512), 0, *a, dpos, t0);
+    }
 }
 
 void cu_indexer(dsv4_backend *b, const float *q, const float *w, int T, int64_t pos0, int heads, const uint8_t *keys,
@@ -274,7 +284,9 @@ void cu_indexer(dsv4_backend *b, const float *q, const float *w, int T, int64_t 
     int64_t need = (pos0 + T) / ratio, stride = 1024;
     while (stride < need) stride *= 2;
     a.stride = stride;
-    a.scores = (float *)cu_ws(c, WS_INDEXER, (size_t)(T > 0 ? T : 1) * (size_t)stride * sizeof(float));
+    int64_t rows = (int64_t)(IDX_WS_BYTES / ((size_t)stride * sizeof(float)));
+    a.rows = (int)(rows < 1 ? 1 : rows < T ? rows : T > 0 ? T : 1);
+    a.scores = (float *)cu_ws(c, WS_INDEXER, (size_t)a.rows * (size_t)stride * sizeof(float));
     a.score_blocks = T <= CU_GRAPH_MAX_ROWS ? 4 * c->n_sm : 64;
     if (!a.scores) return;
     cu_submit(c, K_INDEXER, &a, sizeof a);
