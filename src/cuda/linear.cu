@@ -10,8 +10,10 @@
  *     sums). A row's sum runs over the K chunks in one fixed order, split
  *     into ks interleaved slices (ks from the shape) that are added in slice
  *     order. Decode (few rows) runs the slices on parallel warps and adds
- *     them through shared memory; prefill runs them one after the other in
- *     each warp: the same additions in the same order.
+ *     them through shared memory; mid-size steps run them one after the
+ *     other in each warp; prompts of more than 64 rows run block tiles
+ *     staged through shared memory (tt_kernel, tc_tile.cuh), slice after
+ *     slice: the same additions in the same order.
  *   - GGUF block weights (ggml_tc.cuh): the same kernel, the codes of each
  *     32-column chunk decoded into shared memory as f16, the block scales
  *     applied to the sums of each 16-column half; grouped products whose
@@ -24,6 +26,7 @@
 #include <string.h>
 
 #include "cuda/ggml_tc.cuh"
+#include "cuda/tc_tile.cuh"
 
 /* ---------------------------------------------------------------- GEMV */
 
@@ -318,8 +321,28 @@ static void tc_launch(cu_impl *c, const cu_matmul_args *a, int ks, int G, int st
               (const float *)a->pf, a->x, a->ldx, stage, a->act, a->T, G, *W, a->y, a->ldy, ks, a->grp_rows);
 }
 
+/* Prefill of FP8/MXFP4 weights in block tiles (tc_tile.cuh): the same
+ * row sums as tc_kernel. Warps of 4 x 4 tiles, 2 along the rows: 128 rows
+ * x 128 tokens a block (measured against 128 x 64 and 64 x 128 tiles and
+ * 2 x 8 warps: docs/PERFORMANCE.md, "Prefill in block tiles"). */
+#define TT_MM_MT 4
+#define TT_MM_NT 4
+#define TT_MM_WM 2
+template <int KIND>
+static void tt_launch(cu_impl *c, const cu_matmul_args *a, int ks, int G)
+{
+    using C = tt_cfg<KIND, TT_MM_MT, TT_MM_NT, TT_MM_WM>;
+    auto kernel = tt_kernel<KIND, TT_MM_MT, TT_MM_NT, TT_MM_WM>;
+    size_t shm = tt_smem_bytes<KIND, TT_MM_MT, TT_MM_NT, TT_MM_WM>(ks);
+    static size_t allowed[CU_SMEM_GPUS];
+    if (cu_allow_smem(c, kernel, shm, allowed)) return;
+    dim3 grid(cu_blocks(a->W.rows, C::BM), cu_blocks(a->T, C::BN));
+    cu_launch(c, "tt_kernel", kernel, grid, dim3(256), shm, (const __half *)a->xq, (const float *)a->pf, a->T, G, a->W,
+              a->y, a->ldy, ks, a->grp_rows);
+}
+
 /* The instance only sets how many rows and tokens a warp holds; every
- * instance computes a row the same way (see tc_kernel). */
+ * instance computes a row the same way (see tc_kernel, tt_kernel). */
 template <int KIND>
 static void run_tc(cu_impl *c, const cu_matmul_args *a)
 {
@@ -335,6 +358,8 @@ static void run_tc(cu_impl *c, const cu_matmul_args *a)
     /* 16-bit kinds: 8 chunks in flight (a chunk's 64 bytes are 32 columns, little work per byte) */
     if (a->T <= 8) tc_launch<KIND, 1, 1, 0, tc_is16(KIND) ? 8 : 4>(c, a, ks, G, stage);
     else if (a->T <= 64) tc_launch<KIND, 1, 4, 0, 2>(c, a, ks, G, 0);
+    else if (tt_kind(KIND) && a->grp_rows % (16 * TT_MM_MT * TT_MM_WM) == 0)
+        tt_launch<tt_kind(KIND) ? KIND : CU_W_FP8>(c, a, ks, G);
     else if (a->grp_rows % 32 == 0) tc_launch<KIND, 2, 4, 1, 2>(c, a, ks, G, 0);
     else tc_launch<KIND, 1, 4, 1, 2>(c, a, ks, G, 0);
 }

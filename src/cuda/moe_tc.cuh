@@ -6,6 +6,7 @@
 #ifndef DSV4_CUDA_MOE_TC_CUH
 #define DSV4_CUDA_MOE_TC_CUH
 #include "cuda/moe_internal.cuh"
+#include "cuda/tc_tile.cuh"
 
 /* The experts on tensor cores (FP8/MXFP4 weights, tc_f16.cuh; GGUF block
  * weights, ggml_tc.cuh), one group's block (row tile block, group G,
@@ -136,6 +137,85 @@ __global__ void __launch_bounds__(256, SEQ ? 1 : 2)
     }
 }
 
+/* A prompt's experts of an FP8/MXFP4 kind in block tiles (tc_tile.cuh):
+ * block (row tile, group, token-tile lane z) for the group's pairs z,
+ * z + gridDim.z, ... in tiles of the block's tokens, the same sums as
+ * expert_tc_group. UP: each warp's MT tiles are MT/2 tiles of w1 rows and
+ * the same rows of w3 (SwiGLU in registers), so a block covers half as
+ * many rows of I as the tile has. */
+#define TT_EXPERT_MT 4
+#define TT_EXPERT_NT 4
+#define TT_EXPERT_WM 2
+template <int KIND, int UP>
+__global__ void __launch_bounds__(256, 1) expert_tt_kernel(moe_args a, int part, int ks)
+{
+    constexpr int MT = TT_EXPERT_MT, NT = TT_EXPERT_NT, WM = TT_EXPERT_WM;
+    using C = tt_cfg<KIND, MT, NT, WM>;
+    constexpr int RT = UP ? C::BM / 2 : C::BM; /* rows of the output a block covers */
+    cu_pdl();
+    moe_group G = group_at<4>(a, part == PART_SHARED ? a.grp[0] - 1 : (int)blockIdx.y);
+    if (G.i0 == G.i1 || part_skips(part, G.e)) return; /* the whole block */
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, q = lane & 3;
+    const int wm = warp % WM, wn = warp / WM;
+    const int64_t R = UP ? a.I : a.D, n = UP ? a.D : a.I, npad = tc_npad(n), r0 = (int64_t)blockIdx.x * RT;
+    const dsv4_mat W0 = group_weight(a, G.e, UP ? 0 : 2), W1 = UP ? group_weight(a, G.e, 1) : W0;
+    const int64_t rb = cu_row_bytes(W0);
+    const __half *pq = UP ? a.xq : a.hq;
+    const float *ppf = UP ? a.xpf : a.hpf;
+    auto pair = [&](int64_t i) { return group_pair(a, (int)(i < G.i1 ? i : G.i1 - 1)); };
+    auto prow = [&](int p) { return (int64_t)(UP ? pair_token(a, p) : p); }; /* the pair's prepared row */
+    for (int64_t tt = blockIdx.z; tt * C::BN < G.i1 - G.i0; tt += gridDim.z) {
+        int64_t ib = G.i0 + tt * C::BN; /* the tile's first entry of the pair list */
+        float acc[MT][NT][4];
+        tt_sums<KIND, MT, NT, WM>(
+            acc, W0, ks,
+            [&](int ri) {
+                int w = ri / (16 * MT), m = ri % (16 * MT) / 16, up3 = UP && m >= MT / 2;
+                int64_t r = UP ? r0 + w * 8 * MT + (m % (MT / 2)) * 16 + ri % 16 : r0 + ri;
+                r = r < R ? r : R - 1;
+                const dsv4_mat &M = up3 ? W1 : W0;
+                return tt_wrow{(const char *)M.data + r * rb, cu_scale_row(M, r)};
+            },
+            [&](int ti) { return (const char *)(pq + prow(pair(ib + ti)) * 2 * npad); }, [] {});
+        int pp[NT][2];
+        float P[NT][2]; /* the rows' factors */
+#pragma unroll
+        for (int j = 0; j < NT; j++)
+#pragma unroll
+            for (int e = 0; e < 2; e++) {
+                pp[j][e] = pair(ib + wn * 8 * NT + 8 * j + 2 * q + e);
+                P[j][e] = tc_row_factor<KIND>(ppf, prow(pp[j][e]));
+            }
+#pragma unroll
+        for (int m = 0; m < (UP ? MT / 2 : MT); m++)
+#pragma unroll
+            for (int j = 0; j < NT; j++)
+#pragma unroll
+                for (int e = 0; e < 4; e++) {
+                    int64_t r = r0 + wm * (UP ? 8 : 16) * MT + m * 16 + g + (e >= 2 ? 8 : 0),
+                            ii = ib + wn * 8 * NT + 8 * j + 2 * q + (e & 1);
+                    if (r >= R || ii >= G.i1) continue;
+                    int p = pp[j][e & 1];
+                    float f = P[j][e & 1];
+                    if (UP) a.H[(int64_t)p * a.I + r] = swiglu(a, acc[m][j][e] * f, acc[m + MT / 2][j][e] * f);
+                    else a.Y[(int64_t)p * a.D + r] = acc[m][j][e] * f;
+                }
+    }
+}
+
+template <int KIND, int UP>
+static void launch_tt(cu_impl *c, const moe_args *a, int part, int ks)
+{
+    using C = tt_cfg<KIND, TT_EXPERT_MT, TT_EXPERT_NT, TT_EXPERT_WM>;
+    size_t shm = tt_smem_bytes<KIND, TT_EXPERT_MT, TT_EXPERT_NT, TT_EXPERT_WM>(ks);
+    static size_t allowed[CU_SMEM_GPUS];
+    if (cu_allow_smem(c, expert_tt_kernel<KIND, UP>, shm, allowed)) return;
+    unsigned z = a->T / 256 < 1 ? 1u : a->T / 256 > 8 ? 8u : (unsigned)(a->T / 256);
+    dim3 grid(cu_blocks(UP ? a->I : a->D, UP ? C::BM / 2 : C::BM), part == PART_SHARED ? 1u : (unsigned)a->gmax, z);
+    cu_launch(c, UP ? "moe up (tiles)" : "moe down (tiles)", expert_tt_kernel<KIND, UP>, grid, dim3(256), shm, *a,
+              part, ks);
+}
+
 #define TC_EXPERT_SLICE 16
 
 /* Shared bytes of a kind's share of an expert launch: its staging or copy
@@ -166,6 +246,17 @@ static void launch_tc(cu_impl *c, const moe_args *a, int part)
     int ks_s = tc_splits(R, (n + tc_chunk_cols(KS) - 1) / tc_chunk_cols(KS), tc_is_gg(KS) ? 4 : TC_EXPERT_SLICE);
     unsigned gy = part == PART_SHARED ? 1u : (unsigned)a->gmax;
     const char *what = UP ? "moe up (tensor cores)" : "moe down (tensor cores)";
+    if constexpr (tt_kind(KR) && tt_kind(KS)) {
+        if (a->T > 64) { /* a prompt: block tiles, one launch a kind */
+            if (KR == KS) {
+                launch_tt<KR, UP>(c, a, part, ks_r);
+            } else {
+                if (part != PART_SHARED) launch_tt<KR, UP>(c, a, PART_ROUTED, ks_r);
+                if (part != PART_ROUTED) launch_tt<KS, UP>(c, a, PART_SHARED, ks_s);
+            }
+            return;
+        }
+    }
     if (a->T <= 64) {
         /* U = 2 chunks in flight per tile through the copy rings, two
          * blocks an SM: faster than 3 or 4 (docs/PERFORMANCE.md,

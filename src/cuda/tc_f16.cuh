@@ -126,14 +126,15 @@ __device__ __forceinline__ float tc_fp4_scale(uint32_t s1)
 
 /* One chunk's products for a warp: the weight words u[m][h] (rows g, g+8
  * of tile m) with their scale word sc[m][h] (FP8: the block's fp32 scale;
- * FP4: the 4 blocks' E8M0 bytes), against the prepared token rows xr[j]
- * (token g of tile j; gi = the chunk's first 8-column group for this
- * thread); adds each scale block's sum times its scale to acc. The rows'
- * factors are applied by the caller, after the slices' sum (powers of
- * two: the same bits as applying them here). */
-template <int FAM, int MT, int NT>
-__device__ __forceinline__ void tc_chunk_f16(float (*acc)[NT][4], const uint4 (*u)[2], const uint32_t (*sc)[2],
-                                             const __half *const *xr, int gi)
+ * FP4: the 4 blocks' E8M0 bytes), against prepared token rows: xb(j, k, t)
+ * is term t of 8-column group k (counted from the chunk's first group for
+ * this thread) of token g of tile j, wherever the rows are held (global
+ * memory, tc_chunk_f16 below; a block's tile in shared memory, tc_tile.cuh).
+ * Adds each scale block's sum times its scale to acc. The rows' factors are
+ * applied by the caller, after the slices' sum (powers of two: the same
+ * bits as applying them here). */
+template <int FAM, int MT, int NT, class XB>
+__device__ __forceinline__ void tc_chunk_mma(float (*acc)[NT][4], const uint4 (*u)[2], const uint32_t (*sc)[2], XB xb)
 {
     constexpr int NB = FAM == CU_W_FP4 ? 4 : 1;  /* scale blocks in the chunk (16-bit: none, one sum) */
     constexpr int SPB = FAM == CU_W_FP8 ? 4 : 2; /* k-steps per block */
@@ -177,10 +178,9 @@ __device__ __forceinline__ void tc_chunk_f16(float (*acc)[NT][4], const uint4 (*
                 }
 #pragma unroll
             for (int j = 0; j < NT; j++) {
-                const uint4 *xg = (const uint4 *)(xr[j] + (gi + grp) * 8 * TERMS);
 #pragma unroll
                 for (int t = 0; t < TERMS; t++) {
-                    uint4 v = xg[t];
+                    uint4 v = xb(j, grp, t);
                     uint32_t b0 = odd ? v.z : v.x, b1 = odd ? v.w : v.y;
 #pragma unroll
                     for (int m = 0; m < MT; m++) {
@@ -206,6 +206,18 @@ __device__ __forceinline__ void tc_chunk_f16(float (*acc)[NT][4], const uint4 (*
                 for (int i = 0; i < 4; i++) acc[m][j][i] = fmaf(blk[m][j][i], sv[i >> 1], acc[m][j][i]);
         }
     }
+}
+
+/* tc_chunk_mma against the prepared rows xr[j] (token g of tile j) in
+ * global memory; gi = the chunk's first 8-column group for this thread. */
+template <int FAM, int MT, int NT>
+__device__ __forceinline__ void tc_chunk_f16(float (*acc)[NT][4], const uint4 (*u)[2], const uint32_t (*sc)[2],
+                                             const __half *const *xr, int gi)
+{
+    constexpr int TERMS = tc_terms(FAM);
+    tc_chunk_mma<FAM, MT, NT>(acc, u, sc, [&](int j, int k, int t) {
+        return ((const uint4 *)(xr[j] + (gi + k) * 8 * TERMS))[t];
+    });
 }
 
 /* The fp32 bits of the scale of FP8 chunk c of a row (srow: its scale

@@ -915,7 +915,8 @@ static void moe_case_d(int score_func, int hash, const wcase *const *ew, const w
     int32_t *t2e = malloc((size_t)V * K * 4);
     for (int i = 0; i < V * K; i++) t2e[i] = (i * 5 + i / K) % E;
     int32_t *dt2e = devb(t2e, (size_t)V * K * 4);
-    int32_t tok[16];
+    int32_t tok[128];
+    if (T > 128) { CHECKF(0, "moe case of %d rows: at most 128", T); return; }
     for (int t = 0; t < T; t++) tok[t] = (t * 11) % V;
     dsv4_mat nob = wmat_plain(DT_F32, 1, E, NULL);
     dsv4_moe_params hp = {&gate.h, hash ? &nob : &bias.h, hash ? t2e : NULL, h1, h2, h3, &s1.h, &s2.h, &s3.h,
@@ -996,6 +997,14 @@ static void test_moe(void)
     moe_case_d(SCORE_SQRTSOFTPLUS, 0, b3, b3, 1, 1, 2048, 4096);
     moe_case_d(SCORE_SQRTSOFTPLUS, 0, f3, b3, 6, 1, 2048, 4096);
     moe_case_d(SCORE_SQRTSOFTPLUS, 0, p3, b3, 6, 0, 2048, 4096);
+    /* prompts (more than 64 rows): FP8/MXFP4 experts in block tiles (the
+     * official mix in one launch a kind; one kind for all), against the CPU
+     * and each row alone; the shared expert's w1/w3 of 4096 columns in two
+     * slices */
+    const wcase *e4[3] = {fp4, fp4, fp4};
+    moe_case(SCORE_SQRTSOFTPLUS, 0, fp4, fp8, 100);
+    moe_case_a(SCORE_SQRTSOFTPLUS, 1, fp8, fp8, 70, 1);
+    moe_case_d(SCORE_SQRTSOFTPLUS, 0, e4, p3, 70, 1, 256, 4096);
     /* GGUF: the community UD-IQ3_XXS mix (IQ3_XXS routed, Q8_0 shared), a
      * Q8_0/MXFP4 file's, every block type on both sides, and GGUF experts
      * with a plain shared expert (run-time format dispatch) */
