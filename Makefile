@@ -34,12 +34,11 @@ LIB_OBJ := $(LIB_SRC:%.c=$(BUILD)/%.o) $(CU_OBJ)
 CLI_OBJ := $(CLI_SRC:%.c=$(BUILD)/%.o) $(SERVE_SRC:%.c=$(BUILD)/%.o)
 TEST_SRC := $(wildcard tests/unit/test_*.c)
 TEST_BIN := $(TEST_SRC:tests/unit/%.c=$(BUILD)/tests/%)
-# The CUDA backend's GGUF block decoders, its GGUF tensor-core staging and its
-# packed-row readers run
-# on the CPU too (host code: any machine with nvcc runs these tests, no GPU
-# needed).
+# The CUDA backend's GGUF block decoders, its GGUF tensor-core staging, its
+# packed-row readers and its prompt tiles' shared-memory layout run on the
+# CPU too (host code: any machine with nvcc runs these tests, no GPU needed).
 ifneq ($(CU_OBJ),)
-TEST_BIN += $(BUILD)/tests/test_gg_decode $(BUILD)/tests/test_gg_tc $(BUILD)/tests/test_state_rows
+TEST_BIN += $(BUILD)/tests/test_gg_decode $(BUILD)/tests/test_gg_tc $(BUILD)/tests/test_state_rows $(BUILD)/tests/test_tile_layout
 endif
 # Tests of loaders, parsers and weight-format decoders, and the allocation-failure
 # loops: CI runs these under ASan+UBSan too.
@@ -188,7 +187,7 @@ fuzz-smoke: $(FUZZ_BIN)
 
 -include $(shell find $(BUILD) -name '*.d' 2>/dev/null)
 
-$(BUILD)/tests/test_gg_decode $(BUILD)/tests/test_gg_tc $(BUILD)/tests/test_state_rows: $(BUILD)/tests/%: tests/cuda/%.cu $(BUILD)/libdsv4.a tests/test.h
+$(BUILD)/tests/test_gg_decode $(BUILD)/tests/test_gg_tc $(BUILD)/tests/test_state_rows $(BUILD)/tests/test_tile_layout: $(BUILD)/tests/%: tests/cuda/%.cu $(BUILD)/libdsv4.a tests/test.h
 	@mkdir -p $(@D)
 	$(NVCC) $(NVFLAGS) -Itests -c -o $@.o $<
 	$(CC) $(LDFLAGS) -o $@ $@.o $(BUILD)/libdsv4.a $(LDLIBS)

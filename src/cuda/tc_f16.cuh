@@ -230,7 +230,7 @@ __device__ __forceinline__ uint32_t tc_fp8_scale(const dsv4_mat &W, const char *
 }
 
 /* The first 8-column group of thread q's columns in chunk c. */
-__device__ __forceinline__ int tc_group(int fam, int c, int q)
+__host__ __device__ __forceinline__ int tc_group(int fam, int c, int q)
 {
     return fam == CU_W_FP8 ? c * (TC_CC8 / 8) + 2 * q : fam == CU_W_FP4 ? c * (TC_CC4 / 8) + q : c * (TC_CC16 / 8) + q;
 }

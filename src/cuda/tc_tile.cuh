@@ -63,9 +63,26 @@ __host__ static inline size_t tt_smem_bytes(int ks)
  * parity and, for FP8 (units 4q + ...), bit 1 for q >= 2 spreads them over
  * all eight. */
 template <int FAM>
-__device__ __forceinline__ int tt_unit(int u, int tok)
+__host__ __device__ __forceinline__ int tt_unit(int u, int tok)
 {
     return u ^ (tok & 1) ^ (FAM == CU_W_FP8 ? (u >> 2) & 2 : 0);
+}
+
+/* The unit of a token's chunk row that thread q reads for tc_chunk_mma's
+ * group k and term t: its first group of the chunk (FP8 2q, MXFP4 q, as
+ * tc_group) plus k, two 16-byte terms a group. */
+template <int FAM>
+__host__ __device__ __forceinline__ int tt_read_unit(int q, int k, int t)
+{
+    return ((FAM == CU_W_FP8 ? 2 * q : q) + k) * 2 + t;
+}
+
+/* Where piece p (16 bytes) of a weight row lies among the row's four in a
+ * stage (MXFP4's swizzled, see the header). */
+template <int FAM>
+__host__ __device__ __forceinline__ int tt_wslot(int row, int p)
+{
+    return FAM == CU_W_FP4 ? p ^ ((row >> 1) & 3) : p;
 }
 
 /* cp.async of 16 bytes, zeros when !ok (src is then not read). */
@@ -109,8 +126,7 @@ __device__ __forceinline__ void tt_sums(float (*acc)[NT][4], const dsv4_mat &W, 
         for (int p = tid; p < BM * 4; p += 256) {
             int row = p >> 2, k = p & 3;
             int64_t off = (int64_t)c * 64 + 16 * k;
-            int dk = FAM == CU_W_FP4 ? k ^ ((row >> 1) & 3) : k;
-            tt_cp16z(A + row * 64 + 16 * dk, wrow(row).w + (off < rb ? off : 0), off < rb);
+            tt_cp16z(A + row * 64 + 16 * tt_wslot<FAM>(row, k), wrow(row).w + (off < rb ? off : 0), off < rb);
         }
     };
     /* the prepared activations of chunk c */
@@ -186,20 +202,18 @@ __device__ __forceinline__ void tt_sums(float (*acc)[NT][4], const dsv4_mat &W, 
 #pragma unroll
             for (int h = 0; h < 2; h++) {
                 int row = wm * 16 * MT + m * 16 + g + 8 * h;
-                if constexpr (FAM == CU_W_FP8) {
-                    u[m][h] = *(const uint4 *)(A + row * 64 + 16 * q);
-                } else {
+                if constexpr (FAM == CU_W_FP8) { /* piece q of the row */
+                    u[m][h] = *(const uint4 *)(A + row * 64 + 16 * tt_wslot<FAM>(row, q));
+                } else { /* word q of each of the row's four pieces */
                     const uint32_t *w = (const uint32_t *)(A + row * 64);
-                    int swz = (row >> 1) & 3;
-                    u[m][h] = make_uint4(w[4 * (0 ^ swz) + q], w[4 * (1 ^ swz) + q], w[4 * (2 ^ swz) + q],
-                                         w[4 * (3 ^ swz) + q]);
+                    u[m][h] = make_uint4(w[4 * tt_wslot<FAM>(row, 0) + q], w[4 * tt_wslot<FAM>(row, 1) + q],
+                                         w[4 * tt_wslot<FAM>(row, 2) + q], w[4 * tt_wslot<FAM>(row, 3) + q]);
                 }
                 sc[m][h] = S[row];
             }
-        const int g0 = FAM == CU_W_FP8 ? 2 * q : q; /* this thread's first group of the chunk */
         tc_chunk_mma<FAM, MT, NT>(acc, u, sc, [&](int j, int k, int t) {
             int tok = wn * 8 * NT + j * 8 + g;
-            return *(const uint4 *)(B + tok * C::UB + 16 * tt_unit<FAM>((g0 + k) * 2 + t, tok));
+            return *(const uint4 *)(B + tok * C::UB + 16 * tt_unit<FAM>(tt_read_unit<FAM>(q, k, t), tok));
         });
         if (more && tid < BM) scales(ls)[tid] = sreg;
 
