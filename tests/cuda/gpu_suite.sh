@@ -19,13 +19,13 @@ t0=$(date +%s); el() { echo "[$(( $(date +%s) - t0 )) s]"; }
 { nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader; cat COMMIT 2>/dev/null; } | tee "$OUT/gpu.txt"
 # demo-fp8: the FP8/FP4 demo weights test_oracle's demo-fp8 fixture needs (numpy: the device's python3)
 make -j16 all build/tests/test_oracle build/tests/test_txn build/tests/test_step build/tests/test_mtp \
-    build/tests/test_spec build/tests/test_dspark build/tests/test_cuda_ops build/tests/test_gg_decode build/tests/test_gg_tc build/tests/test_state_rows build/tests/bench_ops demo-fp8 \
+    build/tests/test_spec build/tests/test_dspark build/tests/test_cuda_ops build/tests/test_gg_decode build/tests/test_gg_tc build/tests/test_state_rows build/tests/test_tile_layout build/tests/bench_ops demo-fp8 \
     PYTHON=python3 > "$OUT/build.log" 2>&1 || { tail -30 "$OUT/build.log"; exit 1; }
 el
 want tests && {
     echo "== cuda op tests"; timeout 150 build/tests/test_cuda_ops 2>&1 | grep -v '^PASS'
-    echo "== GGUF block decoders, tensor-core staging, packed-row readers (host)"
-    for t in gg_decode gg_tc state_rows; do build/tests/test_$t 2>&1 | grep -v '^PASS'; done
+    echo "== GGUF block decoders, tensor-core staging, packed-row readers, prompt tile layout (host)"
+    for t in gg_decode gg_tc state_rows tile_layout; do build/tests/test_$t 2>&1 | grep -v '^PASS'; done
     for t in oracle txn step mtp spec dspark; do
         echo "== test_$t on cuda"; DSV4_TEST_DEVICE=cuda timeout 150 build/tests/test_$t 2>&1 | grep -v '^PASS'
     done
