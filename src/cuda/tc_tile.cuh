@@ -99,6 +99,18 @@ struct tt_wrow {
     const char *w, *s;
 };
 
+/* f(m, j, e) for each accumulator word of a warp's MT x NT tiles. */
+template <int MT, int NT, class F>
+__device__ __forceinline__ void tt_each(F f)
+{
+#pragma unroll
+    for (int m = 0; m < MT; m++)
+#pragma unroll
+        for (int j = 0; j < NT; j++)
+#pragma unroll
+            for (int e = 0; e < 4; e++) f(m, j, e);
+}
+
 /* The block's tile sums into acc (this warp's MT x NT tiles; every
  * thread of the block calls it): W gives the format and row length (the
  * rows themselves come from wrow(ri), so one tile may hold rows of two
@@ -217,27 +229,18 @@ __device__ __forceinline__ void tt_sums(float (*acc)[NT][4], const dsv4_mat &W, 
         });
         if (more && tid < BM) scales(ls)[tid] = sreg;
 
-        if (ks > 1 && cc + ks >= nch) { /* the slice's last chunk: into the slice sums, in slice order */
-#pragma unroll
-            for (int m = 0; m < MT; m++)
-#pragma unroll
-                for (int j = 0; j < NT; j++)
-#pragma unroll
-                    for (int e = 0; e < 4; e++) {
-                        float *p = totsm + (((warp * MT + m) * NT + j) * 4 + e) * 32 + lane;
-                        *p = csp == 0 ? acc[m][j][e] : *p + acc[m][j][e];
-                        acc[m][j][e] = 0.0f;
-                    }
-        }
+        if (ks > 1 && cc + ks >= nch) /* the slice's last chunk: into the slice sums, in slice order */
+            tt_each<MT, NT>([&](int m, int j, int e) {
+                float *p = totsm + (((warp * MT + m) * NT + j) * 4 + e) * 32 + lane;
+                *p = csp == 0 ? acc[m][j][e] : *p + acc[m][j][e];
+                acc[m][j][e] = 0.0f;
+            });
         next(csp, cc);
     }
     if (ks > 1)
-#pragma unroll
-        for (int m = 0; m < MT; m++)
-#pragma unroll
-            for (int j = 0; j < NT; j++)
-#pragma unroll
-                for (int e = 0; e < 4; e++) acc[m][j][e] = totsm[(((warp * MT + m) * NT + j) * 4 + e) * 32 + lane];
+        tt_each<MT, NT>([&](int m, int j, int e) {
+            acc[m][j][e] = totsm[(((warp * MT + m) * NT + j) * 4 + e) * 32 + lane];
+        });
 }
 
 /* Grid (row tiles, token tiles), 256 threads: the matmul. xq, pf: the
@@ -275,16 +278,10 @@ __global__ void __launch_bounds__(256, (tt_cfg<FAM, MT, NT, WM>::MINB))
             t = t < T ? t : T - 1;
             P[j][e] = tc_row_factor<FAM>(pf, t * G + gb);
         }
-#pragma unroll
-    for (int m = 0; m < MT; m++)
-#pragma unroll
-        for (int j = 0; j < NT; j++)
-#pragma unroll
-            for (int e = 0; e < 4; e++) {
-                int64_t r = r0 + wm * 16 * MT + m * 16 + g + (e >= 2 ? 8 : 0),
-                        t = t0 + wn * 8 * NT + 8 * j + 2 * q + (e & 1);
-                if (r < W.rows && t < T) y[t * ldy + r] = acc[m][j][e] * P[j][e & 1];
-            }
+    tt_each<MT, NT>([&](int m, int j, int e) {
+        int64_t r = r0 + wm * 16 * MT + m * 16 + g + (e >= 2 ? 8 : 0), t = t0 + wn * 8 * NT + 8 * j + 2 * q + (e & 1);
+        if (r < W.rows && t < T) y[t * ldy + r] = acc[m][j][e] * P[j][e & 1];
+    });
 }
 
 #endif
