@@ -322,18 +322,13 @@ static void tc_launch(cu_impl *c, const cu_matmul_args *a, int ks, int G, int st
 }
 
 /* Prefill of FP8/MXFP4 weights in block tiles (tc_tile.cuh): the same
- * row sums as tc_kernel. Warps of 4 x 4 tiles, 2 along the rows: 128 rows
- * x 128 tokens a block (measured against 128 x 64 and 64 x 128 tiles and
- * 2 x 8 warps: docs/PERFORMANCE.md, "Prefill in block tiles"). */
-#define TT_MM_MT 4
-#define TT_MM_NT 4
-#define TT_MM_WM 2
+ * row sums as tc_kernel. */
 template <int KIND>
 static void tt_launch(cu_impl *c, const cu_matmul_args *a, int ks, int G)
 {
-    using C = tt_cfg<KIND, TT_MM_MT, TT_MM_NT, TT_MM_WM>;
-    auto kernel = tt_kernel<KIND, TT_MM_MT, TT_MM_NT, TT_MM_WM>;
-    size_t shm = tt_smem_bytes<KIND, TT_MM_MT, TT_MM_NT, TT_MM_WM>(ks);
+    using C = tt_cfg<KIND, TT_MT, TT_NT, TT_WM>;
+    auto kernel = tt_kernel<KIND, TT_MT, TT_NT, TT_WM>;
+    size_t shm = tt_smem_bytes<KIND, TT_MT, TT_NT, TT_WM>(ks);
     static size_t allowed[CU_SMEM_GPUS];
     if (cu_allow_smem(c, kernel, shm, allowed)) return;
     dim3 grid(cu_blocks(a->W.rows, C::BM), cu_blocks(a->T, C::BN));
@@ -358,7 +353,7 @@ static void run_tc(cu_impl *c, const cu_matmul_args *a)
     /* 16-bit kinds: 8 chunks in flight (a chunk's 64 bytes are 32 columns, little work per byte) */
     if (a->T <= 8) tc_launch<KIND, 1, 1, 0, tc_is16(KIND) ? 8 : 4>(c, a, ks, G, stage);
     else if (a->T <= 64) tc_launch<KIND, 1, 4, 0, 2>(c, a, ks, G, 0);
-    else if (tt_kind(KIND) && a->grp_rows % (16 * TT_MM_MT * TT_MM_WM) == 0)
+    else if (tt_kind(KIND) && a->grp_rows % (16 * TT_MT * TT_WM) == 0)
         tt_launch<tt_kind(KIND) ? KIND : CU_W_FP8>(c, a, ks, G);
     else if (a->grp_rows % 32 == 0) tc_launch<KIND, 2, 4, 1, 2>(c, a, ks, G, 0);
     else tc_launch<KIND, 1, 4, 1, 2>(c, a, ks, G, 0);

@@ -143,13 +143,10 @@ __global__ void __launch_bounds__(256, SEQ ? 1 : 2)
  * expert_tc_group. UP: each warp's MT tiles are MT/2 tiles of w1 rows and
  * the same rows of w3 (SwiGLU in registers), so a block covers half as
  * many rows of I as the tile has. */
-#define TT_EXPERT_MT 4
-#define TT_EXPERT_NT 4
-#define TT_EXPERT_WM 2
 template <int KIND, int UP>
 __global__ void __launch_bounds__(256, 1) expert_tt_kernel(moe_args a, int part, int ks)
 {
-    constexpr int MT = TT_EXPERT_MT, NT = TT_EXPERT_NT, WM = TT_EXPERT_WM;
+    constexpr int MT = TT_MT, NT = TT_NT, WM = TT_WM;
     using C = tt_cfg<KIND, MT, NT, WM>;
     constexpr int RT = UP ? C::BM / 2 : C::BM; /* rows of the output a block covers */
     cu_pdl();
@@ -206,8 +203,8 @@ __global__ void __launch_bounds__(256, 1) expert_tt_kernel(moe_args a, int part,
 template <int KIND, int UP>
 static void launch_tt(cu_impl *c, const moe_args *a, int part, int ks)
 {
-    using C = tt_cfg<KIND, TT_EXPERT_MT, TT_EXPERT_NT, TT_EXPERT_WM>;
-    size_t shm = tt_smem_bytes<KIND, TT_EXPERT_MT, TT_EXPERT_NT, TT_EXPERT_WM>(ks);
+    using C = tt_cfg<KIND, TT_MT, TT_NT, TT_WM>;
+    size_t shm = tt_smem_bytes<KIND, TT_MT, TT_NT, TT_WM>(ks);
     static size_t allowed[CU_SMEM_GPUS];
     if (cu_allow_smem(c, expert_tt_kernel<KIND, UP>, shm, allowed)) return;
     unsigned z = a->T / 256 < 1 ? 1u : a->T / 256 > 8 ? 8u : (unsigned)(a->T / 256);

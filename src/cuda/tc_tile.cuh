@@ -35,6 +35,13 @@
 /* The kinds with a tiled prefill. */
 __host__ __device__ constexpr int tt_kind(int kind) { return kind == CU_W_FP8 || kind == CU_W_FP4; }
 
+/* The tile shape the launches use: warps of 4 x 4 MMA tiles, 2 warps along
+ * the rows, so 128 rows x 128 tokens (measured against 128 x 64, 64 x 128
+ * and 64 x 256: docs/PERFORMANCE.md, "Prefill in block tiles"). */
+#define TT_MT 4
+#define TT_NT 4
+#define TT_WM 2
+
 /* A block's tile: 8 warps, WM along the weight rows and 8 / WM along the
  * tokens, each MT tiles of 16 rows x NT tiles of 8 tokens. */
 template <int FAM, int MT, int NT, int WM>

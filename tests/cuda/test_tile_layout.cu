@@ -40,7 +40,7 @@ static int group_k(int i)
 template <int FAM>
 static void check_activations(const char *name)
 {
-    constexpr int UB = tt_cfg<FAM, 4, 4, 2>::UB, UN = UB / 16;
+    constexpr int UB = tt_cfg<FAM, TT_MT, TT_NT, TT_WM>::UB, UN = UB / 16;
     /* a permutation of a token's units, for both parities */
     for (int tok = 0; tok < 2; tok++) {
         int v[64];
@@ -125,12 +125,12 @@ static void test_tile_sizes(void)
 {
     const size_t cap = 227 * 1024;
     for (int ks = 1; ks <= 2; ks++) {
-        size_t f8 = tt_smem_bytes<CU_W_FP8, 4, 4, 2>(ks), f4 = tt_smem_bytes<CU_W_FP4, 4, 4, 2>(ks);
+        size_t f8 = tt_smem_bytes<CU_W_FP8, TT_MT, TT_NT, TT_WM>(ks), f4 = tt_smem_bytes<CU_W_FP4, TT_MT, TT_NT, TT_WM>(ks);
         CHECKF(f8 <= cap, "FP8 tile with %d slices: %zu bytes of shared memory", ks, f8);
         CHECKF(f4 <= cap, "MXFP4 tile with %d slices: %zu bytes of shared memory", ks, f4);
     }
-    CHECK((tt_cfg<CU_W_FP8, 4, 4, 2>::BM) == 128 && (tt_cfg<CU_W_FP8, 4, 4, 2>::BN) == 128);
-    CHECK((tt_cfg<CU_W_FP8, 4, 4, 2>::ST) == 3 && (tt_cfg<CU_W_FP4, 4, 4, 2>::ST) == 2);
+    CHECK((tt_cfg<CU_W_FP8, TT_MT, TT_NT, TT_WM>::BM) == 128 && (tt_cfg<CU_W_FP8, TT_MT, TT_NT, TT_WM>::BN) == 128);
+    CHECK((tt_cfg<CU_W_FP8, TT_MT, TT_NT, TT_WM>::ST) == 3 && (tt_cfg<CU_W_FP4, TT_MT, TT_NT, TT_WM>::ST) == 2);
 }
 
 int main(void)
