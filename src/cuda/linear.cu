@@ -353,8 +353,8 @@ static void run_tc(cu_impl *c, const cu_matmul_args *a)
     /* 16-bit kinds: 8 chunks in flight (a chunk's 64 bytes are 32 columns, little work per byte) */
     if (a->T <= 8) tc_launch<KIND, 1, 1, 0, tc_is16(KIND) ? 8 : 4>(c, a, ks, G, stage);
     else if (a->T <= 64) tc_launch<KIND, 1, 4, 0, 2>(c, a, ks, G, 0);
-    else if (tt_kind(KIND) && a->grp_rows % (16 * TT_MT * TT_WM) == 0)
-        tt_launch<tt_kind(KIND) ? KIND : CU_W_FP8>(c, a, ks, G);
+    else if (tt_kind(KIND) && a->grp_rows % (16 * TT_MT * TT_WM) == 0) /* (other kinds never get here: */
+        tt_launch<tt_kind(KIND) ? KIND : CU_W_FP8>(c, a, ks, G);       /* no tt_kernel of theirs) */
     else if (a->grp_rows % 32 == 0) tc_launch<KIND, 2, 4, 1, 2>(c, a, ks, G, 0);
     else tc_launch<KIND, 1, 4, 1, 2>(c, a, ks, G, 0);
 }

@@ -53,7 +53,6 @@ struct tt_cfg {
     static constexpr int STAGE = A_BYTES + B_BYTES + S_BYTES;
     static constexpr int ST = 3 * STAGE <= 128 * 1024 ? 3 : 2; /* stages in the ring */
     static constexpr int TOT_FLOATS = 8 * MT * NT * 4 * 32;    /* the slice sums: [8 warps][MT][NT][4][32 lanes] */
-    static constexpr int MINB = MT * NT >= 16 ? 1 : 2;         /* blocks an SM the registers must allow */
 };
 
 template <int FAM, int MT, int NT, int WM>
@@ -255,7 +254,7 @@ __device__ __forceinline__ void tt_sums(float (*acc)[NT][4], const dsv4_mat &W, 
  * grp_rows: rows of a block of the grouped product (a multiple of the
  * tile's rows) or 0. */
 template <int FAM, int MT, int NT, int WM>
-__global__ void __launch_bounds__(256, (tt_cfg<FAM, MT, NT, WM>::MINB))
+__global__ void __launch_bounds__(256, 1)
     tt_kernel(const __half *xq, const float *pf, int T, int G, dsv4_mat W, float *y, int64_t ldy, int ks,
               int64_t grp_rows)
 {
