@@ -135,8 +135,11 @@ static void mm_body(void *p, int i)
     else gpu->ops->matmul(gpu, c->x, W->cols, c->T, W, c->y, W->rows);
 }
 
-/* only: the shapes whose name contains it (NULL: all) */
-static void bench_matmul(const char *only)
+/* only: the shapes whose name contains it (NULL: all); warm: the same
+ * copy every call (L2-resident where it fits: what a product costs when
+ * its weights were brought into L2 before it) instead of copies rotated
+ * past the L2 (weights from HBM, as in a decode step) */
+static void bench_matmul(const char *only, int warm)
 {
     /* fmt: -1 bf16 */
     struct { int64_t R, C; int fmt; const char *name; } sh[] = {
@@ -167,7 +170,7 @@ static void bench_matmul(const char *only)
             probe.scale_dtype = DT_F8_E8M0; probe.data = probe.scale = "";
         } else probe.data = "";
         double bytes = (double)wmat_bytes(&probe);
-        int nW = bytes > 200e6 ? 1 : (int)(400e6 / bytes) + 1; /* rotate copies past the 50 MB L2 */
+        int nW = warm || bytes > 200e6 ? 1 : (int)(400e6 / bytes) + 1; /* rotate copies past the 50 MB L2 */
         if (nW > 64) nW = 64;
         mm_ctx c = {malloc(sizeof(dsv4_mat) * nW), nW, 1, dev_rand((size_t)8 * C, 1.0f), NULL, 0};
         c.y = gpu->ops->alloc(gpu, (size_t)8 * R * 4);
@@ -179,7 +182,8 @@ static void bench_matmul(const char *only)
             for (int ti = 0; ti < 4; ti++) {
                 c.T = Ts[ti];
                 char nm[96];
-                snprintf(nm, sizeof nm, "matmul %s%s T=%d", sh[s].name, c.act ? " (fp8 rows)" : "", c.T);
+                snprintf(nm, sizeof nm, "%smatmul %s%s T=%d", warm ? "warm " : "", sh[s].name, c.act ? " (fp8 rows)" : "",
+                         c.T);
                 row(nm, time_calls(mm_body, &c, bytes > 200e6 ? 4 : 32), bytes);
             }
         gpu->ops->free(gpu, c.x); gpu->ops->free(gpu, c.y);
@@ -399,9 +403,11 @@ int main(int argc, char **argv)
     gpu = cuda_backend_new(0, 1 << 16);
     if (!gpu) { fprintf(stderr, "%s\n", dsv4_last_error()); return 1; }
     if (!*f || strstr(f, "small")) bench_small();
-    /* "matmul:NAME": the matmul shapes whose name contains NAME (e.g. fp8) */
-    const char *mo = strstr(f, "matmul:");
-    if (!*f || strstr(f, "matmul")) bench_matmul(mo ? mo + 7 : NULL);
+    /* "matmul:NAME": the matmul shapes whose name contains NAME (e.g. fp8);
+     * "warm:NAME" the same with L2-resident weights */
+    const char *mo = strstr(f, "matmul:"), *mw = strstr(f, "warm:");
+    if (!*f || strstr(f, "matmul")) bench_matmul(mo ? mo + 7 : NULL, 0);
+    if (mw) bench_matmul(mw + 5, 1);
     if (!*f || strstr(f, "moe")) bench_moe();
     if (!*f || strstr(f, "prefill")) bench_prefill();
     if (!*f || strstr(f, "attention")) bench_attention();
