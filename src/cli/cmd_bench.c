@@ -517,7 +517,10 @@ int cmd_bench(int argc, char **argv)
     if (n_pre > 0) {
         double tp;
         if (time_prefill(m, n_pre, logits, &tp)) { cli_report("bench", "prefill"); free(logits); dsv4_model_free(m); return 1; }
-        printf("prefill %d tokens: %.2f s, %.1f tok/s\n", n_pre, tp, n_pre / tp);
+        double fm, fa;
+        model_prefill_flops(m, n_pre, 1, &fm, &fa);
+        printf("prefill %d tokens: %.2f s, %.1f tok/s, %.2f TFLOP/s (products %.2f, attention %.2f)\n", n_pre, tp,
+               n_pre / tp, (fm + fa) / tp / 1e12, fm / tp / 1e12, fa / tp / 1e12);
     }
     if (n_lanes && bench_lanes(m, lanes, n_lanes, ctx[0], n_dec, limit)) { free(logits); dsv4_model_free(m); return 1; }
     if (n_rows && bench_rows(m, rows, n_rows, ctx[0], n_dec, limit)) { free(logits); dsv4_model_free(m); return 1; }

@@ -116,6 +116,15 @@ int model_n_hash(const dsv4_model *m);
  * stores them). */
 void model_decode_traffic(const dsv4_model *m, int64_t ctx, double distinct_experts, uint64_t *weights,
                           uint64_t *state);
+/* Floating-point operations (a multiply and an add count two) of an
+ * n-token prompt in one step of a new session, out_rows of its rows with
+ * logits: matmul, 2 per weight value a token's row meets (the products,
+ * the mHC mixes' and the norms' weights; num_experts_per_tok routed
+ * experts; the head and the final mHC only for the output rows);
+ * attention, the scores and weighted sums over each row's keys (window,
+ * selected or all compressed entries) and the indexer's scores at CSA
+ * layers. Softmax, rope and the Sinkhorn iterations are not counted. */
+void model_prefill_flops(const dsv4_model *m, int64_t n, int64_t out_rows, double *matmul, double *attention);
 
 /* Session-state bytes of a config per storage layout (state_layout.c): the
  * growing part per token (averaged over the ratios) and the fixed part of

@@ -1,4 +1,5 @@
-/* Bytes a decode step must read: the roofline denominator of `dsv4 bench`. */
+/* Bytes a decode step must read, the roofline denominator of `dsv4 bench`,
+ * and the arithmetic of a prompt, its prefill figure's numerator. */
 #include "model/catalog.h"
 #include "model/model.h"
 
@@ -31,4 +32,35 @@ void model_decode_traffic(const dsv4_model *m, int64_t ctx, double distinct_expe
     }
     *weights = w;
     *state = s;
+}
+
+static double mat_flops(const dsv4_mat *m) { return m->data ? 2.0 * (double)m->rows * (double)m->cols : 0.0; }
+
+void model_prefill_flops(const dsv4_model *m, int64_t n, int64_t out_rows, double *matmul, double *attention)
+{
+    const dsv4_config *c = &m->cfg;
+    dsv4_model *mm = (dsv4_model *)m; /* catalog_slot is shared with the binder; nothing is written */
+    double per_row = 0, per_out = 0, att = 0;
+    for (int i = 0; i < k_catalog_count; i++)
+        if (k_catalog[i].where == CAT_TOP && k_catalog[i].per_step) per_out += mat_flops(catalog_slot(mm, 0, &k_catalog[i]));
+    for (int l = 0; l < c->n_layers; l++) {
+        const dsv4_layer_w *lw = &m->layers[l];
+        for (int i = 0; i < k_catalog_count; i++)
+            if (catalog_per_layer(&k_catalog[i]) && k_catalog[i].per_step)
+                per_row += mat_flops(catalog_slot(mm, l, &k_catalog[i]));
+        per_row += c->n_active * (mat_flops(&lw->w1[0]) + mat_flops(&lw->w2[0]) + mat_flops(&lw->w3[0]));
+        int r = config_ratio(c, l);
+        for (int64_t p = 0; p < n; p++) {
+            int64_t keys = p + 1 < c->window ? p + 1 : c->window, ents = r > 0 ? (p + 1) / r : 0;
+            if (c->attn_kind[l] == ATTN_CSA) {
+                keys += ents < c->idx_topk ? ents : c->idx_topk;
+                att += 2.0 * (double)ents * c->idx_heads * c->idx_head_dim; /* the indexer's scores */
+            } else if (c->attn_kind[l] == ATTN_HCA) {
+                keys += ents;
+            }
+            att += 4.0 * (double)keys * c->n_heads * c->head_dim; /* scores and weighted sum */
+        }
+    }
+    *matmul = per_row * (double)n + per_out * (double)out_rows;
+    *attention = att;
 }
