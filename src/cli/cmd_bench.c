@@ -497,6 +497,15 @@ int cmd_bench(int argc, char **argv)
     double limit = is_cpu ? host_read_gbs(threads) : HBM_PEAK_GBS;
     printf("# bandwidth limit: %.1f GB/s (%s)\n", limit,
            is_cpu ? "host memory read, all threads, measured now" : "HBM datasheet peak");
+    /* the device's own ceilings, for the ratios below (GPU: its read
+     * bandwidth beside the datasheet's, the tensor peaks for prefill) */
+    dsv4_device_limits lim = {0};
+    if (!is_cpu && m->be->ops->measure_limits) {
+        if (m->be->ops->measure_limits(m->be, &lim)) { cli_report("bench", "measuring the device"); dsv4_model_free(m); return 1; }
+        printf("# measured now: memory read %.1f GB/s (%.1f%% of the datasheet's); dense 4096^3 products through "
+               "cuBLASLt: FP8 %.1f TFLOP/s, BF16 %.1f TFLOP/s (0: not measurable)\n",
+               lim.read_gbs, 100 * lim.read_gbs / HBM_PEAK_GBS, lim.fp8_tflops, lim.bf16_tflops);
+    }
     float *logits = malloc((size_t)cf->vocab * sizeof *logits);
     if (!logits) { dsv4_model_free(m); return 1; }
     printf("%-9s %10s %10s %12s %12s %9s %7s %s\n", "context", "tok/s", "ms/tok", "weights MB", "state MB", "GB/s",
@@ -519,8 +528,13 @@ int cmd_bench(int argc, char **argv)
         if (time_prefill(m, n_pre, logits, &tp)) { cli_report("bench", "prefill"); free(logits); dsv4_model_free(m); return 1; }
         double fm, fa;
         model_prefill_flops(m, n_pre, 1, &fm, &fa);
-        printf("prefill %d tokens: %.2f s, %.1f tok/s, %.2f TFLOP/s (products %.2f, attention %.2f)\n", n_pre, tp,
-               n_pre / tp, (fm + fa) / tp / 1e12, fm / tp / 1e12, fa / tp / 1e12);
+        double tf = (fm + fa) / tp / 1e12;
+        printf("prefill %d tokens: %.2f s, %.1f tok/s, %.2f TFLOP/s (products %.2f, attention %.2f)", n_pre, tp,
+               n_pre / tp, tf, fm / tp / 1e12, fa / tp / 1e12);
+        if (lim.fp8_tflops > 0 && lim.bf16_tflops > 0)
+            printf(" = %.2f%% of the FP8 peak, %.2f%% of the BF16 peak measured now", 100 * tf / lim.fp8_tflops,
+                   100 * tf / lim.bf16_tflops);
+        printf("\n");
     }
     if (n_lanes && bench_lanes(m, lanes, n_lanes, ctx[0], n_dec, limit)) { free(logits); dsv4_model_free(m); return 1; }
     if (n_rows && bench_rows(m, rows, n_rows, ctx[0], n_dec, limit)) { free(logits); dsv4_model_free(m); return 1; }

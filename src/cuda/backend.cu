@@ -59,6 +59,7 @@ static int cu_profile_report(dsv4_backend *b, const char **names, double *ms, in
 static dsv4_status cu_mem_info(dsv4_backend *b, uint64_t *free_bytes, uint64_t *total_bytes);
 static void cu_graph_counts(dsv4_backend *b, long long *captured, long long *replayed, double *host_s, double *gpu_s);
 static void cu_concurrent(dsv4_backend *b, int phase);
+dsv4_status cu_measure_limits(dsv4_backend *b, dsv4_device_limits *out);
 
 static const dsv4_ops k_cuda_ops = {
     .alloc = cu_alloc,
@@ -96,6 +97,7 @@ static const dsv4_ops k_cuda_ops = {
     .profile_report = cu_profile_report,
     .mem_info = cu_mem_info,
     .graph_counts = cu_graph_counts,
+    .measure_limits = cu_measure_limits,
 };
 
 static const cu_exec_fn k_exec[K_COUNT] = {

@@ -73,6 +73,14 @@ typedef struct {
     int act_fp8;
 } dsv4_moe_params;
 
+/* A device's ceilings, measured by the backend itself (measure_limits):
+ * the read bandwidth of its memory (GB/s, a streaming read far past the
+ * caches) and the rate of a dense 4096^3 product through the vendor's
+ * library with FP8 e4m3 and with BF16 inputs (TFLOP/s). */
+typedef struct {
+    double read_gbs, fp8_tflops, bf16_tflops;
+} dsv4_device_limits;
+
 typedef struct {
     /* --- memory. All activation, state and weight pointers handed to the ops
      * below live in the backend's memory (host memory for the CPU, device
@@ -243,6 +251,9 @@ typedef struct {
      * them and the seconds their graphs ran on the device (what is left of
      * a step's wall time is the host between steps and the device idle). */
     void (*graph_counts)(dsv4_backend *b, long long *captured, long long *replayed, double *host_s, double *gpu_s);
+    /* For benchmarks: the device's ceilings measured now (see
+     * dsv4_device_limits); a figure that could not be measured is 0. */
+    dsv4_status (*measure_limits)(dsv4_backend *b, dsv4_device_limits *out);
 } dsv4_ops;
 
 struct dsv4_backend {
