@@ -25,7 +25,7 @@ ifneq ($(NVCC),)
 ifneq ($(CU_SRC),)
 CU_OBJ  := $(CU_SRC:%.cu=$(BUILD)/%.o)
 CFLAGS  += -DDSV4_HAVE_CUDA
-LDLIBS  += -L$(CUDA_HOME)/lib64 -lcublasLt -lcudart -lstdc++
+LDLIBS  += -L$(CUDA_HOME)/lib64 -lcudart -ldl -lstdc++
 NVFLAGS ?= -O3 -std=c++17 -gencode arch=compute_90a,code=sm_90a -Iinclude -Isrc -Xcompiler -fPIC,-Wall -MMD -MP
 endif
 endif
