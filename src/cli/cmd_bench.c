@@ -1,5 +1,7 @@
 /* dsv4 bench: decode and prefill speed on a real or synthetic checkpoint,
- * against the memory-bandwidth limit measured (CPU) or nominal (GPU). */
+ * against the memory-bandwidth limit measured (CPU) or nominal (GPU; the
+ * GPU's read bandwidth and tensor peaks are measured in the same run and
+ * printed beside it, prefill as a share of the peaks). */
 #include <getopt.h>
 #include <limits.h>
 #include <math.h>
@@ -28,6 +30,8 @@ static void usage(FILE *f)
             "Decode tokens/s at each context (state filled with random values, no prefill),\n"
             "prefill tokens/s for an N-token prompt, bytes read per decode token, achieved\n"
             "GB/s against the bandwidth limit, and the split of decode time by op family.\n"
+            "On a GPU it first measures the device (memory read bandwidth, dense 4096^3 FP8\n"
+            "and BF16 products through cuBLASLt) and gives prefill's share of both peaks.\n"
             "--weights: the synthetic weights' formats; fp8-fp4 (default) is the released\n"
             "checkpoints' mix (FP8 dense, MXFP4 routed experts), so bytes per token are real;\n"
             "gguf-iq3_xxs a GGUF file like the community UD-IQ3_XXS ones (IQ3_XXS routed\n"
