@@ -205,7 +205,6 @@ done:
     if (op) lt->MatmulDescDestroy(op);
     if (h) lt->Destroy(h);
     cudaStreamSynchronize(c->stream);
-    cudaGetLastError(); /* a failure here is a missing figure, not the backend's error */
     cudaFree(mem);
     return t > 0 ? 2.0 * n * n * (double)n / t / 1e12 : 0;
 }
@@ -223,5 +222,8 @@ dsv4_status cu_measure_limits(dsv4_backend *b, dsv4_device_limits *out)
         out->fp8_tflops = lim_gemm_tflops(c, &lt, CUDA_R_8F_E4M3);
         out->bf16_tflops = lim_gemm_tflops(c, &lt, CUDA_R_16BF);
     }
+    /* a failed allocation or launch above is a missing figure: it must not
+     * linger as the last error for the backend's next check */
+    cudaGetLastError();
     return DSV4_OK;
 }
