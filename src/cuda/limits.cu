@@ -216,14 +216,17 @@ dsv4_status cu_measure_limits(dsv4_backend *b, dsv4_device_limits *out)
     cu_flush(c);
     cudaError_t e = cudaStreamSynchronize(c->stream);
     if (e != cudaSuccess) return dsv4_fail(DSV4_ERR_DEVICE, "CUDA: measuring the device's limits: %s", cudaGetErrorString(e));
+    /* a failed allocation or launch in a measurement is a missing figure:
+     * it must not linger as the last error for the next measurement or the
+     * backend's next check */
     out->read_gbs = lim_read_gbs(c);
+    cudaGetLastError();
     lim_lt lt;
     if (lim_lt_open(&lt)) {
         out->fp8_tflops = lim_gemm_tflops(c, &lt, CUDA_R_8F_E4M3);
+        cudaGetLastError();
         out->bf16_tflops = lim_gemm_tflops(c, &lt, CUDA_R_16BF);
+        cudaGetLastError();
     }
-    /* a failed allocation or launch above is a missing figure: it must not
-     * linger as the last error for the backend's next check */
-    cudaGetLastError();
     return DSV4_OK;
 }
