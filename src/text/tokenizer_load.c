@@ -5,16 +5,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 
 #include "base/error.h"
-#include "io/fileio.h"
 #include "io/json_parse.h"
 #include "text/bytelevel.h"
 #include "text/tokenizer_internal.h"
 
-/* DeepSeek-V4's tokenizer.json is ~8 MB; a larger file is no tokenizer. */
-#define TOK_MAX_FILE_BYTES ((size_t)256 << 20)
 /* Messages quote at most this many bytes of a piece. */
 #define QUOTE 40
 
@@ -361,23 +357,6 @@ dsv4_status tok_parse(const char *json, size_t len, const char *label, tok_t **o
     dsv4_status st = json_parse_all(json, len, label, &root); /* strict: one value, nothing after it */
     if (!st) st = tok_load_json(label, root, out);
     cJSON_Delete(root);
-    return st;
-}
-
-dsv4_status tok_load(const char *path, tok_t **out)
-{
-    *out = NULL;
-    size_t plen = strlen(path);
-    if (plen > 5 && !strcmp(path + plen - 5, ".gguf")) return tok_load_gguf(path, out);
-    struct stat sb;
-    char *file = stat(path, &sb) == 0 && S_ISDIR(sb.st_mode) ? io_join(path, "tokenizer.json") : strdup(path);
-    if (!file) return dsv4_fail(DSV4_ERR_NOMEM, "%s: no memory", path);
-    char *buf = NULL;
-    size_t len = 0;
-    dsv4_status st = io_read_all(file, TOK_MAX_FILE_BYTES, &buf, &len);
-    if (!st) st = tok_parse(buf, len, file, out);
-    free(buf);
-    free(file);
     return st;
 }
 
