@@ -150,27 +150,6 @@ dsv4_status session_reserve(dsv4_session *s, int64_t n_tokens)
     return DSV4_OK;
 }
 
-/* One lane of the general step (engine/step.c), so a prompt of any length is
- * one transaction: an error before the run leaves the session as it was. */
-static dsv4_status eval(dsv4_session *s, const int32_t *tokens, int n, float *logits, dsv4_logits_mode mode)
-{
-    if (!s) return dsv4_fail(DSV4_ERR_ARG, "eval: no session");
-    if (n <= 0 || !tokens) return dsv4_fail(DSV4_ERR_ARG, "eval: no tokens");
-    dsv4_lane ln = {.session = s, .tokens = tokens, .n_tokens = n, .logits_mode = logits ? mode : DSV4_LOGITS_NONE,
-                    .logits = logits};
-    return dsv4_step(s->m, &ln, 1, NULL);
-}
-
-dsv4_status dsv4_session_eval(dsv4_session *s, const int32_t *tokens, int n, float *logits)
-{
-    return eval(s, tokens, n, logits, DSV4_LOGITS_ALL);
-}
-
-dsv4_status dsv4_session_eval_last(dsv4_session *s, const int32_t *tokens, int n, float *logits)
-{
-    return eval(s, tokens, n, logits, DSV4_LOGITS_LAST);
-}
-
 int dsv4_session_poisoned(const dsv4_session *s) { return s->poisoned; }
 
 /* Benchmarks: pretend the session has consumed n tokens, with random state

@@ -430,6 +430,27 @@ dsv4_status dsv4_step(dsv4_model *m, dsv4_lane *ln, int n, const dsv4_gate *gate
 
 /* ---- the fixed-shape wrappers ---- */
 
+/* One lane of the general step, so a prompt of any length is
+ * one transaction: an error before the run leaves the session as it was. */
+static dsv4_status eval(dsv4_session *s, const int32_t *tokens, int n, float *logits, dsv4_logits_mode mode)
+{
+    if (!s) return dsv4_fail(DSV4_ERR_ARG, "eval: no session");
+    if (n <= 0 || !tokens) return dsv4_fail(DSV4_ERR_ARG, "eval: no tokens");
+    dsv4_lane ln = {.session = s, .tokens = tokens, .n_tokens = n, .logits_mode = logits ? mode : DSV4_LOGITS_NONE,
+                    .logits = logits};
+    return dsv4_step(s->m, &ln, 1, NULL);
+}
+
+dsv4_status dsv4_session_eval(dsv4_session *s, const int32_t *tokens, int n, float *logits)
+{
+    return eval(s, tokens, n, logits, DSV4_LOGITS_ALL);
+}
+
+dsv4_status dsv4_session_eval_last(dsv4_session *s, const int32_t *tokens, int n, float *logits)
+{
+    return eval(s, tokens, n, logits, DSV4_LOGITS_LAST);
+}
+
 dsv4_status dsv4_decode_batch(dsv4_model *m, dsv4_session *const *sessions, const int32_t *tokens, int n_lanes,
                               float *logits, const dsv4_gate *gate)
 {
