@@ -146,7 +146,7 @@ int cmd_info(int argc, char **argv)
            cf->head_dim, cf->rope_dim, cf->q_lora, cf->o_groups, cf->o_lora, cf->window);
     printf("indexer:          %d heads x %d, top-%d\n", cf->idx_heads, cf->idx_head_dim, cf->idx_topk);
     printf("moe:              %d experts (top-%d, %d hash layers), inter %d, shared %d\n", cf->n_experts,
-           cf->n_active, model_n_hash(m), cf->moe_inter, cf->n_shared);
+           cf->n_active, config_n_hash(cf), cf->moe_inter, cf->n_shared);
     printf("hyper-connections:%d streams, %d Sinkhorn iterations\n", cf->hc_mult, cf->hc_iters);
     printf("weights:          %.2f MiB mapped, %.2f MiB bound (what a device holds)\n",
            (double)mi.weight_bytes / (1 << 20), (double)wb / (1 << 20));

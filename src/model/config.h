@@ -93,5 +93,7 @@ int config_kind(const dsv4_config *c, int l);
  * compressor's, or with indexer the indexer's), 0 where it has none: CSA
  * windows overlap, so its main compressor emits two series. */
 int config_comp_width(const dsv4_config *c, int l, int indexer);
+/* Layers routed by the token-id hash table instead of the gate's top-k. */
+int config_n_hash(const dsv4_config *c);
 
 #endif

@@ -727,3 +727,10 @@ int config_ratio(const dsv4_config *c, int l)
     int k = config_kind(c, l);
     return k == ATTN_CSA ? c->ratio_csa : k == ATTN_HCA ? c->ratio_hca : 0;
 }
+
+int config_n_hash(const dsv4_config *c)
+{
+    int n = 0;
+    for (int l = 0; l < c->n_layers; l++) n += c->hash_layer[l];
+    return n;
+}

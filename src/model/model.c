@@ -14,12 +14,6 @@ dsv4_cache_mode dsv4_model_cache_mode(const dsv4_model *m)
 }
 int dsv4_model_n_layers(const dsv4_model *m) { return m->cfg.n_layers; }
 
-int model_n_hash(const dsv4_model *m)
-{
-    int n = 0;
-    for (int l = 0; l < m->cfg.n_layers; l++) n += m->cfg.hash_layer[l];
-    return n;
-}
 int dsv4_model_max_positions(const dsv4_model *m) { return m->cfg.max_pos; }
 const dsv4_config *dsv4_model_config(const dsv4_model *m) { return &m->cfg; }
 

@@ -107,8 +107,6 @@ void weights_free(dsv4_model *m);
 /* Bytes of every bound weight (what a device backend holds: the views'
  * formats, tid2eid tables as int32). Valid after weights_bind. */
 uint64_t weights_bytes(dsv4_model *m);
-/* Number of hash-routed layers. */
-int model_n_hash(const dsv4_model *m);
 
 /* Bytes one decode step reads at context ctx: weights (all dense tensors,
  * `distinct_experts` routed experts per layer, one embedding row) and session

@@ -588,7 +588,7 @@ uint64_t weights_bytes(dsv4_model *m)
 {
     uint64_t n = 0;
     each_weight(m, count_one, &n);
-    return n + (uint64_t)m->cfg.vocab * (uint64_t)m->cfg.n_active * sizeof(int32_t) * (uint64_t)model_n_hash(m);
+    return n + (uint64_t)m->cfg.vocab * (uint64_t)m->cfg.n_active * sizeof(int32_t) * (uint64_t)config_n_hash(&m->cfg);
 }
 
 dsv4_status weights_adopt(dsv4_model *m, dsv4_progress_fn progress, void *user)
