@@ -184,40 +184,18 @@ static int authorized(server *S, struct MHD_Connection *c)
     return ok;
 }
 
+/* What every path shares: /health answers without a key; everything else
+ * needs the API key, then goes to the server's routes (S->route). */
 static void route(server *S, http_reply *r, const char *method, const char *url)
 {
     conn_ctx *cx = r->cx;
-    int get = !strcmp(method, "GET"), post = !strcmp(method, "POST");
     if (!strcmp(url, "/health")) {
-        if (!get) { http_reply_error(r, 405, NULL, "use GET"); return; }
+        if (strcmp(method, "GET")) { http_reply_error(r, 405, NULL, "use GET"); return; }
         http_reply_json(r, 200, strdup("{\"status\":\"ok\"}"));
         return;
     }
     if (!authorized(S, r->c)) { http_reply_error(r, 401, NULL, "invalid or missing API key"); return; }
-    if (!strcmp(url, "/metrics")) {
-        if (!get) { http_reply_error(r, 405, NULL, "use GET"); return; }
-        tbuf b = {0};
-        metrics_render(&S->met, &b);
-        http_reply_text(r, 200, "text/plain; version=0.0.4", tbuf_take(&b));
-        return;
-    }
-    if (!strcmp(url, "/v1/models")) {
-        if (!get) { http_reply_error(r, 405, NULL, "use GET"); return; }
-        openai_models(S, r);
-        return;
-    }
-    static const struct { const char *url; void (*fn)(server *, const char *, size_t, http_reply *); } posts[] = {
-        {"/v1/chat/completions", openai_chat},
-        {"/v1/completions", openai_completions},
-        {"/v1/messages", anthropic_messages},
-    };
-    for (size_t i = 0; i < sizeof posts / sizeof posts[0]; i++) {
-        if (strcmp(url, posts[i].url)) continue;
-        if (!post) { http_reply_error(r, 405, NULL, "use POST"); return; }
-        posts[i].fn(S, cx->body.p ? cx->body.p : "", cx->body.len, r);
-        return;
-    }
-    http_reply_error(r, 404, NULL, "no such endpoint");
+    S->route(S, r, method, url, cx->body.p ? cx->body.p : "", cx->body.len);
 }
 
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url, const char *method,

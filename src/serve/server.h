@@ -1,12 +1,12 @@
 /* dsv4 serve: the pieces the HTTP layer and the API handlers share.
  *
- *   http.c       libmicrohttpd daemon: routing, body limits, API key, logging,
+ *   http.c       libmicrohttpd daemon: body limits, /health, API key, logging,
  *                the blocking SSE reader (one thread per connection)
+ *   serve_main.c the server's lifetime, and which API answers which path
  *   openai.c     /v1/chat/completions, /v1/completions, /v1/models
  *   anthropic.c  /v1/messages
  *   request.c    request bodies -> api_request (prompt text + settings)
- *   server.c     api_request -> tokens -> a job on the scheduler; the
- *                server's lifetime
+ *   server.c     api_request -> tokens -> a job on the scheduler
  *   scheduler.c  the thread that owns the model; cache.c, kvstore.c its
  *                prefix cache and state files; metrics.c the counters */
 #ifndef DSV4_SERVE_SERVER_H
@@ -51,8 +51,14 @@ typedef struct {
 } serve_options;
 
 typedef struct server server;
+typedef struct http_reply http_reply;
+/* Answers a request that passed the HTTP layer's checks (body: the whole
+ * request body). */
+typedef void (*serve_route_fn)(server *S, http_reply *r, const char *method, const char *url, const char *body,
+                               size_t len);
 struct server {
     serve_options o;
+    serve_route_fn route;    /* serve_main.c's routes */
     char model_name[128];
     dsv4_model *model;
     tok_t *tok;
@@ -100,7 +106,6 @@ struct http_stream {
     void *state;
 };
 
-typedef struct http_reply http_reply;
 void http_reply_json(http_reply *r, int status, char *body_owned);
 void http_reply_text(http_reply *r, int status, const char *content_type, char *body_owned);
 /* The error body in the format of the API the path belongs to. */
@@ -109,6 +114,10 @@ void http_reply_error(http_reply *r, int status, const char *type, const char *m
 void http_reply_stream(http_reply *r, http_stream *st);
 /* The connection went away (a non-streaming request may stop waiting). */
 int http_client_gone(void *reply);
+/* The daemon on S->o.host:*port (0: any free port, written back), handing
+ * requests to S->route; NULL after a message. */
+void *http_start(server *S, int *port);
+void http_stop(void *daemon);
 
 /* Handlers: body is the whole request body. */
 void openai_models(server *S, http_reply *r);
