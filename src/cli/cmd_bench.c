@@ -16,7 +16,7 @@
 #include "engine/session.h"
 #include "engine/spec.h"
 
-#define HBM_PEAK_GBS 4800.0 /* H100/H200 SXM datasheet figure the targets use */
+#define HBM_PEAK_GBS 4800.0 /* H200 datasheet figure the targets use, where the GPU gives no peak */
 
 static void usage(FILE *f)
 {
@@ -30,8 +30,9 @@ static void usage(FILE *f)
             "Decode tokens/s at each context (state filled with random values, no prefill),\n"
             "prefill tokens/s for an N-token prompt, bytes read per decode token, achieved\n"
             "GB/s against the bandwidth limit, and the split of decode time by op family.\n"
-            "On a GPU it first measures the device (memory read bandwidth, dense 4096^3 FP8\n"
-            "and BF16 products through cuBLASLt) and gives prefill's share of both peaks.\n"
+            "On a GPU the limit is its memory's peak (memory clock x bus width); the bench\n"
+            "first measures the device (memory read bandwidth, dense 4096^3 FP8 and BF16\n"
+            "products through cuBLASLt) and gives prefill's share of both peaks.\n"
             "--weights: the synthetic weights' formats; fp8-fp4 (default) is the released\n"
             "checkpoints' mix (FP8 dense, MXFP4 routed experts), so bytes per token are real;\n"
             "gguf-iq3_xxs a GGUF file like the community UD-IQ3_XXS ones (IQ3_XXS routed\n"
@@ -498,18 +499,19 @@ int cmd_bench(int argc, char **argv)
         printf("# weights resident on the device: %.1f MB (checkpoint bytes and scale grids, nothing dequantized)\n",
                mi.device_weight_bytes / 1e6);
     }
-    double limit = is_cpu ? host_read_gbs(threads) : HBM_PEAK_GBS;
-    printf("# bandwidth limit: %.1f GB/s (%s)\n", limit,
-           is_cpu ? "host memory read, all threads, measured now" : "HBM datasheet peak");
-    /* the device's own ceilings, for the ratios below (GPU: its read
-     * bandwidth beside the datasheet's, the tensor peaks for prefill) */
+    /* the device's own ceilings, for the ratios below (GPU: its memory's
+     * peak rate and measured read bandwidth, the tensor peaks for prefill) */
     dsv4_device_limits lim = {0};
-    if (!is_cpu && m->be->ops->measure_limits) {
-        if (m->be->ops->measure_limits(m->be, &lim)) { cli_report("bench", "measuring the device"); dsv4_model_free(m); return 1; }
-        printf("# measured now: memory read %.1f GB/s (%.1f%% of the datasheet's); dense 4096^3 products through "
+    if (!is_cpu && m->be->ops->measure_limits &&
+        m->be->ops->measure_limits(m->be, &lim)) { cli_report("bench", "measuring the device"); dsv4_model_free(m); return 1; }
+    double limit = is_cpu ? host_read_gbs(threads) : lim.peak_gbs > 0 ? lim.peak_gbs : HBM_PEAK_GBS;
+    printf("# bandwidth limit: %.1f GB/s (%s)\n", limit,
+           is_cpu ? "host memory read, all threads, measured now"
+           : lim.peak_gbs > 0 ? "this GPU's memory peak: memory clock x bus width" : "H200 HBM datasheet peak");
+    if (lim.read_gbs > 0 || lim.fp8_tflops > 0)
+        printf("# measured now: memory read %.1f GB/s (%.1f%% of the peak); dense 4096^3 products through "
                "cuBLASLt: FP8 %.1f TFLOP/s, BF16 %.1f TFLOP/s (0: not measurable)\n",
-               lim.read_gbs, 100 * lim.read_gbs / HBM_PEAK_GBS, lim.fp8_tflops, lim.bf16_tflops);
-    }
+               lim.read_gbs, 100 * lim.read_gbs / limit, lim.fp8_tflops, lim.bf16_tflops);
     float *logits = malloc((size_t)cf->vocab * sizeof *logits);
     if (!logits) { dsv4_model_free(m); return 1; }
     printf("%-9s %10s %10s %12s %12s %9s %7s %s\n", "context", "tok/s", "ms/tok", "weights MB", "state MB", "GB/s",
