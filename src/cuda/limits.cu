@@ -2,8 +2,8 @@
  * measure_limits), so that its figures come with ratios against this
  * machine's own ceilings rather than datasheet numbers alone:
  *   - the memory's peak rate from the device's attributes: two transfers a
- *     clock of the memory clock times the bus width (H100 SXM: 3.35 TB/s,
- *     H200: about 4.9), the datasheet figure of whichever GPU runs;
+ *     clock of the memory clock times the bus width (H100 SXM: 3.35 TB/s),
+ *     the datasheet figure of whichever GPU runs;
  *   - memory read bandwidth: a streaming read (16-byte loads, several in
  *     flight a thread) of a buffer far larger than the L2, best of 5;
  *   - dense tensor-core rate: a 4096x4096x4096 product through cuBLASLt
@@ -219,13 +219,13 @@ dsv4_status cu_measure_limits(dsv4_backend *b, dsv4_device_limits *out)
     cu_flush(c);
     cudaError_t e = cudaStreamSynchronize(c->stream);
     if (e != cudaSuccess) return dsv4_fail(DSV4_ERR_DEVICE, "CUDA: measuring the device's limits: %s", cudaGetErrorString(e));
-    /* a failed allocation or launch in a measurement is a missing figure:
-     * it must not linger as the last error for the next measurement or the
-     * backend's next check */
     int khz = 0, bits = 0;
     if (cudaDeviceGetAttribute(&khz, cudaDevAttrMemoryClockRate, c->device) == cudaSuccess &&
         cudaDeviceGetAttribute(&bits, cudaDevAttrGlobalMemoryBusWidth, c->device) == cudaSuccess)
         out->peak_gbs = 2.0 * khz * 1e3 * (bits / 8) / 1e9;
+    /* a failed allocation or launch in a measurement is a missing figure:
+     * it must not linger as the last error for the next measurement or the
+     * backend's next check */
     out->read_gbs = lim_read_gbs(c);
     cudaGetLastError();
     lim_lt lt;
