@@ -505,6 +505,7 @@ int cmd_bench(int argc, char **argv)
     if (!is_cpu && m->be->ops->measure_limits &&
         m->be->ops->measure_limits(m->be, &lim)) { cli_report("bench", "measuring the device"); dsv4_model_free(m); return 1; }
     double limit = is_cpu ? host_read_gbs(threads) : lim.peak_gbs > 0 ? lim.peak_gbs : HBM_PEAK_GBS;
+    if (lim.name[0]) printf("# device: %s\n", lim.name);
     printf("# bandwidth limit: %.1f GB/s (%s)\n", limit,
            is_cpu ? "host memory read, all threads, measured now"
            : lim.peak_gbs > 0 ? "this GPU's memory peak: memory clock x bus width" : "H200 HBM datasheet peak");

@@ -1,6 +1,7 @@
 /* The device's limits, measured when a benchmark asks (ops.h
  * measure_limits), so that its figures come with ratios against this
- * machine's own ceilings rather than datasheet numbers alone:
+ * machine's own ceilings rather than datasheet numbers alone (and name the
+ * device they were measured on):
  *   - the memory's peak rate from the device's attributes: two transfers a
  *     clock of the memory clock times the bus width (H100 SXM: 3.35 TB/s),
  *     the datasheet figure of whichever GPU runs;
@@ -219,6 +220,8 @@ dsv4_status cu_measure_limits(dsv4_backend *b, dsv4_device_limits *out)
     cu_flush(c);
     cudaError_t e = cudaStreamSynchronize(c->stream);
     if (e != cudaSuccess) return dsv4_fail(DSV4_ERR_DEVICE, "CUDA: measuring the device's limits: %s", cudaGetErrorString(e));
+    cudaDeviceProp prop;
+    if (cudaGetDeviceProperties(&prop, c->device) == cudaSuccess) snprintf(out->name, sizeof out->name, "%.63s", prop.name);
     int khz = 0, bits = 0;
     if (cudaDeviceGetAttribute(&khz, cudaDevAttrMemoryClockRate, c->device) == cudaSuccess &&
         cudaDeviceGetAttribute(&bits, cudaDevAttrGlobalMemoryBusWidth, c->device) == cudaSuccess)
