@@ -74,10 +74,11 @@ typedef struct {
 } dsv4_moe_params;
 
 /* A device's name and ceilings, found by the backend itself
- * (measure_limits): the peak rate of its memory (GB/s, memory clock x bus width: the datasheet
- * figure of the device in use), the read bandwidth measured (a streaming
- * read far past the caches) and the rate of a dense 4096^3 product through
- * the vendor's library with FP8 e4m3 and with BF16 inputs (TFLOP/s). */
+ * (measure_limits): the peak rate of its memory (GB/s, memory clock x bus
+ * width: the datasheet figure of the device in use), the read bandwidth
+ * measured (a streaming read far past the caches) and the rate of a dense
+ * 4096^3 product through the vendor's library with FP8 e4m3 and with BF16
+ * inputs (TFLOP/s). */
 typedef struct {
     char name[64]; /* the device's name, "" if unknown */
     double peak_gbs, read_gbs, fp8_tflops, bf16_tflops;
