@@ -28,7 +28,7 @@ extern "C" {
 
 #define CU_GRAPH_MAX_ROWS 8  /* steps of up to this many rows run as CUDA graphs */
 #define CU_GRAPH_CACHE 8
-#define CU_REC_ARGS 800  /* the largest op argument struct (the MoE's, 7 weight views) fits */
+#define CU_REC_ARGS 832  /* the largest op argument struct (the MoE's, 7 weight views) fits */
 
 /* Device-side fault codes written to the mapped error word. */
 enum { CU_FAULT_TOKEN = 1, CU_FAULT_EXPERT = 2, CU_FAULT_SELECT = 3 };
@@ -238,6 +238,15 @@ typedef struct {
 /* Points a's xq/pf at the matmul workspace when its weight takes the
  * tensor-core path (at submit time: exec functions do not allocate). */
 void cu_matmul_prep_ws(cu_impl *c, cu_matmul_args *a);
+
+/* Q8_0 products with exact integer block sums (int_dot.cuh):
+ * whether W (and the grouping) takes them, the workspace of prepared rows,
+ * the preparation of nrows rows (x + t*ldx + g*n, t = r / G, g = r % G)
+ * into ws, the run (int_matmul.cu). */
+int cu_int_matmul_ok(const dsv4_mat *W, int64_t grp_rows);
+size_t cu_int_prep_bytes(int64_t rows, int64_t cols);
+void cu_int_prep(cu_impl *c, const float *x, int64_t ldx, int G, int64_t n, int64_t nrows, void *ws);
+void cu_int_matmul(cu_impl *c, const cu_matmul_args *a);
 
 /* ---- device helpers ---- */
 __device__ __forceinline__ float cu_ld(int dt, const void *p, int64_t i)

@@ -304,7 +304,7 @@ __global__ void __launch_bounds__(256, 1) tc_kernel(const __half *xq, const floa
 /* The tensor-core kind of W for a matmul (shape and format only), -1: none. */
 static int tc_matmul_kind(const dsv4_mat *W, int64_t grp_rows)
 {
-    return grp_rows % 16 == 0 ? tc_kind(*W) : -1;
+    return grp_rows % 16 == 0 && !cu_int_matmul_ok(W, grp_rows) ? tc_kind(*W) : -1;
 }
 
 template <int KIND, int MT, int NT, int SEQ, int U>
@@ -365,7 +365,8 @@ void cu_exec_matmul(cu_impl *c, const void *args, const int64_t *dpos)
     (void)dpos;
     if (a->T <= 0 || a->W.rows <= 0) return;
     int kind = tc_matmul_kind(&a->W, a->grp_rows);
-    if (kind >= 0) tc_kind_dispatch(kind, [&](auto k) { run_tc<decltype(k)::value>(c, a); });
+    if (cu_int_matmul_ok(&a->W, a->grp_rows)) cu_int_matmul(c, a);
+    else if (kind >= 0) tc_kind_dispatch(kind, [&](auto k) { run_tc<decltype(k)::value>(c, a); });
     else if (cu_wfam(a->W) == CU_W_GGUF) cu_gg_matmul(c, a);
     else run_gemv(c, a);
 }
@@ -374,6 +375,11 @@ void cu_matmul_prep_ws(cu_impl *c, cu_matmul_args *a)
 {
     a->xq = NULL;
     a->pf = NULL;
+    if (a->T > 0 && cu_int_matmul_ok(&a->W, a->grp_rows)) { /* int_matmul.cu: limbs and exponents */
+        int64_t rows = (int64_t)a->T * (a->grp_rows ? a->W.rows / a->grp_rows : 1);
+        a->xq = (__half *)cu_ws(c, WS_MATMUL, cu_int_prep_bytes(rows, a->W.cols));
+        return;
+    }
     int kind = tc_matmul_kind(&a->W, a->grp_rows);
     if (kind < 0 || a->T <= 0) return;
     int64_t rows = (int64_t)a->T * (a->grp_rows ? a->W.rows / a->grp_rows : 1);

@@ -252,8 +252,9 @@ void cu_exec_moe(cu_impl *c, const void *args, const int64_t *dpos)
     cu_launch(c, "moe route", route_kernel, dim3(a->T), dim3(a->E <= 256 ? 32 : 256), (size_t)a->E * 2 * sizeof(float), *a);
     if (a->T > 1)
         cu_launch(c, "moe group", group_kernel, dim3(1), dim3(256), (size_t)a->E * 2 * sizeof(int), *a);
-    /* routed experts and shared expert: tensor cores where their format and
-     * shapes allow, else the fp32 kernels; one fp32 launch when neither does */
+    /* routed experts and shared expert: Q8_0 on the integer sums, others on
+     * the tensor cores where their format and shapes allow, else the fp32
+     * kernels; one launch where both parts take the same kernels */
     int tr = a->tk_r[1] >= 0, ts = a->tk_s[1] >= 0, tc_all = tr && ts && a->tk_r[0] >= 0 && a->tk_s[0] >= 0;
     /* the experts' view of the step: official numerics give them x through
      * FP8 (the gate had x) and H rounded after the routing weights went
@@ -267,13 +268,20 @@ void cu_exec_moe(cu_impl *c, const void *args, const int64_t *dpos)
     }
     a = &ea;
     int TK = a->T * a->K, ap = a->act_prep, te = tc_terms(expert_prep_kind(a->tk_r, a->tk_s));
+    int ir = a->int_r, is = a->int_s;
     if ((tr || ts) && !a->stage_up) tc_prep(c, a->x, a->D, a->T, 1, a->D, a->xq, a->xpf, te, ap);
+    if (ir || is) cu_int_prep(c, a->x, a->D, 1, a->D, a->T, (void *)a->xl);
     for (int up = 1; up >= 0; up--) {
         /* official numerics: the routed pairs' H times their weights (pairs < T·K), every row through FP8 */
         if (!up && a->act && !ap) cu_launch_act_fp8(c, a->H, a->H, TK + a->T, a->I, a->wt, TK);
         if (!up && (tr || ts) && !a->stage_down)
             tc_prep(c, a->H, a->I, TK + a->T, 1, a->I, a->hq, a->hpf, te, ap, a->wt, TK);
-        if (!tr && !ts) {
+        if (!up && (ir || is)) cu_int_prep(c, a->H, a->I, 1, a->I, TK + a->T, (void *)a->hl);
+        if (ir && is) {
+            moe_int_part(c, a, up, PART_ALL);
+            continue;
+        }
+        if (!ir && !is && !tr && !ts) {
             launch_fp32_part(c, a, up, PART_ALL);
             continue;
         }
@@ -285,9 +293,11 @@ void cu_exec_moe(cu_impl *c, const void *args, const int64_t *dpos)
             moe_tc_pair<CU_W_FP4, CU_W_FP8>(c, a, up);
             continue;
         }
-        if (tr) launch_tc_part(c, a, a->tk_r[up], up, PART_ROUTED);
+        if (ir) moe_int_part(c, a, up, PART_ROUTED);
+        else if (tr) launch_tc_part(c, a, a->tk_r[up], up, PART_ROUTED);
         else launch_fp32_part(c, a, up, PART_ROUTED);
-        if (ts) launch_tc_part(c, a, a->tk_s[up], up, PART_SHARED);
+        if (is) moe_int_part(c, a, up, PART_SHARED);
+        else if (ts) launch_tc_part(c, a, a->tk_s[up], up, PART_SHARED);
         else launch_fp32_part(c, a, up, PART_SHARED);
     }
     cu_launch(c, "moe combine", combine_kernel, dim3(cu_blocks(a->D, 256), (unsigned)(a->T < 65535 ? a->T : 65535)), dim3(256), 0, *a);
@@ -427,6 +437,11 @@ void cu_moe(dsv4_backend *b, const float *x, const int32_t *tok, int T, int D, c
     /* the routed and the shared experts read one preparation of x and of
      * H: a shared expert wanting other terms takes the fp32 kernels */
     if (a.tk_r[1] >= 0 && a.tk_s[1] >= 0 && tc_terms(a.tk_r[1]) != tc_terms(a.tk_s[1])) a.tk_s[0] = a.tk_s[1] = -1;
+    /* Q8_0 experts take the exact integer sums instead */
+    a.int_r = moe_int_ok(&p->w1[0], &p->w3[0], &p->w2[0]);
+    a.int_s = moe_int_ok(p->sh_w1, p->sh_w3, p->sh_w2);
+    if (a.int_r) a.tk_r[0] = a.tk_r[1] = -1;
+    if (a.int_s) a.tk_s[0] = a.tk_s[1] = -1;
     int gk = tc_kind(a.gate), tcx = a.tk_r[1] >= 0 || a.tk_s[1] >= 0 || gk >= 0;
     /* terms of the experts' prepared rows, and of x's (which a
      * tensor-core gate prepares first, in its own terms) */
@@ -444,7 +459,10 @@ void cu_moe(dsv4_backend *b, const float *x, const int32_t *tok, int T, int D, c
     size_t o_hq = o_xq + (tcx ? al(tc_prep_bytes((int64_t)t, D, tx)) : 0);
     size_t o_xa = o_hq + (tcx ? al(tc_prep_bytes((int64_t)pairs, I, te)) : 0);
     a.act = p->act_fp8;
-    size_t total = o_xa + (a.act ? al(t * D * 4) : 0);
+    int ints = a.int_r || a.int_s;
+    size_t o_xl = o_xa + (a.act ? al(t * D * 4) : 0);
+    size_t o_hl = o_xl + (ints ? al(cu_int_prep_bytes((int64_t)t, D)) : 0);
+    size_t total = o_hl + (ints ? al(cu_int_prep_bytes((int64_t)pairs, I)) : 0);
     char *ws = (char *)cu_ws(c, WS_MOE, total);
     if (!ws) return;
     if (tcx) {
@@ -454,6 +472,10 @@ void cu_moe(dsv4_backend *b, const float *x, const int32_t *tok, int T, int D, c
         a.hpf = (float *)(ws + o_hq + tc_prep_pf_offset((int64_t)pairs, I, te));
     }
     if (a.act) a.xa = (float *)(ws + o_xa);
+    if (ints) {
+        a.xl = (const int8_t *)(ws + o_xl);
+        a.hl = (const int8_t *)(ws + o_hl);
+    }
     a.grp = (int32_t *)(ws + o_grp);
     a.logits = (float *)(ws + o_lg);
     a.wt = (float *)(ws + o_wt);

@@ -32,6 +32,8 @@ typedef struct {
     int act;          /* official numerics (dsv4_moe_params.act_fp8): the experts read xa, x through */
     float *xa;        /* FP8, and H rounded after the routing weights went into it */
     int act_prep;     /* ... rounded by the rows' preparation instead (every expert on tensor cores) */
+    int int_r, int_s; /* the routed / shared experts take the integer sums (int_dot.cuh; then tk_* are -1) */
+    const int8_t *xl, *hl; /* their prepared rows of x (T) and of H (pairs): limbs, then exponents */
     int *err;
     int layer; /* for fault reports */
 } moe_args;
@@ -119,6 +121,12 @@ void moe_tc_kind(cu_impl *c, const moe_args *a, int up, int part);
  * of kind KS (the official checkpoints' MXFP4 + FP8, moe_tc_fp8_fp4.cu). */
 template <int KR, int KS>
 void moe_tc_pair(cu_impl *c, const moe_args *a, int up);
+
+/* The experts with exact integer block sums (moe_int.cu): whether an
+ * expert's three matrices take them, and the up or down launch of a part
+ * of the groups. */
+int moe_int_ok(const dsv4_mat *w1, const dsv4_mat *w3, const dsv4_mat *w2);
+void moe_int_part(cu_impl *c, const moe_args *a, int up, int part);
 
 /* The fp32 experts for the routed / shared format families FR, FS (cu_wfam;
  * -1: decided per group at run time), UP (w1·w3 and SwiGLU) or down (w2),

@@ -293,6 +293,101 @@ static void test_matmul_invariance(void)
         }
 }
 
+/* Q8_0 products with exact integer block sums (src/cuda/int_dot.cuh): the
+ * GPU's bits equal this host emulation of the numerics the header states
+ * (22-bit block fixed point in three int8 limbs, exact int32 block sums,
+ * v = fma(float(s2*256 + s1), 256, float(s0)), fma(v, d*2^-e, acc) block
+ * after block in slices of 32-block chunks, slices added in order), on the
+ * GEMV (1..8 rows) and the IMMA kernel (more), with tiny, zero and large
+ * activation blocks, rows that end inside a warp's 32 and columns that end
+ * inside a chunk. */
+static int int_splits_ref(int64_t rows, int64_t cols)
+{
+    int64_t nch = (cols / 32 + 31) / 32;
+    int ks = 1;
+    while (ks < 4 && ks < nch && rows * ks < 32768) ks *= 2;
+    return ks;
+}
+
+static void int_matmul_ref(const dsv4_mat *W, const float *x, float *y)
+{
+    const uint8_t *wd = W->data;
+    int64_t R = W->rows, C = W->cols, nb = C / 32, nch = (nb + 31) / 32;
+    int ks = int_splits_ref(R, C);
+    int8_t *lim = malloc((size_t)C * 3);
+    int *ex = malloc((size_t)nb * sizeof(int));
+    for (int64_t b = 0; b < nb; b++) {
+        float m = 0;
+        for (int i = 0; i < 32; i++) m = fmaxf(m, fabsf(x[b * 32 + i]));
+        int e = 0;
+        if (m > 0) {
+            frexpf(m, &e);
+            e = 22 - e < 126 ? 22 - e : 126;
+        }
+        ex[b] = e;
+        for (int i = 0; i < 32; i++) {
+            int xi = (int)rintf(ldexpf(x[b * 32 + i], e));
+            int a0 = ((xi + 128) & 255) - 128, q = (xi - a0) >> 8;
+            int a1 = ((q + 128) & 255) - 128, a2 = (q - a1) >> 8;
+            lim[b * 96 + i] = (int8_t)a0;
+            lim[b * 96 + 32 + i] = (int8_t)a1;
+            lim[b * 96 + 64 + i] = (int8_t)a2;
+        }
+    }
+    for (int64_t r = 0; r < R; r++) {
+        float tot = 0;
+        for (int sl = 0; sl < ks; sl++) {
+            float acc = 0;
+            for (int64_t ch = sl; ch < nch; ch += ks)
+                for (int64_t b = ch * 32; b < ch * 32 + 32 && b < nb; b++) {
+                    const uint8_t *blk = wd + (r * nb + b) * 34;
+                    int s[3] = {0, 0, 0};
+                    for (int l = 0; l < 3; l++)
+                        for (int i = 0; i < 32; i++) s[l] += (int8_t)blk[2 + i] * lim[b * 96 + 32 * l + i];
+                    float v = fmaf((float)(s[2] * 256 + s[1]), 256.0f, (float)s[0]);
+                    float d = f16_to_f32((uint16_t)(blk[0] | blk[1] << 8));
+                    acc = fmaf(v, d * ldexpf(1.0f, -ex[b]), acc);
+                }
+            tot = sl == 0 ? acc : tot + acc;
+        }
+        y[r] = tot;
+    }
+    free(lim);
+    free(ex);
+}
+
+static void test_int_matmul_bits(void)
+{
+    int64_t shapes[][2] = {{256, 1024}, {4096, 1024}, {512, 4096}, {40, 1056}, {100, 2080}};
+    int Ts[] = {1, 2, 8, 9, 40};
+    for (int si = 0; si < 5; si++)
+        for (int ti = 0; ti < 5; ti++) {
+            int64_t R = shapes[si][0], C = shapes[si][1], ldx = C + 4;
+            int T = Ts[ti];
+            tmat W = mkg(WF_Q8_0, R, C, 0.05f);
+            float *x = rnd((size_t)T * ldx, 1.0f);
+            for (int64_t c = 0; c < 32; c++) { /* block 0 of token 0 zero, block 1 tiny, block 2 large */
+                x[c] = 0.0f;
+                x[32 + c] *= 1e-35f;
+                x[64 + c] *= 1e30f;
+            }
+            float *dx = dev(x, (size_t)T * ldx), *dy = gpu->ops->alloc(gpu, (size_t)T * R * 4);
+            gpu->ops->matmul(gpu, dx, ldx, T, &W.d, dy, R);
+            float *gy = back(dy, (size_t)T * R), *hy = malloc((size_t)R * 4);
+            for (int t = 0; t < T; t++) {
+                int_matmul_ref(&W.h, x + t * ldx, hy);
+                int64_t bad = 0, first = -1;
+                for (int64_t r = 0; r < R; r++)
+                    if (memcmp(&hy[r], &gy[t * R + r], 4)) { bad++; if (first < 0) first = r; }
+                CHECKF(!bad, "Q8_0 %lldx%lld T=%d token %d: %lld rows differ from the host's emulation (row %lld: %.9g vs %.9g)",
+                       (long long)R, (long long)C, T, t, (long long)bad, (long long)first,
+                       first >= 0 ? gy[t * R + first] : 0.0, first >= 0 ? hy[first] : 0.0);
+            }
+            free(x); free(gy); free(hy);
+            gpu->ops->free(gpu, dx); gpu->ops->free(gpu, dy);
+            }
+}
+
 /* matmul_fp8in (the official numerics' products): the CPU's values for every
  * format, the tensor-core kinds rounding in the rows' preparation (staged
  * for 1..8 rows, a preparation launch for more) and the others through a
@@ -1253,6 +1348,7 @@ int main(void)
     }
     RUN(test_matmul);
     RUN(test_matmul_invariance);
+    RUN(test_int_matmul_bits);
     RUN(test_matmul_range);
     RUN(test_matmul_fp8in);
     RUN(test_matmul_grouped);
