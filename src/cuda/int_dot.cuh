@@ -11,9 +11,9 @@
  * Numerics. A prepared activation row (int_prep_kernel) has, per 32-column
  * block b, a power of two 2^e_b that puts the block's largest |value| in
  * [2^21, 2^22), and x_int = rint(x * 2^e_b) split into three int8 limbs,
- * x_int = a2*2^16 + a1*2^8 + a0. A Q8_0 block is 32 int8 codes q and an
- * f16 factor d. The int32 sums s_l = sum q*a_l
- * are exact, and the block's value
+ * x_int = a2*2^16 + a1*2^8 + a0 (|a2| <= 64). A Q8_0 block is 32 int8
+ * codes q and an f16 factor d. The int32 sums s_l = sum q*a_l are exact,
+ * and the block's value
  *   v = fma(float(s2*256 + s1), 256, float(s0))   (|s2*256 + s1| < 2^27)
  * is scaled by d * 2^-e_b (one product, exact unless it leaves the normal
  * range: then it rounds the same way everywhere). A row adds fma(v, scale,
@@ -55,10 +55,13 @@ __host__ static inline int int_splits(int64_t rows, int64_t cols)
     return ks;
 }
 
-/* Bytes of nrows prepared rows of n columns: limbs, then exponents. */
-__host__ static inline size_t int_prep_bytes(int64_t nrows, int64_t n)
+/* nrows prepared rows of n columns: their limbs (INT_LIMB_BYTES a block),
+ * then their exponents (one int a block). */
+__host__ __device__ static inline size_t int_limbs_bytes(int64_t nrows, int64_t n) { return (size_t)nrows * (size_t)n * 3; }
+
+__host__ __device__ static inline const int *int_exps(const int8_t *lim, int64_t nrows, int64_t n)
 {
-    return (size_t)nrows * (size_t)n * 3 + (size_t)nrows * (size_t)(n / 32) * sizeof(int);
+    return (const int *)(lim + int_limbs_bytes(nrows, n));
 }
 
 __device__ __forceinline__ float int_block_value(int s0, int s1, int s2)

@@ -9,7 +9,10 @@ int cu_int_matmul_ok(const dsv4_mat *W, int64_t grp_rows)
     return int_ok(*W) && grp_rows % 32 == 0;
 }
 
-size_t cu_int_prep_bytes(int64_t rows, int64_t cols) { return int_prep_bytes(rows, cols); }
+size_t cu_int_prep_bytes(int64_t rows, int64_t cols)
+{
+    return int_limbs_bytes(rows, cols) + (size_t)rows * (size_t)(cols / 32) * sizeof(int);
+}
 
 /* One warp per (prepared row, block): its exponent and limbs. Prepared row
  * r is token t = r / G, row group g = r % G: x + t*ldx + g*n. */
@@ -41,7 +44,7 @@ __global__ void __launch_bounds__(256) int_prep_kernel(const float *x, int64_t l
 void cu_int_prep(cu_impl *c, const float *x, int64_t ldx, int G, int64_t n, int64_t nrows, void *ws)
 {
     int8_t *lim = (int8_t *)ws;
-    int *ex = (int *)((char *)ws + (size_t)nrows * (size_t)n * 3);
+    int *ex = (int *)int_exps(lim, nrows, n);
     cu_launch(c, "int_prep_kernel", int_prep_kernel, dim3(cu_blocks(nrows * (n / 32), 8)), dim3(256), 0, x, ldx, G,
               n, nrows, lim, ex);
 }
@@ -110,7 +113,7 @@ void cu_int_matmul(cu_impl *c, const cu_matmul_args *a)
     int64_t nrows = (int64_t)a->T * G;
     cu_int_prep(c, a->x, a->ldx, G, W->cols, nrows, a->xq);
     const int8_t *lim = (const int8_t *)a->xq;
-    const int *ex = (const int *)((const char *)a->xq + (size_t)nrows * (size_t)W->cols * 3);
+    const int *ex = int_exps(lim, nrows, W->cols);
     int ks = int_splits(W->rows, W->cols);
     if (a->T <= INT_GEMV_MAX)
         cu_launch(c, "int_gemv_kernel", int_gemv_kernel, dim3(cu_blocks(W->rows, 4 / ks * 32)), dim3(128), 0, lim, ex,
