@@ -21,7 +21,10 @@
  * s, s + ks, ...; ks from the shape), and the slices' sums in slice order.
  * Rounding x to 22 bits relative to its block's largest value is the only
  * approximation (about 2^-22 of the block's size a term); an FP8-rounded
- * row (official numerics) is represented exactly.
+ * row (official numerics) is represented exactly. A block holding a NaN or
+ * an infinity has zero limbs and the scale factor NaN, so every sum it
+ * enters is NaN, as on the other paths (the step's checks then see it;
+ * integer limbs alone would turn it into a finite value).
  *
  * Two warp routines compute these sums in the same order:
  *   - int_gemv_warp, up to INT_GEMV_MAX token rows on the CUDA cores: lane
@@ -56,12 +59,12 @@ __host__ static inline int int_splits(int64_t rows, int64_t cols)
 }
 
 /* nrows prepared rows of n columns: their limbs (INT_LIMB_BYTES a block),
- * then their exponents (one int a block). */
+ * then their factors 2^-e (one float a block; NaN: the block is not finite). */
 __host__ __device__ static inline size_t int_limbs_bytes(int64_t nrows, int64_t n) { return (size_t)nrows * (size_t)n * 3; }
 
-__host__ __device__ static inline const int *int_exps(const int8_t *lim, int64_t nrows, int64_t n)
+__host__ __device__ static inline const float *int_factors(const int8_t *lim, int64_t nrows, int64_t n)
 {
-    return (const int *)(lim + int_limbs_bytes(nrows, n));
+    return (const float *)(lim + int_limbs_bytes(nrows, n));
 }
 
 __device__ __forceinline__ float int_block_value(int s0, int s1, int s2)
@@ -69,11 +72,8 @@ __device__ __forceinline__ float int_block_value(int s0, int s1, int s2)
     return __fmaf_rn((float)(s2 * 256 + s1), 256.0f, (float)s0);
 }
 
-/* 2^-e (e from int_prep: |e| stays inside the normal range). */
-__device__ __forceinline__ float int_inv_pow2(int e) { return __int_as_float((127 - e) << 23); }
-
-/* The block's scale against a prepared block of exponent e. */
-__device__ __forceinline__ float int_scale(float f, int e) { return __fmul_rn(f, int_inv_pow2(e)); }
+/* The block's scale against a prepared block of factor xs = 2^-e. */
+__device__ __forceinline__ float int_scale(float f, float xs) { return __fmul_rn(f, xs); }
 
 __device__ __forceinline__ float int_f16(uint32_t h) { return __half2float(__ushort_as_half((unsigned short)h)); }
 
@@ -119,7 +119,7 @@ __device__ __forceinline__ const int8_t *int_limbs(const int8_t *lim, int64_t id
  * of ks. vs: this warp's shared scratch. */
 template <int NM, class XI>
 __device__ __forceinline__ void int_gemv_warp(const dsv4_mat *W, int64_t row0, int T, int sl, int ks,
-                                              const int8_t *lim, const int *ex, XI xidx, float2 (*vs)[33],
+                                              const int8_t *lim, const float *ex, XI xidx, float2 (*vs)[33],
                                               float (*acc)[INT_GEMV_MAX])
 {
     int lane = threadIdx.x & 31;
@@ -134,14 +134,14 @@ __device__ __forceinline__ void int_gemv_warp(const dsv4_mat *W, int64_t row0, i
         for (int t = 0; t < T; t++) {
             int64_t idx = xidx(t);
             int la[3][8];
-            int e = 0;
+            float xs = 0.0f;
             if (have) {
                 const int *lw = (const int *)int_limbs(lim, idx, nb, b);
 #pragma unroll
                 for (int l = 0; l < 3; l++)
 #pragma unroll
                     for (int i = 0; i < 8; i++) la[l][i] = __ldg(lw + 8 * l + i);
-                e = __ldg(ex + idx * nb + b);
+                xs = __ldg(ex + idx * nb + b);
             }
 #pragma unroll
             for (int m = 0; m < NM; m++) {
@@ -160,7 +160,7 @@ __device__ __forceinline__ void int_gemv_warp(const dsv4_mat *W, int64_t row0, i
                             s1 = __dp4a(q[i], la[1][i], s1);
                             s2 = __dp4a(q[i], la[2][i], s2);
                         }
-                        vs[r][lane] = make_float2(int_block_value(s0, s1, s2), int_scale(f, e));
+                        vs[r][lane] = make_float2(int_block_value(s0, s1, s2), int_scale(f, xs));
                     }
                 }
                 __syncwarp();
@@ -191,7 +191,7 @@ __device__ __forceinline__ void int_gemv_warp(const dsv4_mat *W, int64_t row0, i
 
 template <int NM, int NT, class XI>
 __device__ __forceinline__ void int_tile_warp(const dsv4_mat *W, int64_t row0, int ks, const int8_t *lim,
-                                              const int *ex, XI xidx, float (*tot)[NT][4])
+                                              const float *ex, XI xidx, float (*tot)[NT][4])
 {
     int lane = threadIdx.x & 31, gq = lane >> 2, q = lane & 3;
     int64_t R = W[0].rows, nb = W[0].cols / 32, nch = (nb + INT_CHUNK - 1) / INT_CHUNK, rb = cu_row_bytes(W[0]);
@@ -220,7 +220,7 @@ __device__ __forceinline__ void int_tile_warp(const dsv4_mat *W, int64_t row0, i
         for (int64_t ch = sl; ch < nch; ch += ks) {
             int64_t bend = (ch + 1) * INT_CHUNK < nb ? (ch + 1) * INT_CHUNK : nb;
             for (int64_t b = ch * INT_CHUNK; b < bend; b++) {
-                int eb[NT][2];
+                float eb[NT][2];
                 uint32_t bw[NT][3][2];
 #pragma unroll
                 for (int j = 0; j < NT; j++) {

@@ -11,13 +11,13 @@ int cu_int_matmul_ok(const dsv4_mat *W, int64_t grp_rows)
 
 size_t cu_int_prep_bytes(int64_t rows, int64_t cols)
 {
-    return int_limbs_bytes(rows, cols) + (size_t)rows * (size_t)(cols / 32) * sizeof(int);
+    return int_limbs_bytes(rows, cols) + (size_t)rows * (size_t)(cols / 32) * sizeof(float);
 }
 
-/* One warp per (prepared row, block): its exponent and limbs. Prepared row
+/* One warp per (prepared row, block): its factor and limbs. Prepared row
  * r is token t = r / G, row group g = r % G: x + t*ldx + g*n. */
 __global__ void __launch_bounds__(256) int_prep_kernel(const float *x, int64_t ldx, int G, int64_t n, int64_t nrows,
-                                                       int8_t *lim, int *ex)
+                                                       int8_t *lim, float *ex)
 {
     cu_pdl();
     int lane = threadIdx.x & 31;
@@ -25,33 +25,34 @@ __global__ void __launch_bounds__(256) int_prep_kernel(const float *x, int64_t l
     if (job >= nrows * nb) return;
     int64_t r = job / nb, b = job % nb, t = r / G, g = r % G;
     float v = x[t * ldx + g * n + b * 32 + lane], m = fabsf(v);
+    int bad = __any_sync(0xffffffffu, !isfinite(v)); /* fmaxf would pass over a NaN */
     for (int o = 16; o; o >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));
     int e = 0;
-    if (m > 0.0f) {
+    if (m > 0.0f && !bad) {
         frexpf(m, &e);
         e = min(22 - e, 126); /* 2^-e stays a normal float (blocks below 2^-104 lose their low bits) */
     }
-    int xi = (int)rintf(ldexpf(v, e));
+    int xi = bad ? 0 : (int)rintf(ldexpf(v, e));
     int a0 = ((xi + 128) & 255) - 128, q = (xi - a0) >> 8;
     int a1 = ((q + 128) & 255) - 128, a2 = (q - a1) >> 8;
     int8_t *o = lim + job * INT_LIMB_BYTES;
     o[lane] = (int8_t)a0;
     o[32 + lane] = (int8_t)a1;
     o[64 + lane] = (int8_t)a2;
-    if (lane == 0) ex[job] = e;
+    if (lane == 0) ex[job] = bad ? __int_as_float(0x7fc00000) : __int_as_float((127 - e) << 23);
 }
 
 void cu_int_prep(cu_impl *c, const float *x, int64_t ldx, int G, int64_t n, int64_t nrows, void *ws)
 {
     int8_t *lim = (int8_t *)ws;
-    int *ex = (int *)int_exps(lim, nrows, n);
+    float *ex = (float *)int_factors(lim, nrows, n);
     cu_launch(c, "int_prep_kernel", int_prep_kernel, dim3(cu_blocks(nrows * (n / 32), 8)), dim3(256), 0, x, ldx, G,
               n, nrows, lim, ex);
 }
 
 /* Block = 4 warps: 4 / ks row groups of 32 rows, ks slices each; the
  * slices' sums are added in slice order through shared memory. */
-__global__ void __launch_bounds__(128) int_gemv_kernel(const int8_t *lim, const int *ex, int T, int G, dsv4_mat W,
+__global__ void __launch_bounds__(128) int_gemv_kernel(const int8_t *lim, const float *ex, int T, int G, dsv4_mat W,
                                                        float *y, int64_t ldy, int ks, int64_t grp_rows)
 {
     __shared__ float2 vs[4][32][33];
@@ -83,7 +84,7 @@ __global__ void __launch_bounds__(128) int_gemv_kernel(const int8_t *lim, const 
 
 /* Block = 4 warps of 16 weight rows, 8*NT token rows (blockIdx.y). */
 template <int NT>
-__global__ void __launch_bounds__(128) int_tc_kernel(const int8_t *lim, const int *ex, int T, int G, dsv4_mat W,
+__global__ void __launch_bounds__(128) int_tc_kernel(const int8_t *lim, const float *ex, int T, int G, dsv4_mat W,
                                                      float *y, int64_t ldy, int ks, int64_t grp_rows)
 {
     cu_pdl();
@@ -113,7 +114,7 @@ void cu_int_matmul(cu_impl *c, const cu_matmul_args *a)
     int64_t nrows = (int64_t)a->T * G;
     cu_int_prep(c, a->x, a->ldx, G, W->cols, nrows, a->xq);
     const int8_t *lim = (const int8_t *)a->xq;
-    const int *ex = int_exps(lim, nrows, W->cols);
+    const float *ex = int_factors(lim, nrows, W->cols);
     int ks = int_splits(W->rows, W->cols);
     if (a->T <= INT_GEMV_MAX)
         cu_launch(c, "int_gemv_kernel", int_gemv_kernel, dim3(cu_blocks(W->rows, 4 / ks * 32)), dim3(128), 0, lim, ex,

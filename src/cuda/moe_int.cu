@@ -40,7 +40,7 @@ __global__ void __launch_bounds__(128) expert_int_gemv_kernel(moe_args a, int pa
     W[0] = group_weight(a, G.e, UP ? 0 : 2);
     if (UP) W[NM - 1] = group_weight(a, G.e, 1);
     const int8_t *lim = UP ? a.xl : a.hl;
-    const int *ex = int_exps(lim, UP ? a.T : a.T * a.K + a.T, UP ? a.D : a.I);
+    const float *ex = int_factors(lim, UP ? a.T : a.T * a.K + a.T, UP ? a.D : a.I);
     float acc[NM][INT_GEMV_MAX];
     if (active)
         int_gemv_warp<NM>(W, row0, np, sl, ks, lim, ex,
@@ -83,7 +83,7 @@ __global__ void __launch_bounds__(128) expert_int_tile_kernel(moe_args a, int pa
     W[0] = group_weight(a, G.e, UP ? 0 : 2);
     if (UP) W[NM - 1] = group_weight(a, G.e, 1);
     const int8_t *lim = UP ? a.xl : a.hl;
-    const int *ex = int_exps(lim, UP ? a.T : a.T * a.K + a.T, UP ? a.D : a.I);
+    const float *ex = int_factors(lim, UP ? a.T : a.T * a.K + a.T, UP ? a.D : a.I);
     for (int64_t tt = blockIdx.z; tt * 8 * NT < G.i1 - G.i0; tt += gridDim.z) {
         int64_t ib = G.i0 + tt * 8 * NT; /* the tile's first entry of the pair list */
         float tot[NM][NT][4];
