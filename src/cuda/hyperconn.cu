@@ -271,61 +271,92 @@ static int hc_finish_threads(int hc, int D)
     return nq > 32 && nq > t ? nq : t;
 }
 
-/* Grid (tokens). pre (every kind), post and comb (hc_pre: the Sinkhorn on
- * warp 0 while the other warps collapse, or on the whole block for hc·hc >
- * 32), then the streams collapsed by pre and normalized into x. */
-__global__ void __launch_bounds__(1024) hc_finish_kernel(hc_args a)
+/* The slice sums of mixes k0 .. k1 − 1 of token t into mix[] (shared), in
+ * slice order: mix[k] = rsqrt(mean(X[t]²) + eps) · (fn[k] · X[t]). A
+ * thread's S (<= 8, hc_mix_splits) pairs of loads are issued before its
+ * first add. */
+__device__ __forceinline__ void hc_mix_sums(const hc_args &a, int t, int n_mix, int k0, int k1, float *mix)
 {
-    int t = blockIdx.x, hc = a.hc, D = a.D, q = threadIdx.x, nq = hc * hc;
-    int full = !a.head; /* hc_pre: post and comb too */
-    /* the weights before waiting for the predecessor (none writes them) */
-    rms_w wv = rms_weights(a.norm, D);
-    float s0 = cu_ld(a.scale.dtype, a.scale.data, 0), s1 = 0.0f, s2 = 0.0f, b0 = 0.0f, b1 = 0.0f, b2 = 0.0f;
-    if (q < hc) b0 = cu_ld(a.base.dtype, a.base.data, q);
-    if (full) {
-        s1 = cu_ld(a.scale.dtype, a.scale.data, 1);
-        s2 = cu_ld(a.scale.dtype, a.scale.data, 2);
-        if (q < hc) b1 = cu_ld(a.base.dtype, a.base.data, hc + q);
-        if (q < nq) b2 = cu_ld(a.base.dtype, a.base.data, 2 * hc + q);
-    }
-    cu_pdl();
-    __shared__ float pre[HC_MAX], cm[HC_MAX * HC_MAX], sh[32], mix[(2 + HC_MAX) * HC_MAX];
-    int n_mix = a.head ? hc : (2 + hc) * hc, S = a.splits;
+    int S = a.splits;
     const float *dots = a.mix + (int64_t)t * n_mix * S, *sq = a.mix + ((int64_t)a.T * n_mix + t) * S;
-    for (int k = q; k < n_mix; k += blockDim.x) { /* the slices' sums in slice order */
+    for (int k = k0 + (int)threadIdx.x; k < k1; k += blockDim.x) {
+        float vs[8], vd[8];
+#pragma unroll
+        for (int j = 0; j < 8; j++) {
+            vs[j] = j < S ? sq[j] : 0.0f;
+            vd[j] = j < S ? dots[k * S + j] : 0.0f;
+        }
         float ss = 0.0f, dot = 0.0f;
-        for (int j = 0; j < S; j++) {
-            ss += sq[j];
-            dot += dots[k * S + j];
-        }
-        mix[k] = dot * (1.0f / sqrtf(ss / (float)(hc * D) + a.norm_eps));
-    }
-    __syncthreads();
-    if (q < hc) pre[q] = sigm(mix[q] * s0 + b0) + a.hc_eps;
-    if (full) {
-        if (q < hc) a.post[(int64_t)t * hc + q] = 2.0f * sigm(mix[hc + q] * s1 + b1);
-        if (q < nq) cm[q] = mix[2 * hc + q] * s2 + b2;
-    }
-    __syncthreads();
-    if (full) {
-        if (nq <= 32) {
-            if (q < 32) { /* each lane writes its own entry back: no barrier before the copy */
-                if (hc == 4) sinkhorn_warp<4>(cm, hc, a.iters, a.hc_eps);
-                else sinkhorn_warp<0>(cm, hc, a.iters, a.hc_eps);
+#pragma unroll
+        for (int j = 0; j < 8; j++)
+            if (j < S) {
+                ss += vs[j];
+                dot += vd[j];
             }
-        } else {
-            sinkhorn_block(cm, hc, a.iters, a.hc_eps, q);
-        }
-        if (q < nq) a.comb[(int64_t)t * nq + q] = cm[q];
+        mix[k] = dot * (1.0f / sqrtf(ss / (float)(a.hc * a.D) + a.norm_eps));
     }
+}
+
+/* The streams of token t collapsed by pre and normalized into x (HC > 0:
+ * hc known at compile time, so a value's hc loads are issued together;
+ * the same sums). */
+template <int HC>
+__device__ __forceinline__ void hc_collapse(const hc_args &a, int t, const float *pre, const rms_w &wv, float *sh)
+{
+    const int hc = HC > 0 ? HC : a.hc;
+    const int64_t D = a.D;
     const float *__restrict__ X = a.X + (int64_t)t * hc * D;
     rms_row(
         [&](int d) {
             float s = 0.0f;
+#pragma unroll
             for (int i = 0; i < hc; i++) s += pre[i] * X[(int64_t)i * D + d];
             return s;
         },
-        D, a.norm, wv, a.norm_eps, a.x + (int64_t)t * D, sh);
+        a.D, a.norm, wv, a.norm_eps, a.x + (int64_t)t * D, sh);
+}
+
+/* Grid (tokens, 2 for hc_pre, 1 for hc_head). Block y = 0: pre, then the
+ * streams collapsed by pre and normalized into x (every kind). Block y =
+ * 1 (hc_pre): post and comb (the Sinkhorn on warp 0, or on the whole
+ * block for hc·hc > 32), beside the collapse instead of before it: the
+ * Sinkhorn's rounds are a serial chain as long as the rest of the work. */
+__global__ void __launch_bounds__(1024) hc_finish_kernel(hc_args a)
+{
+    int t = blockIdx.x, hc = a.hc, q = threadIdx.x, nq = hc * hc;
+    int n_mix = a.head ? hc : (2 + hc) * hc;
+    __shared__ float pre[HC_MAX], cm[HC_MAX * HC_MAX], sh[32], mix[(2 + HC_MAX) * HC_MAX];
+    if (blockIdx.y == 0) {
+        /* the weights before waiting for the predecessor (none writes them) */
+        rms_w wv = rms_weights(a.norm, a.D);
+        float s0 = cu_ld(a.scale.dtype, a.scale.data, 0), b0 = q < hc ? cu_ld(a.base.dtype, a.base.data, q) : 0.0f;
+        cu_pdl();
+        hc_mix_sums(a, t, n_mix, 0, hc, mix);
+        if (q < hc) pre[q] = sigm(mix[q] * s0 + b0) + a.hc_eps;
+        __syncthreads();
+        if (hc == 4) hc_collapse<4>(a, t, pre, wv, sh);
+        else hc_collapse<0>(a, t, pre, wv, sh);
+        return;
+    }
+    if (nq <= 32 && q >= 32) return; /* the register Sinkhorn: warp 0 alone, no block barrier below */
+    float s1 = cu_ld(a.scale.dtype, a.scale.data, 1), s2 = cu_ld(a.scale.dtype, a.scale.data, 2);
+    float b1 = q < hc ? cu_ld(a.base.dtype, a.base.data, hc + q) : 0.0f;
+    float b2 = q < nq ? cu_ld(a.base.dtype, a.base.data, 2 * hc + q) : 0.0f;
+    cu_pdl();
+    hc_mix_sums(a, t, n_mix, hc, n_mix, mix);
+    if (nq <= 32) __syncwarp();
+    else __syncthreads();
+    if (q < hc) a.post[(int64_t)t * hc + q] = 2.0f * sigm(mix[hc + q] * s1 + b1);
+    if (q < nq) cm[q] = mix[2 * hc + q] * s2 + b2;
+    if (nq <= 32) {
+        __syncwarp();
+        if (hc == 4) sinkhorn_warp<4>(cm, hc, a.iters, a.hc_eps);
+        else sinkhorn_warp<0>(cm, hc, a.iters, a.hc_eps);
+    } else {
+        __syncthreads();
+        sinkhorn_block(cm, hc, a.iters, a.hc_eps, q);
+    }
+    if (q < nq) a.comb[(int64_t)t * nq + q] = cm[q];
 }
 
 static void exec_hc(cu_impl *c, const hc_args *a)
@@ -342,7 +373,8 @@ static void exec_hc(cu_impl *c, const hc_args *a)
     else
         cu_launch(c, "hc mix", hc_mix_kernel<1, 1>, dim3((unsigned)(n_mix * a->splits), (unsigned)a->T),
                   dim3(HC_MIX_THREADS), 0, a->X, n, a->T, a->fn, a->mix, n_mix, a->splits, vec);
-    cu_launch(c, "hc finish", hc_finish_kernel, dim3((unsigned)a->T), dim3(hc_finish_threads(a->hc, a->D)), 0, *a);
+    cu_launch(c, "hc finish", hc_finish_kernel, dim3((unsigned)a->T, a->head ? 1u : 2u),
+              dim3(hc_finish_threads(a->hc, a->D)), 0, *a);
 }
 
 void cu_exec_hc_pre(cu_impl *c, const void *args, const int64_t *dpos) { (void)dpos; exec_hc(c, (const hc_args *)args); }
