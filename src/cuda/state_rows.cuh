@@ -3,8 +3,9 @@
  * reading single values back (in registers, for attention and the indexer).
  * The CPU's cache_quant.c step for step: the same block maxima (order-free),
  * the same power-of-two scales, the same round-to-nearest-even encoders
- * written with exact operations (frexpf, rintf, integer bf16 rounding), so
- * both backends store the same bytes and read back the same floats. */
+ * written with exact operations (rintf, integer rounding of the float
+ * bits), so both backends store the same bytes and read back the same
+ * floats. */
 #ifndef DSV4_CUDA_STATE_ROWS_CUH
 #define DSV4_CUDA_STATE_ROWS_CUH
 #include <cuda_fp16.h>
@@ -15,12 +16,27 @@
 /* The widest row a kernel stages in shared memory (48 KB of floats). */
 #define CU_ROW_MAX 12288
 
-/* 2^ceil(log2(v)) for v > 0 (pow2_ceil). */
+/* 2^ceil(log2(v)) for v > 0 (pow2_ceil). A normal v is its own power
+ * of two without fraction bits, else the next exponent's; subnormal and
+ * non-finite v take frexpf/ldexpf (the same results as theirs for every
+ * float: the bit form was checked against them over all 2^32 values). */
 __device__ __forceinline__ float cq_pow2_ceil(float v)
 {
+    uint32_t u = __float_as_uint(v), ex = u & 0x7F800000u;
+    if (ex != 0 && ex != 0x7F800000u) return (u & 0x7FFFFFu) ? __uint_as_float(ex + 0x800000u) : v;
     int e;
     float m = frexpf(v, &e);
     return ldexpf(1.0f, m == 0.5f ? e - 1 : e);
+}
+
+/* A normal float a rounded to 3 fraction bits, half to even (a carry into
+ * the exponent is the next binade's 1.0): the bits of the e4m3 grid above
+ * 2^-6, which frexpf / rintf(m·16) / ldexpf gave before, with integer
+ * operations (the same bits for every float, checked over all 2^32). */
+__device__ __forceinline__ uint32_t cq_round3(float a)
+{
+    uint32_t u = __float_as_uint(a);
+    return (u + 0x7FFFFu + ((u >> 20) & 1u)) & 0xFFF00000u;
 }
 
 /* Round to e4m3fn and back (f32_to_e4m3 then e4m3_to_f32): saturates at
@@ -31,12 +47,7 @@ __device__ __forceinline__ float cq_e4m3(float f)
     float a = fabsf(f), r;
     if (!(a < 464.0f)) r = 448.0f;
     else if (a < 0x1p-6f) r = rintf(a * 0x1p9f) * 0x1p-9f;
-    else {
-        int e;
-        float m = frexpf(a, &e);
-        float q = rintf(m * 16.0f); /* 8..16 */
-        r = ldexpf(q, e - 4);
-    }
+    else r = __uint_as_float(cq_round3(a));
     return signbit(f) ? -r : r;
 }
 
@@ -110,11 +121,8 @@ __device__ __forceinline__ uint8_t sr_to_e4m3(float f)
     float a = fabsf(f);
     if (!(a < 464.0f)) return s | 0x7e;
     if (a < 0x1p-6f) return s | (uint8_t)(int)rintf(a * 0x1p9f);
-    int e;
-    float m = frexpf(a, &e);
-    int q = (int)rintf(m * 16.0f);
-    if (q == 16) { q = 8; e++; }
-    return s | (uint8_t)(((e - 1 + 7) << 3) | (q - 8));
+    /* exponent and 3 fraction bits of the rounded value, rebiased from 127 to 7 */
+    return s | (uint8_t)((cq_round3(a) >> 20) - ((127u - 7u) << 3));
 }
 
 /* k_e2m1_values[c] (magnitudes 0, .5, 1, 1.5, 2, 3, 4, 6; bit 3 the

@@ -550,10 +550,21 @@ __device__ __forceinline__ void tc_prep_group(const float *row, int64_t n, int64
 {
     float p2 = __int_as_float((127 + e) << 23);
     __align__(16) unsigned short tv[TERMS][8];
+    /* the group's values in two 16-byte loads where they can be (a staged
+     * row in shared memory: one lane's 32 bytes in 8 scalar loads met
+     * 8-way bank conflicts) */
+    float xv[8];
+    const float *src = row + g8 * 8;
+    if (g8 * 8 + 8 <= n && (uintptr_t)src % 16 == 0) {
+        float4 a = ((const float4 *)src)[0], b = ((const float4 *)src)[1];
+        xv[0] = a.x; xv[1] = a.y; xv[2] = a.z; xv[3] = a.w; xv[4] = b.x; xv[5] = b.y; xv[6] = b.z; xv[7] = b.w;
+    } else {
+#pragma unroll
+        for (int j = 0; j < 8; j++) xv[j] = g8 * 8 + j < n ? src[j] : 0.0f;
+    }
 #pragma unroll
     for (int j = 0; j < 8; j++) {
-        int64_t c = g8 * 8 + j;
-        float v = c < n ? row[c] * p2 : 0.0f;
+        float v = g8 * 8 + j < n ? xv[j] * p2 : 0.0f;
         int p = (j & 3) * 2 + (j >> 2);
 #pragma unroll
         for (int t = 0; t < TERMS; t++) {

@@ -1182,6 +1182,23 @@ static void test_cache_quant(void)
         free(x); free(y); free(g); free(g2);
         gpu->ops->free(gpu, dx); gpu->ops->free(gpu, dy);
     }
+    /* a block whose scale is 1 (largest value 448): rounding ties on the
+     * normal grid (to even, carries into the next binade), the subnormal
+     * grid (steps of 2^-9) and its edge 2^-6, both signs */
+    {
+        const float e[] = {1.0625f, 1.1875f, 1.9375f, 15.5f, 248.0f, 440.0f, 0x1p-6f, 0x1.fp-7f, 0x1.0p-10f,
+                           0x1.8p-10f, 0x1.4p-9f, 0x1.08p-6f, 0x1.18p-6f, 3.0e-3f, 0.0f, 447.0f, 1e-30f};
+        int ne = (int)(sizeof e / sizeof e[0]);
+        float x[128], y[128];
+        for (int k = 0; k < 128; k++) x[k] = k == 0 ? 448.0f : (k & 1 ? -1.0f : 1.0f) * e[k % ne] * (1.0f + (k / ne) * 0x1p-20f);
+        float *dx = dev(x, 128), *dy = dev(x, 128);
+        cpu->ops->act_fp8_round(cpu, x, 1, 128, y);
+        gpu->ops->act_fp8_round(gpu, dx, 1, 128, dy);
+        float *g = back(dy, 128);
+        CHECKF(!memcmp(g, y, sizeof y), "act_fp8_round of the edge values differs from the CPU");
+        free(g);
+        gpu->ops->free(gpu, dx); gpu->ops->free(gpu, dy);
+    }
     int ix[][2] = {{7, 128}, {130, 32}, {2, 1024}};
     for (int i = 0; i < 3; i++) {
         int R = ix[i][0], w = ix[i][1];
