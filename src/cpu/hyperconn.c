@@ -29,6 +29,19 @@ static void hc_mixes(dsv4_backend *b, int tid, const float *v, int64_t n, const 
     }
 }
 
+/* x[0..D) = the hc streams X collapsed by pre, then RMS-normalized (the
+ * norm that follows hc_pre and hc_head). */
+static void hc_collapse_norm(const float *X, int hc, int D, const float *pre, const dsv4_mat *norm, float eps,
+                             float *x)
+{
+    for (int d = 0; d < D; d++) {
+        float s = 0;
+        for (int i = 0; i < hc; i++) s += pre[i] * X[(int64_t)i * D + d];
+        x[d] = s;
+    }
+    cpu_rms_row(x, D, norm, eps, x);
+}
+
 typedef struct {
     dsv4_backend *b;
     const float *X;
@@ -78,13 +91,7 @@ static void hc_pre_tokens(void *ctx, int64_t t0, int64_t t1, int tid)
             }
         }
         for (int q = 0; q < hc * hc; q++) j->comb[t * hc * hc + q] = c[q];
-        float *x = j->x + t * D;
-        for (int d = 0; d < D; d++) {
-            float s = 0;
-            for (int i = 0; i < hc; i++) s += pre[i] * X[(int64_t)i * D + d];
-            x[d] = s;
-        }
-        cpu_rms_row(x, D, j->norm, j->norm_eps, x);
+        hc_collapse_norm(X, hc, D, pre, j->norm, j->norm_eps, j->x + t * D);
     }
 }
 
@@ -160,13 +167,7 @@ static void hc_head_tokens(void *ctx, int64_t t0, int64_t t1, int tid)
         const float *X = j->X + t * hc * D;
         hc_mixes(j->b, tid, X, (int64_t)hc * D, j->fn, hc, j->norm_eps, flat, mix);
         for (int i = 0; i < hc; i++) pre[i] = sigmoidf(mix[i] * sc + mat_get(j->base, i)) + j->hc_eps;
-        float *x = j->x + t * D;
-        for (int d = 0; d < D; d++) {
-            float s = 0;
-            for (int i = 0; i < hc; i++) s += pre[i] * X[(int64_t)i * D + d];
-            x[d] = s;
-        }
-        cpu_rms_row(x, D, j->norm, j->norm_eps, x);
+        hc_collapse_norm(X, hc, D, pre, j->norm, j->norm_eps, j->x + t * D);
     }
 }
 
