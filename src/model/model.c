@@ -1,5 +1,5 @@
 /* The model object's facts for callers: sizes, cache mode, identity,
- * memory (model_load.c builds it). */
+ * memory (engine/model_load.c builds it). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
