@@ -28,8 +28,8 @@
  *
  * Two warp routines compute these sums in the same order:
  *   - int_gemv_warp, up to INT_GEMV_MAX token rows on the CUDA cores: lane
- *     l computes block l of a chunk for each of the warp's 32 rows (dp4a)
- *     into shared memory, then lane r adds row r's blocks in order;
+ *     l computes block l of a chunk for each of the warp's (up to 32) rows
+ *     (dp4a) into shared memory, then lane r adds row r's blocks in order;
  *   - int_tile_warp, 16 rows by 8*NT token rows on the integer tensor cores
  *     (mma.m16n8k32 s8, exact int32 sums), the same blocks in the same
  *     order. */
@@ -112,13 +112,24 @@ __device__ __forceinline__ const int8_t *int_limbs(const int8_t *lim, int64_t id
     return lim + (idx * nb + b) * INT_LIMB_BYTES;
 }
 
+/* Rows a GEMV warp takes (4 to 32): fewer for short matrices, so that a
+ * product's loads spread over about 1024 warps (a small product on 32-row
+ * warps kept too few bytes in flight: 0.1-0.2 TB/s). Which warp computes a
+ * row never changes its sums. */
+__host__ static inline int int_gemv_rows(int64_t rows, int ks)
+{
+    int rw = 32;
+    while (rw > 4 && (rows + rw - 1) / rw * ks < 1024) rw /= 2;
+    return rw;
+}
+
 /* GEMV sums of a warp: NM Q8_0 matrices (W[m], all of one shape),
- * rows row0 .. row0 + 31 (lane l: row row0 + l; rows past R repeat row
- * R - 1 and are not for storing), against T <= INT_GEMV_MAX prepared rows
- * (xidx(t): the prepared row of token row t), over the chunks of slice sl
- * of ks. vs: this warp's shared scratch. */
+ * rows row0 .. row0 + rw - 1 (rw <= 32, int_gemv_rows; lane l < rw: row
+ * row0 + l; rows past R repeat row R - 1 and are not for storing), against
+ * T <= INT_GEMV_MAX prepared rows (xidx(t): the prepared row of token row
+ * t), over the chunks of slice sl of ks. vs: this warp's shared scratch. */
 template <int NM, class XI>
-__device__ __forceinline__ void int_gemv_warp(const dsv4_mat *W, int64_t row0, int T, int sl, int ks,
+__device__ __forceinline__ void int_gemv_warp(const dsv4_mat *W, int64_t row0, int rw, int T, int sl, int ks,
                                               const int8_t *lim, const float *ex, XI xidx, float2 (*vs)[33],
                                               float (*acc)[INT_GEMV_MAX])
 {
@@ -148,7 +159,7 @@ __device__ __forceinline__ void int_gemv_warp(const dsv4_mat *W, int64_t row0, i
                 const uint8_t *base = (const uint8_t *)W[m].data;
                 if (have) {
 #pragma unroll 4
-                    for (int r = 0; r < 32; r++) {
+                    for (int r = 0; r < rw; r++) {
                         int64_t rr = row0 + r < R ? row0 + r : R - 1;
                         int q[8];
                         float f;
@@ -164,12 +175,14 @@ __device__ __forceinline__ void int_gemv_warp(const dsv4_mat *W, int64_t row0, i
                     }
                 }
                 __syncwarp();
-                float a = acc[m][t];
-                for (int i = 0; i < nbc; i++) {
-                    float2 p = vs[lane][i];
-                    a = __fmaf_rn(p.x, p.y, a);
+                if (lane < rw) {
+                    float a = acc[m][t];
+                    for (int i = 0; i < nbc; i++) {
+                        float2 p = vs[lane][i];
+                        a = __fmaf_rn(p.x, p.y, a);
+                    }
+                    acc[m][t] = a;
                 }
-                acc[m][t] = a;
                 __syncwarp();
             }
         }

@@ -50,22 +50,25 @@ void cu_int_prep(cu_impl *c, const float *x, int64_t ldx, int G, int64_t n, int6
               n, nrows, lim, ex);
 }
 
-/* Block = 4 warps: 4 / ks row groups of 32 rows, ks slices each; the
- * slices' sums are added in slice order through shared memory. */
+/* Block = 4 warps: 4 / ks row groups of rw rows (int_gemv_rows), ks
+ * slices each; the slices' sums are added in slice order through shared
+ * memory. */
 __global__ void __launch_bounds__(128) int_gemv_kernel(const int8_t *lim, const float *ex, int T, int G, dsv4_mat W,
-                                                       float *y, int64_t ldy, int ks, int64_t grp_rows)
+                                                       float *y, int64_t ldy, int ks, int rw, int64_t grp_rows)
 {
     __shared__ float2 vs[4][32][33];
     __shared__ float sl_sum[4][INT_GEMV_MAX][32];
     cu_pdl();
     int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, sl = warp % ks;
-    int64_t row0 = ((int64_t)blockIdx.x * (4 / ks) + warp / ks) * 32;
+    int64_t row0 = ((int64_t)blockIdx.x * (4 / ks) + warp / ks) * rw;
     int active = row0 < W.rows;
     int64_t g = active && grp_rows ? row0 / grp_rows : 0;
     float acc[1][INT_GEMV_MAX];
     if (active)
-        int_gemv_warp<1>(&W, row0, T, sl, ks, lim, ex, [&](int t) { return (int64_t)t * G + g; }, vs[warp], acc);
+        int_gemv_warp<1>(&W, row0, rw, T, sl, ks, lim, ex, [&](int t) { return (int64_t)t * G + g; }, vs[warp],
+                         acc);
     int64_t r = row0 + lane;
+    active = active && lane < rw;
     if (ks == 1) {
         if (active && r < W.rows)
             for (int t = 0; t < T; t++) y[t * ldy + r] = acc[0][t];
@@ -115,10 +118,10 @@ void cu_int_matmul(cu_impl *c, const cu_matmul_args *a)
     cu_int_prep(c, a->x, a->ldx, G, W->cols, nrows, a->xq);
     const int8_t *lim = (const int8_t *)a->xq;
     const float *ex = int_factors(lim, nrows, W->cols);
-    int ks = int_splits(W->rows, W->cols);
+    int ks = int_splits(W->rows, W->cols), rw = int_gemv_rows(W->rows, ks);
     if (a->T <= INT_GEMV_MAX)
-        cu_launch(c, "int_gemv_kernel", int_gemv_kernel, dim3(cu_blocks(W->rows, 4 / ks * 32)), dim3(128), 0, lim, ex,
-                  a->T, G, *W, a->y, a->ldy, ks, a->grp_rows);
+        cu_launch(c, "int_gemv_kernel", int_gemv_kernel, dim3(cu_blocks(W->rows, 4 / ks * rw)), dim3(128), 0, lim, ex,
+                  a->T, G, *W, a->y, a->ldy, ks, rw, a->grp_rows);
     else
         cu_launch(c, "int_tc_kernel", int_tc_kernel<4>, dim3(cu_blocks(W->rows, 64), cu_blocks(a->T, 32)), dim3(128),
                   0, lim, ex, a->T, G, *W, a->y, a->ldy, ks, a->grp_rows);

@@ -20,10 +20,11 @@ __device__ __forceinline__ int64_t int_pair_row(const moe_args &a, int p)
     return UP ? (int64_t)pair_token(a, p) : (int64_t)p;
 }
 
-/* Block (row block, group), 4 warps: 4 / ks row groups of 32 rows, ks
- * slices each, added in slice order through shared memory. */
+/* Block (row block, group), 4 warps: 4 / ks row groups of rw rows
+ * (int_gemv_rows), ks slices each, added in slice order through shared
+ * memory. */
 template <int UP>
-__global__ void __launch_bounds__(128) expert_int_gemv_kernel(moe_args a, int part, int ks)
+__global__ void __launch_bounds__(128) expert_int_gemv_kernel(moe_args a, int part, int ks, int rw)
 {
     constexpr int NM = UP ? 2 : 1;
     __shared__ float2 vs[4][32][33];
@@ -34,7 +35,7 @@ __global__ void __launch_bounds__(128) expert_int_gemv_kernel(moe_args a, int pa
     int np = G.i1 - G.i0;
     if (np == 0 || np > INT_GEMV_MAX || part_skips(part, G.e)) return; /* the whole block */
     int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, sl = warp % ks;
-    int64_t R = UP ? a.I : a.D, row0 = ((int64_t)blockIdx.x * (4 / ks) + warp / ks) * 32, r = row0 + lane;
+    int64_t R = UP ? a.I : a.D, row0 = ((int64_t)blockIdx.x * (4 / ks) + warp / ks) * rw, r = row0 + lane;
     int active = row0 < R;
     dsv4_mat W[NM];
     W[0] = group_weight(a, G.e, UP ? 0 : 2);
@@ -43,7 +44,7 @@ __global__ void __launch_bounds__(128) expert_int_gemv_kernel(moe_args a, int pa
     const float *ex = int_factors(lim, UP ? a.T : a.T * a.K + a.T, UP ? a.D : a.I);
     float acc[NM][INT_GEMV_MAX];
     if (active)
-        int_gemv_warp<NM>(W, row0, np, sl, ks, lim, ex,
+        int_gemv_warp<NM>(W, row0, rw, np, sl, ks, lim, ex,
                              [&](int t) { return int_pair_row<UP>(a, int_group_pair(a, G.i0 + t, single)); },
                              vs[warp], acc);
     if (ks > 1) {
@@ -59,7 +60,7 @@ __global__ void __launch_bounds__(128) expert_int_gemv_kernel(moe_args a, int pa
                 acc[m][t] = v;
             }
     }
-    if (!active || r >= R) return;
+    if (!active || lane >= rw || r >= R) return;
     for (int t = 0; t < np; t++) {
         int p = int_group_pair(a, G.i0 + t, single);
         if (UP) a.H[(int64_t)p * a.I + r] = swiglu(a, acc[0][t], acc[NM - 1][t]);
@@ -108,9 +109,9 @@ template <int UP>
 static void launch_int(cu_impl *c, const moe_args *a, int part)
 {
     int64_t R = UP ? a->I : a->D, n = UP ? a->D : a->I;
-    int ks = int_splits(R, n);
+    int ks = int_splits(R, n), rw = int_gemv_rows(R, ks);
     cu_launch(c, UP ? "moe up (int)" : "moe down (int)", expert_int_gemv_kernel<UP>,
-              dim3(cu_blocks(R, 4 / ks * 32), (unsigned)a->gmax), dim3(128), 0, *a, part, ks);
+              dim3(cu_blocks(R, 4 / ks * rw), (unsigned)a->gmax), dim3(128), 0, *a, part, ks, rw);
     if (a->T > INT_GEMV_MAX) { /* only then can a group have more pairs */
         unsigned z = a->T / 256 < 1 ? 1u : a->T / 256 > 8 ? 8u : (unsigned)(a->T / 256);
         cu_launch(c, UP ? "moe up (int tiles)" : "moe down (int tiles)", expert_int_tile_kernel<UP, 4>,
