@@ -1,9 +1,11 @@
 /* Products whose block sums are exact integers, so that a row's bits do not
  * depend on which kernel, how many token rows or which hardware unit
  * computed it: batch invariance without tying decode to the tensor cores'
- * instruction stream (tests/cuda/NOTES.md, 2026-12-07). For Q8_0 weights
- * (GGUF files' dense matrices and shared experts); shared by the dense
- * products (int_matmul.cu) and the experts (moe_int.cu). MXFP4 experts
+ * instruction stream (tests/cuda/NOTES.md, 2026-12-07). For the GGUF
+ * types whose 32-column blocks are int8 codes times one factor: Q8_0 (the
+ * files' dense matrices and shared experts) and IQ3_XXS (their routed
+ * experts: grid magnitudes with signs, d·(0.5 + s)·0.5 a block); shared by
+ * the dense products (int_matmul.cu) and the experts (moe_int.cu). MXFP4 experts
  * took it too in one measured build and were slower than on the f16 tensor
  * cores (decoding E2M1 to int8 costs more than their halved bytes save),
  * so they stay there.
@@ -11,8 +13,9 @@
  * Numerics. A prepared activation row (int_prep_kernel) has, per 32-column
  * block b, a power of two 2^e_b that puts the block's largest |value| in
  * [2^21, 2^22), and x_int = rint(x * 2^e_b) split into three int8 limbs,
- * x_int = a2*2^16 + a1*2^8 + a0 (|a2| <= 64). A Q8_0 block is 32 int8
- * codes q and an f16 factor d. The int32 sums s_l = sum q*a_l are exact,
+ * x_int = a2*2^16 + a1*2^8 + a0 (|a2| <= 64). A weight block is 32 int8
+ * codes q and a factor d (Q8_0: its f16; IQ3_XXS: the exact fp32 product
+ * f16·(0.5 + s)·0.5). The int32 sums s_l = sum q*a_l are exact,
  * and the block's value
  *   v = fma(float(s2*256 + s1), 256, float(s0))   (|s2*256 + s1| < 2^27)
  * is scaled by d * 2^-e_b (one product, exact unless it leaves the normal
@@ -36,6 +39,7 @@
 #ifndef DSV4_CUDA_INT_DOT_CUH
 #define DSV4_CUDA_INT_DOT_CUH
 #include "cuda/cuda_internal.cuh"
+#include "cuda/ggml_blocks.cuh" /* the IQ3_XXS grid and sign tables */
 #include "cuda/wload.cuh"
 
 #define INT_CHUNK 32   /* blocks a chunk: a GEMV warp's lanes */
@@ -45,7 +49,18 @@
 /* Whether W takes the integer sums (shape and format alone). */
 __host__ static inline int int_ok(const dsv4_mat &W)
 {
-    return W.fmt == WF_Q8_0 && W.cols % 32 == 0 && W.rows > 0 && W.data && (uintptr_t)W.data % 2 == 0;
+    return (W.fmt == WF_Q8_0 || W.fmt == WF_IQ3_XXS) && W.cols % gg_block_elems(W.fmt) == 0 && W.rows > 0 &&
+           W.data && (uintptr_t)W.data % 2 == 0;
+}
+
+/* Calls f(int-constant format) for an int_ok format (the host's choice of
+ * a kernel instance). */
+template <int F> struct int_fmt_c { static constexpr int value = F; };
+template <class F>
+__host__ static inline void int_fmt_dispatch(int fmt, F f)
+{
+    if (fmt == WF_IQ3_XXS) f(int_fmt_c<WF_IQ3_XXS>());
+    else f(int_fmt_c<WF_Q8_0>());
 }
 
 /* Slices from the shape alone: enough warps for short matrices (at most 4,
@@ -77,10 +92,54 @@ __device__ __forceinline__ float int_scale(float f, float xs) { return __fmul_rn
 
 __device__ __forceinline__ float int_f16(uint32_t h) { return __half2float(__ushort_as_half((unsigned short)h)); }
 
-/* GEMV: block b of a row, whole: its codes (8 words of 4 int8) and d. The
- * 34-byte blocks start 0 or 2 bytes into a word. */
+/* IQ3_XXS (98-byte super-blocks of 256 values, 2-aligned: f16 d, qs[64]
+ * grid indices, then a u32 a 32-value block: four 7-bit sign groups and a
+ * 4-bit scale s). Block b is sub-block b % 8 of super-block b / 8. */
+__device__ __forceinline__ const uint16_t *int_iq3_super(const uint8_t *row, int64_t b)
+{
+    return (const uint16_t *)(row + (b >> 3) * 98);
+}
+__device__ __forceinline__ uint32_t int_iq3_aux(const uint16_t *h, int c)
+{
+    return (uint32_t)__ldg(h + 33 + 2 * c) | (uint32_t)__ldg(h + 34 + 2 * c) << 16;
+}
+__device__ __forceinline__ float int_iq3_factor(const uint16_t *h, uint32_t aux)
+{
+    return __fmul_rn(__fmul_rn(int_f16(__ldg(h)), 0.5f + (float)(aux >> 28)), 0.5f);
+}
+/* The 4 magnitudes (bytes) of grid entry idx with the signs s (bit k:
+ * value k negative) as int8 bytes: a negative byte is ~m + 1, and no
+ * grid magnitude is 0, so the + 1 never carries into the next byte. */
+__device__ __forceinline__ uint32_t int_iq3_word(uint32_t idx, uint32_t s)
+{
+    uint32_t g = ((const uint32_t *)gg_dev_iq3xxs_grid)[idx];
+    uint32_t m = ((s * 0x00204081u) & 0x01010101u) * 0xFFu; /* bit k -> byte k all ones */
+    return (g ^ m) + (m & 0x01010101u);
+}
+/* Sign group l of a block: 8 signs, for its values 8l .. 8l+7. */
+__device__ __forceinline__ uint32_t int_iq3_signs(uint32_t aux, int l)
+{
+    return gg_dev_ksigns_iq2xs[(aux >> (7 * l)) & 127];
+}
+
+/* GEMV: block b of a row, whole: its codes (8 words of 4 int8) and d. Q8_0:
+ * the 34-byte blocks start 0 or 2 bytes into a word. */
+template <int FMT>
 __device__ __forceinline__ void int_block_codes(const uint8_t *row, int64_t b, int q[8], float &f)
 {
+    if constexpr (FMT == WF_IQ3_XXS) {
+        const uint16_t *h = int_iq3_super(row, b);
+        int c = (int)(b & 7);
+        uint32_t aux = int_iq3_aux(h, c);
+        f = int_iq3_factor(h, aux);
+#pragma unroll
+        for (int l = 0; l < 4; l++) {
+            uint32_t idx = __ldg(h + 1 + 4 * c + l), sg = int_iq3_signs(aux, l);
+            q[2 * l] = (int)int_iq3_word(idx & 0xFF, sg & 15);
+            q[2 * l + 1] = (int)int_iq3_word(idx >> 8, sg >> 4);
+        }
+        return;
+    }
     uintptr_t p = (uintptr_t)(row + b * 34);
     const uint32_t *wp = (const uint32_t *)(p & ~(uintptr_t)3);
     int odd = (int)(p & 2);
@@ -97,9 +156,19 @@ __device__ __forceinline__ void int_block_codes(const uint8_t *row, int64_t b, i
 
 /* Tile: the codes of columns 8j..8j+3 (lo) and 8j+4..8j+7 (hi) of block b,
  * and its d. */
+template <int FMT>
 __device__ __forceinline__ void int_block_pair(const uint8_t *row, int64_t b, int j, uint32_t &lo, uint32_t &hi,
                                                float &f)
 {
+    if constexpr (FMT == WF_IQ3_XXS) {
+        const uint16_t *h = int_iq3_super(row, b);
+        int c = (int)(b & 7);
+        uint32_t aux = int_iq3_aux(h, c), idx = __ldg(h + 1 + 4 * c + j), sg = int_iq3_signs(aux, j);
+        f = int_iq3_factor(h, aux);
+        lo = int_iq3_word(idx & 0xFF, sg & 15);
+        hi = int_iq3_word(idx >> 8, sg >> 4);
+        return;
+    }
     const uint16_t *h = (const uint16_t *)(row + b * 34);
     lo = (uint32_t)__ldg(h + 1 + 4 * j) | (uint32_t)__ldg(h + 2 + 4 * j) << 16;
     hi = (uint32_t)__ldg(h + 3 + 4 * j) | (uint32_t)__ldg(h + 4 + 4 * j) << 16;
@@ -123,12 +192,12 @@ __host__ static inline int int_gemv_rows(int64_t rows, int ks)
     return rw;
 }
 
-/* GEMV sums of a warp: NM Q8_0 matrices (W[m], all of one shape),
+/* GEMV sums of a warp: NM matrices of format FMT (W[m], all of one shape),
  * rows row0 .. row0 + rw - 1 (rw <= 32, int_gemv_rows; lane l < rw: row
  * row0 + l; rows past R repeat row R - 1 and are not for storing), against
  * T <= INT_GEMV_MAX prepared rows (xidx(t): the prepared row of token row
  * t), over the chunks of slice sl of ks. vs: this warp's shared scratch. */
-template <int NM, class XI>
+template <int NM, int FMT, class XI>
 __device__ __forceinline__ void int_gemv_warp(const dsv4_mat *W, int64_t row0, int rw, int T, int sl, int ks,
                                               const int8_t *lim, const float *ex, XI xidx, float2 (*vs)[33],
                                               float (*acc)[INT_GEMV_MAX])
@@ -163,7 +232,7 @@ __device__ __forceinline__ void int_gemv_warp(const dsv4_mat *W, int64_t row0, i
                         int64_t rr = row0 + r < R ? row0 + r : R - 1;
                         int q[8];
                         float f;
-                        int_block_codes(base + rr * rb, b, q, f);
+                        int_block_codes<FMT>(base + rr * rb, b, q, f);
                         int s0 = 0, s1 = 0, s2 = 0;
 #pragma unroll
                         for (int i = 0; i < 8; i++) {
@@ -189,7 +258,7 @@ __device__ __forceinline__ void int_gemv_warp(const dsv4_mat *W, int64_t row0, i
     }
 }
 
-/* Tile sums of a warp: NM matrices' rows row0 + g and row0 + g + 8 (g =
+/* Tile sums of a warp: NM matrices' (format FMT) rows row0 + g and row0 + g + 8 (g =
  * lane / 4; rows past R repeat row R - 1) against 8*NT prepared rows
  * (xidx(i), i < 8*NT), all ks slices in order: tot[m][j][i] is the
  * mma.m16n8k32 accumulator layout (rows g, g, g + 8, g + 8 against token
@@ -202,7 +271,7 @@ __device__ __forceinline__ void int_gemv_warp(const dsv4_mat *W, int64_t row0, i
         : "+r"(d[0]), "+r"(d[1]), "+r"(d[2]), "+r"(d[3])                                                             \
         : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1))
 
-template <int NM, int NT, class XI>
+template <int NM, int NT, int FMT, class XI>
 __device__ __forceinline__ void int_tile_warp(const dsv4_mat *W, int64_t row0, int ks, const int8_t *lim,
                                               const float *ex, XI xidx, float (*tot)[NT][4])
 {
@@ -250,8 +319,8 @@ __device__ __forceinline__ void int_tile_warp(const dsv4_mat *W, int64_t row0, i
                 for (int m = 0; m < NM; m++) {
                     uint32_t a[4];
                     float f0, f1;
-                    int_block_pair(w0[m], b, q, a[0], a[2], f0);
-                    int_block_pair(w1[m], b, q, a[1], a[3], f1);
+                    int_block_pair<FMT>(w0[m], b, q, a[0], a[2], f0);
+                    int_block_pair<FMT>(w1[m], b, q, a[1], a[3], f1);
 #pragma unroll
                     for (int j = 0; j < NT; j++) {
                         int s[3][4];

@@ -53,6 +53,7 @@ void cu_int_prep(cu_impl *c, const float *x, int64_t ldx, int G, int64_t n, int6
 /* Block = 4 warps: 4 / ks row groups of rw rows (int_gemv_rows), ks
  * slices each; the slices' sums are added in slice order through shared
  * memory. */
+template <int FMT>
 __global__ void __launch_bounds__(128) int_gemv_kernel(const int8_t *lim, const float *ex, int T, int G, dsv4_mat W,
                                                        float *y, int64_t ldy, int ks, int rw, int64_t grp_rows)
 {
@@ -65,7 +66,7 @@ __global__ void __launch_bounds__(128) int_gemv_kernel(const int8_t *lim, const 
     int64_t g = active && grp_rows ? row0 / grp_rows : 0;
     float acc[1][INT_GEMV_MAX];
     if (active)
-        int_gemv_warp<1>(&W, row0, rw, T, sl, ks, lim, ex, [&](int t) { return (int64_t)t * G + g; }, vs[warp],
+        int_gemv_warp<1, FMT>(&W, row0, rw, T, sl, ks, lim, ex, [&](int t) { return (int64_t)t * G + g; }, vs[warp],
                          acc);
     int64_t r = row0 + lane;
     active = active && lane < rw;
@@ -86,7 +87,7 @@ __global__ void __launch_bounds__(128) int_gemv_kernel(const int8_t *lim, const 
 }
 
 /* Block = 4 warps of 16 weight rows, 8*NT token rows (blockIdx.y). */
-template <int NT>
+template <int NT, int FMT>
 __global__ void __launch_bounds__(128) int_tc_kernel(const int8_t *lim, const float *ex, int T, int G, dsv4_mat W,
                                                      float *y, int64_t ldy, int ks, int64_t grp_rows)
 {
@@ -96,7 +97,7 @@ __global__ void __launch_bounds__(128) int_tc_kernel(const int8_t *lim, const fl
     if (row0 >= W.rows) return;
     int64_t g = grp_rows ? row0 / grp_rows : 0;
     float tot[1][NT][4];
-    int_tile_warp<1, NT>(&W, row0, ks, lim, ex, [&](int i) {
+    int_tile_warp<1, NT, FMT>(&W, row0, ks, lim, ex, [&](int i) {
         int64_t u = tok0 + i;
         return (u < T ? u : T - 1) * G + g;
     }, tot);
@@ -119,10 +120,13 @@ void cu_int_matmul(cu_impl *c, const cu_matmul_args *a)
     const int8_t *lim = (const int8_t *)a->xq;
     const float *ex = int_factors(lim, nrows, W->cols);
     int ks = int_splits(W->rows, W->cols), rw = int_gemv_rows(W->rows, ks);
-    if (a->T <= INT_GEMV_MAX)
-        cu_launch(c, "int_gemv_kernel", int_gemv_kernel, dim3(cu_blocks(W->rows, 4 / ks * rw)), dim3(128), 0, lim, ex,
-                  a->T, G, *W, a->y, a->ldy, ks, rw, a->grp_rows);
-    else
-        cu_launch(c, "int_tc_kernel", int_tc_kernel<4>, dim3(cu_blocks(W->rows, 64), cu_blocks(a->T, 32)), dim3(128),
-                  0, lim, ex, a->T, G, *W, a->y, a->ldy, ks, a->grp_rows);
+    int_fmt_dispatch(W->fmt, [&](auto f) {
+        constexpr int FMT = decltype(f)::value;
+        if (a->T <= INT_GEMV_MAX)
+            cu_launch(c, "int_gemv_kernel", int_gemv_kernel<FMT>, dim3(cu_blocks(W->rows, 4 / ks * rw)), dim3(128), 0,
+                      lim, ex, a->T, G, *W, a->y, a->ldy, ks, rw, a->grp_rows);
+        else
+            cu_launch(c, "int_tc_kernel", int_tc_kernel<4, FMT>, dim3(cu_blocks(W->rows, 64), cu_blocks(a->T, 32)),
+                      dim3(128), 0, lim, ex, a->T, G, *W, a->y, a->ldy, ks, a->grp_rows);
+    });
 }

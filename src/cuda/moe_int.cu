@@ -1,5 +1,6 @@
-/* Q8_0 experts with exact integer block sums (int_dot.cuh): groups of up to INT_GEMV_MAX pairs on the CUDA cores
- * (every group of a decode step), larger groups (prompts) on the integer
+/* Q8_0 and IQ3_XXS experts with exact integer block sums (int_dot.cuh):
+ * groups of up to INT_GEMV_MAX pairs on the CUDA cores (every group of a
+ * decode step), larger groups (prompts) on the integer
  * tensor cores; a pair's sums are the same bits either way, so they do not
  * depend on how many pairs share its expert. UP: the w1 and w3 rows of the
  * group's expert against the pairs' prepared x rows (a->xl), SwiGLU into
@@ -43,10 +44,11 @@ __global__ void __launch_bounds__(128) expert_int_gemv_kernel(moe_args a, int pa
     const int8_t *lim = UP ? a.xl : a.hl;
     const float *ex = int_factors(lim, UP ? a.T : a.T * a.K + a.T, UP ? a.D : a.I);
     float acc[NM][INT_GEMV_MAX];
-    if (active)
-        int_gemv_warp<NM>(W, row0, rw, np, sl, ks, lim, ex,
-                             [&](int t) { return int_pair_row<UP>(a, int_group_pair(a, G.i0 + t, single)); },
-                             vs[warp], acc);
+    auto xi = [&](int t) { return int_pair_row<UP>(a, int_group_pair(a, G.i0 + t, single)); };
+    if (active) { /* the group's format (routed and shared experts may differ; w1 and w3 do not) */
+        if (W[0].fmt == WF_IQ3_XXS) int_gemv_warp<NM, WF_IQ3_XXS>(W, row0, rw, np, sl, ks, lim, ex, xi, vs[warp], acc);
+        else int_gemv_warp<NM, WF_Q8_0>(W, row0, rw, np, sl, ks, lim, ex, xi, vs[warp], acc);
+    }
     if (ks > 1) {
         if (active)
             for (int m = 0; m < NM; m++)
@@ -88,10 +90,12 @@ __global__ void __launch_bounds__(128) expert_int_tile_kernel(moe_args a, int pa
     for (int64_t tt = blockIdx.z; tt * 8 * NT < G.i1 - G.i0; tt += gridDim.z) {
         int64_t ib = G.i0 + tt * 8 * NT; /* the tile's first entry of the pair list */
         float tot[NM][NT][4];
-        int_tile_warp<NM, NT>(W, row0, ks, lim, ex, [&](int i) {
+        auto xi = [&](int i) {
             int64_t ii = ib + i;
             return int_pair_row<UP>(a, group_pair(a, (int)(ii < G.i1 ? ii : G.i1 - 1)));
-        }, tot);
+        };
+        if (W[0].fmt == WF_IQ3_XXS) int_tile_warp<NM, NT, WF_IQ3_XXS>(W, row0, ks, lim, ex, xi, tot);
+        else int_tile_warp<NM, NT, WF_Q8_0>(W, row0, ks, lim, ex, xi, tot);
 #pragma unroll
         for (int j = 0; j < NT; j++)
 #pragma unroll
@@ -121,7 +125,7 @@ static void launch_int(cu_impl *c, const moe_args *a, int part)
 
 int moe_int_ok(const dsv4_mat *w1, const dsv4_mat *w3, const dsv4_mat *w2)
 {
-    return int_ok(*w1) && int_ok(*w3) && int_ok(*w2);
+    return int_ok(*w1) && int_ok(*w3) && int_ok(*w2) && w1->fmt == w3->fmt; /* the up launch reads both alike */
 }
 
 void moe_int_part(cu_impl *c, const moe_args *a, int up, int part)

@@ -293,7 +293,7 @@ static void test_matmul_invariance(void)
         }
 }
 
-/* Q8_0 products with exact integer block sums (src/cuda/int_dot.cuh): the
+/* Q8_0 and IQ3_XXS products with exact integer block sums (src/cuda/int_dot.cuh): the
  * GPU's bits equal this host emulation of the numerics the header states
  * (22-bit block fixed point in three int8 limbs, exact int32 block sums,
  * v = fma(float(s2*256 + s1), 256, float(s0)), fma(v, d*2^-e, acc) block
@@ -310,9 +310,29 @@ static int int_splits_ref(int64_t rows, int64_t cols)
     return ks;
 }
 
+/* Block b (32 columns) of row r of an integer-sums format: its int8 codes
+ * and factor. IQ3_XXS through the CPU's dequantization: every value is the
+ * block's factor d·(0.5 + s)·0.5 times a signed grid magnitude, exactly. */
+static void int_block_ref(const dsv4_mat *W, int64_t r, int64_t b, int8_t *q, float *f)
+{
+    const uint8_t *row = (const uint8_t *)W->data + r * wformat_row_bytes(W->fmt, W->cols);
+    if (W->fmt == WF_Q8_0) {
+        const uint8_t *blk = row + b * 34;
+        for (int i = 0; i < 32; i++) q[i] = (int8_t)blk[2 + i];
+        *f = f16_to_f32((uint16_t)(blk[0] | blk[1] << 8));
+        return;
+    }
+    const uint8_t *sb = row + b / 8 * 98;
+    float v[256];
+    ggml_dequant_blocks(GGML_IQ3_XXS, sb, 1, v);
+    const uint8_t *au = sb + 66 + 4 * (b % 8);
+    float s = (float)(au[3] >> 4);
+    *f = f16_to_f32((uint16_t)(sb[0] | sb[1] << 8)) * (0.5f + s) * 0.5f;
+    for (int i = 0; i < 32; i++) q[i] = (int8_t)(v[32 * (b % 8) + i] / *f);
+}
+
 static void int_matmul_ref(const dsv4_mat *W, const float *x, float *y)
 {
-    const uint8_t *wd = W->data;
     int64_t R = W->rows, C = W->cols, nb = C / 32, nch = (nb + 31) / 32;
     int ks = int_splits_ref(R, C);
     int8_t *lim = malloc((size_t)C * 3);
@@ -345,12 +365,13 @@ static void int_matmul_ref(const dsv4_mat *W, const float *x, float *y)
             float acc = 0;
             for (int64_t ch = sl; ch < nch; ch += ks)
                 for (int64_t b = ch * 32; b < ch * 32 + 32 && b < nb; b++) {
-                    const uint8_t *blk = wd + (r * nb + b) * 34;
+                    int8_t q[32];
+                    float d;
+                    int_block_ref(W, r, b, q, &d);
                     int s[3] = {0, 0, 0};
                     for (int l = 0; l < 3; l++)
-                        for (int i = 0; i < 32; i++) s[l] += (int8_t)blk[2 + i] * lim[b * 96 + 32 * l + i];
+                        for (int i = 0; i < 32; i++) s[l] += q[i] * lim[b * 96 + 32 * l + i];
                     float v = fmaf((float)(s[2] * 256 + s[1]), 256.0f, (float)s[0]);
-                    float d = f16_to_f32((uint16_t)(blk[0] | blk[1] << 8));
                     acc = fmaf(v, d * xs[b], acc);
                 }
             tot = sl == 0 ? acc : tot + acc;
@@ -363,13 +384,19 @@ static void int_matmul_ref(const dsv4_mat *W, const float *x, float *y)
 
 static void test_int_matmul_bits(void)
 {
+    /* the last two: columns that end inside a 32-block chunk (IQ3_XXS: in
+     * whole 256-column super-blocks) */
     int64_t shapes[][2] = {{256, 1024}, {4096, 1024}, {512, 4096}, {40, 1056}, {100, 2080}};
+    int64_t iq3_cols[] = {1024, 1024, 4096, 1280, 2304};
+    dsv4_wformat fmts[] = {WF_Q8_0, WF_IQ3_XXS};
     int Ts[] = {1, 2, 8, 9, 40};
-    for (int si = 0; si < 5; si++)
+    for (int ci = 0; ci < 10; ci++) /* both formats, five shapes each */
         for (int ti = 0; ti < 5; ti++) {
-            int64_t R = shapes[si][0], C = shapes[si][1], ldx = C + 4;
+            int si = ci % 5;
+            dsv4_wformat fmt = fmts[ci / 5];
+            int64_t R = shapes[si][0], C = fmt == WF_Q8_0 ? shapes[si][1] : iq3_cols[si], ldx = C + 4;
             int T = Ts[ti];
-            tmat W = mkg(WF_Q8_0, R, C, 0.05f);
+            tmat W = mkg(fmt, R, C, 0.05f);
             float *x = rnd((size_t)T * ldx, 1.0f);
             for (int64_t c = 0; c < 32; c++) { /* block 0 of token 0 zero, block 1 tiny, block 2 large */
                 x[c] = 0.0f;
@@ -390,8 +417,8 @@ static void test_int_matmul_bits(void)
                     int same = isnan(g) && isnan(hy[r]) ? 1 : !memcmp(&hy[r], &g, 4);
                     if (!same || (nonfinite && !isnan(g))) { bad++; if (first < 0) first = r; }
                 }
-                CHECKF(!bad, "Q8_0 %lldx%lld T=%d token %d: %lld rows differ from the host's emulation (row %lld: %.9g vs %.9g)",
-                       (long long)R, (long long)C, T, t, (long long)bad, (long long)first,
+                CHECKF(!bad, "%s %lldx%lld T=%d token %d: %lld rows differ from the host's emulation (row %lld: %.9g vs %.9g)",
+                       fmt == WF_Q8_0 ? "Q8_0" : "IQ3_XXS", (long long)R, (long long)C, T, t, (long long)bad, (long long)first,
                        first >= 0 ? gy[t * R + first] : 0.0, first >= 0 ? hy[first] : 0.0);
             }
             free(x); free(gy); free(hy);
