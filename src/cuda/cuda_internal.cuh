@@ -233,7 +233,7 @@ typedef struct {
     int64_t grp_rows; /* matmul_grouped: rows per block of W; 0: plain matmul */
     __half *xq;       /* tensor-core path: the prepared activation rows (tc_f16.cuh), */
     float *pf;        /* and their factors; from cu_matmul_prep_ws */
-    int act;          /* matmul_fp8in on the tensor-core path: the preparation rounds the rows (FP8 1x128) */
+    int act;          /* matmul_fp8in on the tensor cores: the rows go through FP8 1x128 where they are prepared */
 } cu_matmul_args;
 /* Points a's xq/pf at the matmul workspace when its weight takes the
  * tensor-core path (at submit time: exec functions do not allocate). */
@@ -247,6 +247,13 @@ int cu_int_matmul_ok(const dsv4_mat *W, int64_t grp_rows);
 size_t cu_int_prep_bytes(int64_t rows, int64_t cols);
 void cu_int_prep(cu_impl *c, const float *x, int64_t ldx, int G, int64_t n, int64_t nrows, void *ws);
 void cu_int_matmul(cu_impl *c, const cu_matmul_args *a);
+
+/* FP8 weights against FP8-rounded rows (matmul_fp8in) on the e4m3 tensor
+ * cores (fp8_mma.cu): whether W takes them, the workspace for T prepared
+ * rows of n columns, the run. */
+int cu_f8mma_ok(const dsv4_mat *W, int64_t grp_rows);
+size_t cu_f8mma_ws_bytes(int64_t T, int64_t n);
+void cu_f8mma(cu_impl *c, const cu_matmul_args *a);
 
 /* ---- device helpers ---- */
 __device__ __forceinline__ float cu_ld(int dt, const void *p, int64_t i)

@@ -365,7 +365,8 @@ void cu_exec_matmul(cu_impl *c, const void *args, const int64_t *dpos)
     (void)dpos;
     if (a->T <= 0 || a->W.rows <= 0) return;
     int kind = tc_matmul_kind(&a->W, a->grp_rows);
-    if (cu_int_matmul_ok(&a->W, a->grp_rows)) cu_int_matmul(c, a);
+    if (a->act && cu_f8mma_ok(&a->W, a->grp_rows)) cu_f8mma(c, a);
+    else if (cu_int_matmul_ok(&a->W, a->grp_rows)) cu_int_matmul(c, a);
     else if (kind >= 0) tc_kind_dispatch(kind, [&](auto k) { run_tc<decltype(k)::value>(c, a); });
     else if (cu_wfam(a->W) == CU_W_GGUF) cu_gg_matmul(c, a);
     else run_gemv(c, a);
@@ -375,14 +376,18 @@ void cu_matmul_prep_ws(cu_impl *c, cu_matmul_args *a)
 {
     a->xq = NULL;
     a->pf = NULL;
-    if (a->T > 0 && cu_int_matmul_ok(&a->W, a->grp_rows)) { /* int_matmul.cu: limbs and exponents */
-        int64_t rows = (int64_t)a->T * (a->grp_rows ? a->W.rows / a->grp_rows : 1);
+    if (a->T <= 0) return;
+    int64_t rows = (int64_t)a->T * (a->grp_rows ? a->W.rows / a->grp_rows : 1); /* prepared rows */
+    if (a->act && cu_f8mma_ok(&a->W, a->grp_rows)) { /* fp8_mma.cu: codes and scales */
+        a->xq = (__half *)cu_ws(c, WS_MATMUL, cu_f8mma_ws_bytes(rows, a->W.cols));
+        return;
+    }
+    if (cu_int_matmul_ok(&a->W, a->grp_rows)) { /* int_matmul.cu: limbs and exponents */
         a->xq = (__half *)cu_ws(c, WS_MATMUL, cu_int_prep_bytes(rows, a->W.cols));
         return;
     }
     int kind = tc_matmul_kind(&a->W, a->grp_rows);
-    if (kind < 0 || a->T <= 0) return;
-    int64_t rows = (int64_t)a->T * (a->grp_rows ? a->W.rows / a->grp_rows : 1);
+    if (kind < 0) return;
     int terms = tc_terms(kind);
     char *ws = (char *)cu_ws(c, WS_MATMUL, tc_prep_bytes(rows, a->W.cols, terms));
     if (!ws) return;
@@ -414,14 +419,16 @@ void cu_matmul(dsv4_backend *b, const float *x, int64_t ldx, int T, const dsv4_m
     submit_matmul(b, x, ldx, T, W, 0, y, ldy);
 }
 
-/* The tensor-core kinds round each row where they prepare it (tc_prep,
- * tc_prep_block: cq_act_block, act_fp8_kernel's values); the others take
- * the rows rounded into a workspace of their own, then the plain product. */
+/* FP8 weights take the e4m3 tensor cores (fp8_mma.cu) and the other
+ * tensor-core kinds round each row where they prepare it (tc_prep,
+ * tc_prep_block), both with cq_act_block's (act_fp8_kernel's) values; the
+ * rest take the rows rounded into a workspace of their own, then the plain
+ * product. */
 void cu_matmul_fp8in(dsv4_backend *b, const float *x, int64_t ldx, int T, const dsv4_mat *W, float *y, int64_t ldy)
 {
     cu_impl *c = cu_of(b);
     if (T <= 0) return;
-    if (tc_matmul_kind(W, 0) >= 0 && tc_prep_act_ok(W->cols)) {
+    if (cu_f8mma_ok(W, 0) || (tc_matmul_kind(W, 0) >= 0 && tc_prep_act_ok(W->cols))) {
         submit_matmul(b, x, ldx, T, W, 0, y, ldy, 1);
         return;
     }

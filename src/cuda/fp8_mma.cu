@@ -1,0 +1,335 @@
+/* Products of FP8 weights with FP8-rounded activation rows (matmul_fp8in,
+ * the official numerics) on the e4m3 tensor cores.
+ *
+ * Under the official numerics an activation row goes through FP8 1x128
+ * (spec §7.1) before a product with an FP8 weight: every value is an e4m3
+ * code times its 128-column block's power of two. So the product needs no
+ * f16 split and no weight conversion: mma.m16n8k32 takes the weight's bytes
+ * and the row's codes as they are (e4m3 x e4m3, fp32 out), as DeepSeek's
+ * own FP8 kernels do.
+ *
+ * Numerics, per output (weight row r, token row t): for every 32-column
+ * group of a 128-column block, one MMA from zero gives the group's sum of
+ * code products (the tensor core's own rounding, the same for a given
+ * group whatever else is in the tile), which is added as
+ * fmaf(sum, sw·sx, acc): sw the weight's scale of that block (rows r), sx
+ * the row's (both powers of two, or F32 weight scales: sw·sx is exact).
+ * The groups go in column order inside a slice; the row's blocks are dealt
+ * to ks contiguous slices (ks from the shape alone, tc_splits) whose sums
+ * are added in slice order (tc_slices_sum), the same for every row count:
+ * decode runs the slices on parallel warps, prompts run them in turn.
+ *
+ * Layout. A warp holds 16 weight rows (g = lane/4: rows g and g+8) and
+ * NT tiles of 8 token rows. For a 64-column half of a block, thread q
+ * (lane%4) loads the 16 bytes at column 16q of each of its rows and the
+ * same 16 codes of token g; bytes 0-7 feed the first MMA (A slots 4q..4q+3
+ * and 16+4q.. take bytes 0-3 and 4-7, B the same codes) and bytes 8-15 the
+ * second. A group is thus the columns {16q + 8s + 0..7 : q = 0..3} of the
+ * half, fixed by the column index alone.
+ *
+ * Prepared rows: codes (one byte a column, tf8_npad(n) a row, zeros past
+ * n) and scales (one float a 128-column block). Decode steps whose rows
+ * fit prepare them in each block into shared memory (after issuing their
+ * first weight loads); larger steps take a preparation launch. The codes
+ * and scales are act_fp8_round's values (cq_act_block) encoded. */
+#include "cuda/tc_f16.cuh" /* tc_slices_sum, tc_part_floats, tc_splits */
+
+#define F8_BLK 128 /* columns of an activation scale block */
+
+__host__ __device__ static inline int64_t f8_npad(int64_t n) { return (n + F8_BLK - 1) / F8_BLK * F8_BLK; }
+__host__ __device__ static inline int64_t f8_nblk(int64_t n) { return (n + F8_BLK - 1) / F8_BLK; }
+
+/* Bytes of T prepared rows: the codes, then the scales. */
+__host__ static inline size_t f8_prep_bytes(int64_t T, int64_t n)
+{
+    return (size_t)T * (size_t)f8_npad(n) + (size_t)T * (size_t)f8_nblk(n) * 4;
+}
+
+int cu_f8mma_ok(const dsv4_mat *W, int64_t grp_rows)
+{
+    return !grp_rows && cu_wfam(*W) == CU_W_FP8 && cu_w_loads_ok(*W) && W->blk_c % F8_BLK == 0;
+}
+
+size_t cu_f8mma_ws_bytes(int64_t T, int64_t n) { return f8_prep_bytes(T, n) + 16; }
+
+/* Floats of a block's staged scales (nr rows of nb blocks), rounded up
+ * so that the staged codes after them start 16-byte aligned. */
+__host__ __device__ static inline int64_t f8_stage_scale_floats(int nr, int64_t nb) { return (nr * nb + 3) / 4 * 4; }
+
+/* Block b of a row (n values at row, 16-byte pieces wholly inside or past
+ * n: n % 16 == 0, cu_w_loads_ok) by one warp, 4 consecutive values a lane,
+ * in two steps so that a warp can have several blocks' loads in flight:
+ * f8_prep_load reads the lane's values (zeros past n); f8_prep_store takes
+ * the block's largest |value| (at least 1e-4, as cq_act_block), its power of
+ * two s = pow2_ceil(amax / 448) and each value's e4m3 code at that scale
+ * (code · s is act_fp8_round's value), and stores the codes (0 past n) and
+ * s. */
+__device__ __forceinline__ float4 f8_prep_load(const float *row, int64_t n, int64_t b, int lane)
+{
+    int64_t c = b * F8_BLK + 4 * lane;
+    if (c >= n) return make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    if ((uintptr_t)(row + c) % 16 == 0) return *(const float4 *)(row + c);
+    return make_float4(row[c], row[c + 1], row[c + 2], row[c + 3]);
+}
+
+__device__ __forceinline__ void f8_prep_store(float4 u, int64_t n, int64_t b, uint8_t *codes, float *scales, int lane)
+{
+    float v[4] = {u.x, u.y, u.z, u.w}, amax = 1e-4f;
+#pragma unroll
+    for (int k = 0; k < 4; k++) amax = fmaxf(amax, fabsf(v[k]));
+    for (int o = 16; o > 0; o >>= 1) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, o));
+    float s = cq_pow2_ceil(amax / 448.0f), inv = 1.0f / s;
+    uint32_t w = 0;
+    if (b * F8_BLK + 4 * lane < n)
+#pragma unroll
+        for (int k = 0; k < 4; k++) w |= (uint32_t)sr_to_e4m3(v[k] * inv) << (8 * k);
+    ((uint32_t *)(codes + b * F8_BLK))[lane] = w;
+    if (lane == 0) scales[b] = s;
+}
+
+/* nr rows (row i at x + i·ldx) prepared by the whole block: codes
+ * [nr][npad], scales [nr][nblk], a block a warp at a time (loading several
+ * at once raised the kernel's registers past two blocks an SM and made
+ * the products slower: tests/cuda/NOTES.md). */
+__device__ __forceinline__ void f8_prep_rows(const float *x, int64_t ldx, int nr, int64_t n, uint8_t *codes,
+                                             float *scales)
+{
+    int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
+    int64_t nb = f8_nblk(n), np = f8_npad(n);
+    for (int64_t k = warp; k < nr * nb; k += nw) {
+        int64_t i = k / nb, b = k % nb;
+        f8_prep_store(f8_prep_load(x + i * ldx, n, b, lane), n, b, codes + i * np, scales + i * nb, lane);
+    }
+}
+
+/* Block (token row t, 8 blocks of its columns). */
+__global__ void __launch_bounds__(256) f8_prep_kernel(const float *x, int64_t ldx, int64_t n, uint8_t *codes,
+                                                      float *scales)
+{
+    cu_pdl();
+    int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    int64_t t = blockIdx.x, b = (int64_t)blockIdx.y * 8 + warp;
+    if (b < f8_nblk(n))
+        f8_prep_store(f8_prep_load(x + t * ldx, n, b, lane), n, b, codes + t * f8_npad(n), scales + t * f8_nblk(n), lane);
+}
+
+/* d = A·B (m16n8k32, e4m3 in, fp32 out) from zero. */
+__device__ __forceinline__ void f8_mma(float *d, uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3, uint32_t b0,
+                                       uint32_t b1)
+{
+    asm("mma.sync.aligned.m16n8k32.row.col.f32.e4m3.e4m3.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+        "{%10,%10,%10,%10};"
+        : "=f"(d[0]), "=f"(d[1]), "=f"(d[2]), "=f"(d[3])
+        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1), "f"(0.0f));
+}
+
+/* A block's weight pieces for this thread: w[h][p] = 16 bytes of row g + 8h
+ * at column 128b + 64p + 16q (zeros past n), and the rows' scales. */
+struct f8_wblk {
+    uint4 w[2][2];
+    float s[2];
+};
+
+__device__ __forceinline__ void f8_load(const dsv4_mat &W, const char *const *wr, const char *const *sr, int64_t n,
+                                        int64_t b, int q, f8_wblk &o)
+{
+#pragma unroll
+    for (int h = 0; h < 2; h++) {
+#pragma unroll
+        for (int p = 0; p < 2; p++) {
+            int64_t c = b * F8_BLK + 64 * p + 16 * q;
+            o.w[h][p] = c < n ? __ldg((const uint4 *)(wr[h] + c)) : make_uint4(0, 0, 0, 0);
+        }
+        o.s[h] = cu_scale_at(W, sr[h], b * F8_BLK);
+    }
+}
+
+/* Context of a warp's tile: its two weight rows (g, g+8, clamped) and
+ * scale rows, and where its token rows' prepared codes and scales are
+ * (offsets from xc / xs: token 8j + g's codes, tokens 8j + 2q + e's
+ * scales; rows past the step's repeat its last). */
+template <int NT>
+struct f8_tile {
+    const char *wr[2], *sr[2];
+    const uint8_t *xc;
+    const float *xs;
+    int oc[NT], os[NT][2];
+};
+
+/* One block's four MMAs for the warp's tiles, added into acc. */
+template <int NT>
+__device__ __forceinline__ void f8_block(float (*acc)[4], const f8_wblk &wb, const f8_tile<NT> &tl, int64_t b, int q)
+{
+#pragma unroll
+    for (int j = 0; j < NT; j++) {
+        float sx0 = tl.xs[tl.os[j][0] + b], sx1 = tl.xs[tl.os[j][1] + b];
+        float f[4] = {wb.s[0] * sx0, wb.s[0] * sx1, wb.s[1] * sx0, wb.s[1] * sx1};
+#pragma unroll
+        for (int p = 0; p < 2; p++) {
+            uint4 xv = *(const uint4 *)(tl.xc + tl.oc[j] + b * F8_BLK + 64 * p + 16 * q);
+            const uint4 &w0 = wb.w[0][p], &w1 = wb.w[1][p];
+            float d[4];
+            f8_mma(d, w0.x, w1.x, w0.y, w1.y, xv.x, xv.y);
+#pragma unroll
+            for (int i = 0; i < 4; i++) acc[j][i] = fmaf(d[i], f[i], acc[j][i]);
+            f8_mma(d, w0.z, w1.z, w0.w, w1.w, xv.z, xv.w);
+#pragma unroll
+            for (int i = 0; i < 4; i++) acc[j][i] = fmaf(d[i], f[i], acc[j][i]);
+        }
+    }
+}
+
+/* Slice sp of ks: blocks [sp·nb/ks, (sp+1)·nb/ks) in order into acc
+ * (zeroed here); U blocks' loads in flight while U are computed. pre():
+ * once, after the first loads are issued (the wait for the previous kernel,
+ * the staging of the rows). */
+template <int NT, int U, class F>
+__device__ __forceinline__ void f8_slice(float (*acc)[4], const dsv4_mat &W, const f8_tile<NT> &tl, int sp, int ks,
+                                         int q, int &first, F pre)
+{
+    int64_t n = W.cols, nb = f8_nblk(n), b0 = sp * nb / ks, b1 = (sp + 1) * nb / ks;
+#pragma unroll
+    for (int j = 0; j < NT; j++)
+#pragma unroll
+        for (int i = 0; i < 4; i++) acc[j][i] = 0.0f;
+    f8_wblk cur[U];
+#pragma unroll
+    for (int u = 0; u < U; u++)
+        if (b0 + u < b1) f8_load(W, tl.wr, tl.sr, n, b0 + u, q, cur[u]);
+    if (first) {
+        pre();
+        first = 0;
+    }
+    for (int64_t b = b0; b < b1; b += U) {
+        f8_wblk nxt[U];
+#pragma unroll
+        for (int u = 0; u < U; u++)
+            if (b + U + u < b1) f8_load(W, tl.wr, tl.sr, n, b + U + u, q, nxt[u]);
+#pragma unroll
+        for (int u = 0; u < U; u++)
+            if (b + u < b1) f8_block<NT>(acc, cur[u], tl, b + u, q);
+#pragma unroll
+        for (int u = 0; u < U; u++) cur[u] = nxt[u];
+    }
+}
+
+/* Block: 8 warps; a row tile of 16 rows has ks warps (SEQ = 0, decode:
+ * one slice each, summed through shared memory) or one (SEQ = 1: the
+ * slices in turn); tokens blockIdx.y·8·NT... . stage: the block prepares
+ * its token rows of x itself (shared memory after the slice sums);
+ * otherwise codes / scales hold every row's. */
+template <int NT, int SEQ, int U>
+__global__ void __launch_bounds__(256) f8_kernel(const float *x, int64_t ldx, const uint8_t *codes,
+                                                 const float *scales, int stage, int T, dsv4_mat W, float *y,
+                                                 int64_t ldy, int ks)
+{
+    extern __shared__ float smem[];
+    int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, q = lane & 3;
+    int wpt = SEQ ? 1 : ks, sp0 = warp % wpt;
+    int64_t n = W.cols, np = f8_npad(n), nb = f8_nblk(n), tb = (int64_t)blockIdx.y * 8 * NT;
+    int nr = T - tb < 8 * NT ? (int)(T - tb) : 8 * NT;
+    float *part = smem; /* SEQ = 0, ks > 1: tc_slices_sum's [8 warps][1][NT][4][32] */
+    float *sscale = part + tc_part_floats(SEQ, 1, NT, ks);
+    uint8_t *scode = (uint8_t *)(sscale + f8_stage_scale_floats(nr, nb)); /* 16-byte aligned */
+    if (stage) {
+        codes = scode;
+        scales = sscale;
+    } else {
+        codes += tb * np;
+        scales += tb * nb;
+    }
+    auto pre = [&]() {
+        cu_pdl();
+        if (stage) {
+            f8_prep_rows(x + tb * ldx, ldx, nr, n, scode, sscale);
+            __syncthreads();
+        }
+    };
+    int64_t row0 = ((int64_t)blockIdx.x * (8 / wpt) + warp / wpt) * 16;
+    int active = row0 < W.rows;
+    if (wpt == 1 && !active) {
+        pre(); /* its barriers */
+        return;
+    }
+    if (!active) row0 = 0; /* a dummy tile, so every warp reaches the barriers */
+    f8_tile<NT> tl;
+    int64_t rb = cu_row_bytes(W);
+#pragma unroll
+    for (int h = 0; h < 2; h++) {
+        int64_t r = row0 + g + 8 * h < W.rows ? row0 + g + 8 * h : W.rows - 1;
+        tl.wr[h] = (const char *)W.data + r * rb;
+        tl.sr[h] = cu_scale_row(W, r);
+    }
+    tl.xc = codes;
+    tl.xs = scales;
+#pragma unroll
+    for (int j = 0; j < NT; j++) {
+        int tg = 8 * j + g < nr ? 8 * j + g : nr - 1;
+        tl.oc[j] = tg * (int)np;
+#pragma unroll
+        for (int e = 0; e < 2; e++) {
+            int te = 8 * j + 2 * q + e < nr ? 8 * j + 2 * q + e : nr - 1;
+            tl.os[j][e] = te * (int)nb;
+        }
+    }
+    float tot[1][NT][4];
+    int first = 1;
+    int mine = tc_slices_sum<1, NT, SEQ>(tot, ks, sp0, part, [&](float (*acc)[NT][4], int sp) {
+        f8_slice<NT, U>(acc[0], W, tl, sp, ks, q, first, pre);
+    });
+    if (!mine || !active) return;
+#pragma unroll
+    for (int j = 0; j < NT; j++)
+#pragma unroll
+        for (int i = 0; i < 4; i++) {
+            int64_t r = row0 + g + (i >= 2 ? 8 : 0), t = tb + 8 * j + 2 * q + (i & 1);
+            if (r < W.rows && t < T) y[t * ldy + r] = tot[0][j][i];
+        }
+}
+
+/* Shared bytes of a decode block that stages nr rows of n columns. */
+static size_t f8_stage_bytes(int nr, int64_t n)
+{
+    return (size_t)nr * (size_t)f8_npad(n) + 4 * (size_t)f8_stage_scale_floats(nr, f8_nblk(n));
+}
+/* Decode steps of at most this many values in all (T·n) stage their rows
+ * in every block; longer ones take one preparation launch, which costs
+ * less than every block rounding the rows again (bench_ops matmul:fp8 on an
+ * H100: wo_b 4096x8192 20 us through the launch at T = 2..8 against 22 us
+ * staged at T = 1; wq_a 1024x4096 8.2 us through the launch at T = 4 and 8
+ * against 16 and 28 us staged; at T = 1 staged 7.7 us). */
+#define F8_STAGE_VALUES 4096
+
+template <int NT, int SEQ, int U>
+static void f8_launch(cu_impl *c, const cu_matmul_args *a, int ks, int stage)
+{
+    const dsv4_mat *W = &a->W;
+    int wpt = SEQ ? 1 : ks;
+    size_t shm = (size_t)tc_part_floats(SEQ, 1, NT, ks) * sizeof(float) + (stage ? f8_stage_bytes(a->T, W->cols) : 0);
+    static size_t allowed[CU_SMEM_GPUS];
+    if (cu_allow_smem(c, f8_kernel<NT, SEQ, U>, shm, allowed)) return;
+    const uint8_t *codes = (const uint8_t *)a->xq;
+    const float *scales = stage ? NULL : (const float *)(codes + (size_t)a->T * f8_npad(W->cols));
+    dim3 grid(cu_blocks(W->rows, 8 / wpt * 16), cu_blocks(a->T, 8 * NT));
+    cu_launch(c, "f8_kernel", f8_kernel<NT, SEQ, U>, grid, dim3(256), shm, a->x, a->ldx, codes, scales, stage, a->T,
+              *W, a->y, a->ldy, ks);
+}
+
+/* The instance sets only how many token rows a warp holds and whether its
+ * slices run side by side; every instance computes a row the same way. */
+void cu_f8mma(cu_impl *c, const cu_matmul_args *a)
+{
+    const dsv4_mat *W = &a->W;
+    int64_t n = W->cols;
+    int ks = tc_splits(W->rows, f8_nblk(n), 2);
+    int stage = a->T <= 8 && a->T * n <= F8_STAGE_VALUES; /* f8_stage_bytes: at most 4.2 KB */
+    if (!stage) {
+        uint8_t *codes = (uint8_t *)a->xq;
+        float *scales = (float *)(codes + (size_t)a->T * f8_npad(n));
+        dim3 grid((unsigned)a->T, cu_blocks(f8_nblk(n), 8));
+        cu_launch(c, "f8_prep_kernel", f8_prep_kernel, grid, dim3(256), 0, a->x, a->ldx, n, codes, scales);
+    }
+    if (a->T <= 8) f8_launch<1, 0, 2>(c, a, ks, stage);
+    else if (a->T <= 32) f8_launch<4, 0, 1>(c, a, ks, 0);
+    else f8_launch<8, 1, 1>(c, a, ks, 0);
+}
