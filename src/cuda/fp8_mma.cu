@@ -27,7 +27,7 @@
  * second. A group is thus the columns {16q + 8s + 0..7 : q = 0..3} of the
  * half, fixed by the column index alone.
  *
- * Prepared rows: codes (one byte a column, tf8_npad(n) a row, zeros past
+ * Prepared rows: codes (one byte a column, f8_npad(n) a row, zeros past
  * n) and scales (one float a 128-column block). Decode steps whose rows
  * fit prepare them in each block into shared memory (after issuing their
  * first weight loads); larger steps take a preparation launch. The codes
