@@ -32,6 +32,7 @@
  * fit prepare them in each block into shared memory (after issuing their
  * first weight loads); larger steps take a preparation launch. The codes
  * and scales are act_fp8_round's values (cq_act_block) encoded. */
+#include "cuda/hc_post.cuh"
 #include "cuda/tc_f16.cuh" /* tc_slices_sum, tc_part_floats, tc_splits */
 
 #define F8_BLK 128 /* columns of an activation scale block */
@@ -217,11 +218,13 @@ __device__ __forceinline__ void f8_slice(float (*acc)[4], const dsv4_mat &W, con
  * one slice each, summed through shared memory) or one (SEQ = 1: the
  * slices in turn); tokens blockIdx.y·8·NT... . stage: the block prepares
  * its token rows of x itself (shared memory after the slice sums);
- * otherwise codes / scales hold every row's. */
+ * otherwise codes / scales hold every row's. post.X: each output goes
+ * through hc_post into those streams (the thread that holds it owns its
+ * column) instead of into y. */
 template <int NT, int SEQ, int U>
 __global__ void __launch_bounds__(256) f8_kernel(const float *x, int64_t ldx, const uint8_t *codes,
                                                  const float *scales, int stage, int T, dsv4_mat W, float *y,
-                                                 int64_t ldy, int ks)
+                                                 int64_t ldy, int ks, dsv4_hc_post post)
 {
     extern __shared__ float smem[];
     int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, q = lane & 3;
@@ -283,7 +286,9 @@ __global__ void __launch_bounds__(256) f8_kernel(const float *x, int64_t ldx, co
 #pragma unroll
         for (int i = 0; i < 4; i++) {
             int64_t r = row0 + g + (i >= 2 ? 8 : 0), t = tb + 8 * j + 2 * q + (i & 1);
-            if (r < W.rows && t < T) y[t * ldy + r] = tot[0][j][i];
+            if (r >= W.rows || t >= T) continue;
+            if (post.X) hc_post_elem(post, W.rows, t, r, tot[0][j][i]);
+            else y[t * ldy + r] = tot[0][j][i];
         }
 }
 
@@ -312,7 +317,7 @@ static void f8_launch(cu_impl *c, const cu_matmul_args *a, int ks, int stage)
     const float *scales = stage ? NULL : (const float *)(codes + (size_t)a->T * f8_npad(W->cols));
     dim3 grid(cu_blocks(W->rows, 8 / wpt * 16), cu_blocks(a->T, 8 * NT));
     cu_launch(c, "f8_kernel", f8_kernel<NT, SEQ, U>, grid, dim3(256), shm, a->x, a->ldx, codes, scales, stage, a->T,
-              *W, a->y, a->ldy, ks);
+              *W, a->y, a->ldy, ks, a->post);
 }
 
 /* The instance sets only how many token rows a warp holds and whether its
