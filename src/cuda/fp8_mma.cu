@@ -330,7 +330,8 @@ static void f8_launch(cu_impl *c, const cu_matmul_args *a, int ks, int stage)
  * token rows fall in distinct banks. The weights come into registers as in
  * f8_kernel (the next block's while this one computes). A row's sums are
  * f8_kernel's: per slice from zero, blocks in order, f8_block's MMAs and
- * fmaf in its order, the slices added in order (tc_slices_sum's). */
+ * fmaf in its order, the slices added in order (tc_slices_sum's); post.X:
+ * the same hc_post epilogue. */
 #define F8T_TOK 128
 #define F8T_PITCH 192
 #define F8T_SMEM ((size_t)2 * F8T_TOK * F8T_PITCH + (size_t)2 * F8T_TOK * 4)
@@ -342,7 +343,7 @@ __device__ __forceinline__ void f8_cp4(void *dst, const void *src)
 }
 
 __global__ void __launch_bounds__(256, 1) f8_tile_kernel(const uint8_t *codes, const float *scales, int T, dsv4_mat W,
-                                                         float *y, int64_t ldy, int ks)
+                                                         float *y, int64_t ldy, int ks, dsv4_hc_post post)
 {
     extern __shared__ float smem[];
     uint8_t *sc = (uint8_t *)smem;                                  /* [2][F8T_TOK][F8T_PITCH] */
@@ -430,7 +431,9 @@ __global__ void __launch_bounds__(256, 1) f8_tile_kernel(const uint8_t *codes, c
 #pragma unroll
         for (int i = 0; i < 4; i++) {
             int64_t r = row0 + g + (i >= 2 ? 8 : 0), t = tb + 8 * j + 2 * q + (i & 1);
-            if (r < W.rows && t < T) y[t * ldy + r] = tot[j][i];
+            if (r >= W.rows || t >= T) continue;
+            if (post.X) hc_post_elem(post, W.rows, t, r, tot[j][i]);
+            else y[t * ldy + r] = tot[j][i];
         }
 }
 
@@ -464,6 +467,6 @@ void cu_f8mma(cu_impl *c, const cu_matmul_args *a)
         const float *scales = (const float *)(codes + (size_t)a->T * f8_npad(n));
         dim3 grid(cu_blocks(W->rows, 128), cu_blocks(a->T, F8T_TOK));
         cu_launch(c, "f8_tile_kernel", f8_tile_kernel, grid, dim3(256), F8T_SMEM, codes, scales, a->T, *W, a->y,
-                  a->ldy, ks);
+                  a->ldy, ks, a->post);
     }
 }
