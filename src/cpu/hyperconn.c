@@ -142,6 +142,7 @@ static void hc_post_tokens(void *ctx, int64_t t0, int64_t t1, int tid)
 void cpu_hc_post(dsv4_backend *b, float *X, int T, int hc, int D, const float *a, const float *post,
                  const float *comb)
 {
+    if (hc > HC_MAX) { backend_fail(b, DSV4_ERR_UNSUPPORTED, "hc_mult above 16"); return; }
     post_job j = {X, hc, D, a, post, comb};
     pool_for(cpu_pool(b), T, 1, hc_post_tokens, &j);
 }

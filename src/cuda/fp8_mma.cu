@@ -4,9 +4,13 @@
  * Under the official numerics an activation row goes through FP8 1x128
  * (spec §7.1) before a product with an FP8 weight: every value is an e4m3
  * code times its 128-column block's power of two. So the product needs no
- * f16 split and no weight conversion: mma.m16n8k32 takes the weight's bytes
- * and the row's codes as they are (e4m3 x e4m3, fp32 out), as DeepSeek's
- * own FP8 kernels do.
+ * f16 hi/lo split of the row: mma.m16n8k32 takes the weight's bytes and the
+ * row's codes as they are (e4m3 x e4m3, fp32 out). On sm_90 ptxas carries
+ * it out as exact e4m3 -> f16 conversions (F2FP, two values an instruction;
+ * a weight fragment's once for all the warp's token tiles) and two f16
+ * MMAs with fp32 accumulation (HMMA.16816): half the MMAs of the hi/lo
+ * path and fewer conversion instructions, the f16 path's accumulation.
+ * (Hopper's own FP8 tensor path is wgmma.)
  *
  * Numerics, per output (weight row r, token row t): for every 32-column
  * group of a 128-column block, one MMA from zero gives the group's sum of
