@@ -43,7 +43,7 @@
 #include "cuda/wload.cuh"
 
 #define INT_CHUNK 32   /* blocks a chunk: a GEMV warp's lanes */
-#define INT_GEMV_MAX 1 /* token rows the GEMV takes at most (more: the tile kernels) */
+#define INT_GEMV_MAX 8 /* token rows the GEMV takes at most */
 #define INT_LIMB_BYTES 96 /* a prepared block: 3 limbs of 32 int8 */
 
 /* Whether W takes the integer sums (shape and format alone). */

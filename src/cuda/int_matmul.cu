@@ -125,9 +125,6 @@ void cu_int_matmul(cu_impl *c, const cu_matmul_args *a)
         if (a->T <= INT_GEMV_MAX)
             cu_launch(c, "int_gemv_kernel", int_gemv_kernel<FMT>, dim3(cu_blocks(W->rows, 4 / ks * rw)), dim3(128), 0,
                       lim, ex, a->T, G, *W, a->y, a->ldy, ks, rw, a->grp_rows);
-        else if (a->T <= 8) /* one token tile: a verify step's or a cohort's rows */
-            cu_launch(c, "int_tc_kernel", int_tc_kernel<1, FMT>, dim3(cu_blocks(W->rows, 64)), dim3(128), 0, lim, ex,
-                      a->T, G, *W, a->y, a->ldy, ks, a->grp_rows);
         else
             cu_launch(c, "int_tc_kernel", int_tc_kernel<4, FMT>, dim3(cu_blocks(W->rows, 64), cu_blocks(a->T, 32)),
                       dim3(128), 0, lim, ex, a->T, G, *W, a->y, a->ldy, ks, a->grp_rows);

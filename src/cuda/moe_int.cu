@@ -1,6 +1,6 @@
 /* Q8_0 and IQ3_XXS experts with exact integer block sums (int_dot.cuh):
  * groups of up to INT_GEMV_MAX pairs on the CUDA cores (every group of a
- * one-token step), larger groups (several tokens, prompts) on the integer
+ * decode step), larger groups (prompts) on the integer
  * tensor cores; a pair's sums are the same bits either way, so they do not
  * depend on how many pairs share its expert. UP: the w1 and w3 rows of the
  * group's expert against the pairs' prepared x rows (a->xl), SwiGLU into
@@ -118,12 +118,8 @@ static void launch_int(cu_impl *c, const moe_args *a, int part)
               dim3(cu_blocks(R, 4 / ks * rw), (unsigned)a->gmax), dim3(128), 0, *a, part, ks, rw);
     if (a->T > INT_GEMV_MAX) { /* only then can a group have more pairs */
         unsigned z = a->T / 256 < 1 ? 1u : a->T / 256 > 8 ? 8u : (unsigned)(a->T / 256);
-        if (a->T <= 8) /* every group in one token tile */
-            cu_launch(c, UP ? "moe up (int tiles)" : "moe down (int tiles)", expert_int_tile_kernel<UP, 1>,
-                      dim3(cu_blocks(R, 64), (unsigned)a->gmax, 1), dim3(128), 0, *a, part, ks);
-        else
-            cu_launch(c, UP ? "moe up (int tiles)" : "moe down (int tiles)", expert_int_tile_kernel<UP, 4>,
-                      dim3(cu_blocks(R, 64), (unsigned)a->gmax, z), dim3(128), 0, *a, part, ks);
+        cu_launch(c, UP ? "moe up (int tiles)" : "moe down (int tiles)", expert_int_tile_kernel<UP, 4>,
+                  dim3(cu_blocks(R, 64), (unsigned)a->gmax, z), dim3(128), 0, *a, part, ks);
     }
 }
 
