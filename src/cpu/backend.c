@@ -5,7 +5,6 @@
 #include "base/error.h"
 #include "cpu/cpu.h"
 
-void cpu_matmul(dsv4_backend *b, const float *x, int64_t ldx, int T, const dsv4_mat *W, float *y, int64_t ldy);
 void cpu_matmul_grouped(dsv4_backend *b, const float *x, int64_t ldx, int T, const dsv4_mat *W, int groups, float *y,
                         int64_t ldy);
 void cpu_rmsnorm(dsv4_backend *b, const float *x, int T, int n, const dsv4_mat *w, float eps, float *y);
@@ -17,8 +16,6 @@ void cpu_embed(dsv4_backend *b, const dsv4_mat *E, const int32_t *tok, int T, in
 void cpu_hc_pre(dsv4_backend *b, const float *X, int T, int hc, int D, const dsv4_mat *fn, const dsv4_mat *base,
                 const dsv4_mat *scale, int iters, float hc_eps, float norm_eps, const dsv4_mat *norm, float *x,
                 float *post, float *comb);
-void cpu_hc_post(dsv4_backend *b, float *X, int T, int hc, int D, const float *a, const float *post,
-                 const float *comb);
 void cpu_hc_head(dsv4_backend *b, const float *X, int T, int hc, int D, const dsv4_mat *fn, const dsv4_mat *base,
                  const dsv4_mat *scale, float hc_eps, float norm_eps, const dsv4_mat *norm, float *x);
 void cpu_ring_store(dsv4_backend *b, uint8_t *ring, int window, const dsv4_row_fmt *f, const float *kv, int T,
@@ -37,8 +34,8 @@ void cpu_moe(dsv4_backend *b, const float *x, const int32_t *tok, int T, int D, 
 
 void cpu_kv_fp8_round(dsv4_backend *b, float *x, int T, int width, int n_fp8);
 void cpu_idx_fp4_round(dsv4_backend *b, float *x, int rows, int width);
-void cpu_act_fp8_round(dsv4_backend *b, const float *x, int T, int n, float *y);
-void cpu_matmul_fp8in(dsv4_backend *b, const float *x, int64_t ldx, int T, const dsv4_mat *W, float *y, int64_t ldy);
+void cpu_matmul_post(dsv4_backend *b, const float *x, int64_t ldx, int T, const dsv4_mat *W, int fp8in, float *y,
+                     const dsv4_hc_post *post);
 void cpu_pick_sum(dsv4_backend *b, const float *a, int64_t lda, const float *c, int64_t ldc, int n, int V, int32_t *idx,
                   float *top, int32_t *bad);
 
@@ -79,6 +76,7 @@ static const dsv4_ops k_cpu_ops = {
     .idx_fp4_round = cpu_idx_fp4_round,
     .act_fp8_round = cpu_act_fp8_round,
     .matmul_fp8in = cpu_matmul_fp8in,
+    .matmul_post = cpu_matmul_post,
     .pick_sum = cpu_pick_sum,
 };
 

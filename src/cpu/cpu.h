@@ -17,10 +17,13 @@ static inline float *cpu_scratch_row(dsv4_backend *b, int tid) { return ((cpu_im
  * summed in a fixed order, so the result depends only on the data. */
 float cpu_dot(const float *a, const float *b, int64_t n);
 
-/* Ops that other CPU ops call: the product (linear.c) and the official
- * FP8 rounding of a product's input (cache_quant.c). */
+/* Ops that other CPU ops call: the products (linear.c), the official FP8
+ * rounding of a product's input (cache_quant.c), hc_post (hyperconn.c). */
 void cpu_matmul(dsv4_backend *b, const float *x, int64_t ldx, int T, const dsv4_mat *W, float *y, int64_t ldy);
+void cpu_matmul_fp8in(dsv4_backend *b, const float *x, int64_t ldx, int T, const dsv4_mat *W, float *y, int64_t ldy);
 void cpu_act_fp8_round(dsv4_backend *b, const float *x, int T, int n, float *y);
+void cpu_hc_post(dsv4_backend *b, float *X, int T, int hc, int D, const float *a, const float *post,
+                 const float *comb);
 /* One row of the rmsnorm op (norm_rope.c), for the ops that end in a norm
  * (hc_pre, hc_head): in place allowed. */
 void cpu_rms_row(const float *xr, int n, const dsv4_mat *w, float eps, float *yr);

@@ -147,6 +147,15 @@ void cpu_hc_post(dsv4_backend *b, float *X, int T, int hc, int D, const float *a
     pool_for(cpu_pool(b), T, 1, hc_post_tokens, &j);
 }
 
+/* The product into y, then hc_post of it: the two ops' values. */
+void cpu_matmul_post(dsv4_backend *b, const float *x, int64_t ldx, int T, const dsv4_mat *W, int fp8in, float *y,
+                     const dsv4_hc_post *post)
+{
+    if (fp8in) cpu_matmul_fp8in(b, x, ldx, T, W, y, W->rows);
+    else cpu_matmul(b, x, ldx, T, W, y, W->rows);
+    cpu_hc_post(b, post->X, T, post->hc, (int)W->rows, y, post->post, post->comb);
+}
+
 typedef struct {
     dsv4_backend *b;
     const float *X;

@@ -134,6 +134,7 @@ void cpu_moe(dsv4_backend *b, const float *x, const int32_t *tok, int T, int D, 
     if (p->act_fp8) cpu_act_fp8_round(b, G, T, I, G);
     cpu_matmul(b, G, I, T, p->sh_w2, Y, D);
     for (int64_t i = 0; i < (int64_t)T * D; i++) out[i] += Y[i];
+    if (p->post.X) cpu_hc_post(b, p->post.X, T, p->post.hc, D, out, p->post.post, p->post.comb);
 done:
     free(logits); free(sel); free(rows); free(wt); free(rw); free(xe); free(G); free(U); free(Y); free(scores);
     if (xa != x) free(xa);

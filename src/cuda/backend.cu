@@ -17,7 +17,6 @@ void cu_copy(dsv4_backend *b, void *dst, const void *src, size_t bytes);
 void cu_zero(dsv4_backend *b, void *p, size_t bytes);
 dsv4_status cu_adopt_weight(dsv4_backend *b, dsv4_mat *m);
 void cu_memory_release(cu_impl *c);
-void cu_matmul(dsv4_backend *b, const float *x, int64_t ldx, int T, const dsv4_mat *W, float *y, int64_t ldy);
 void cu_matmul_grouped(dsv4_backend *b, const float *x, int64_t ldx, int T, const dsv4_mat *W, int groups, float *y,
                        int64_t ldy);
 void cu_rmsnorm(dsv4_backend *b, const float *x, int T, int n, const dsv4_mat *w, float eps, float *y);
@@ -31,8 +30,6 @@ void cu_ring_store(dsv4_backend *b, uint8_t *ring, int window, const dsv4_row_fm
 void cu_hc_pre(dsv4_backend *b, const float *X, int T, int hc, int D, const dsv4_mat *fn, const dsv4_mat *base,
                const dsv4_mat *scale, int iters, float hc_eps, float norm_eps, const dsv4_mat *norm, float *x,
                float *post, float *comb);
-void cu_hc_post(dsv4_backend *b, float *X, int T, int hc, int D, const float *a, const float *post,
-                const float *comb);
 void cu_hc_head(dsv4_backend *b, const float *X, int T, int hc, int D, const dsv4_mat *fn, const dsv4_mat *base,
                 const dsv4_mat *scale, float hc_eps, float norm_eps, const dsv4_mat *norm, float *x);
 void cu_compress(dsv4_backend *b, const float *u, const float *g, int T, int64_t pos0, const dsv4_comp_params *p,
@@ -46,7 +43,8 @@ void cu_attention(dsv4_backend *b, const float *q, int T, int64_t pos0, int H, i
 void cu_moe(dsv4_backend *b, const float *x, const int32_t *tok, int T, int D, const dsv4_moe_params *p, float *out);
 void cu_kv_fp8_round(dsv4_backend *b, float *x, int T, int width, int n_fp8);
 void cu_idx_fp4_round(dsv4_backend *b, float *x, int rows, int width);
-void cu_matmul_fp8in(dsv4_backend *b, const float *x, int64_t ldx, int T, const dsv4_mat *W, float *y, int64_t ldy);
+void cu_matmul_post(dsv4_backend *b, const float *x, int64_t ldx, int T, const dsv4_mat *W, int fp8in, float *y,
+                    const dsv4_hc_post *post);
 void cu_pick_sum(dsv4_backend *b, const float *a, int64_t lda, const float *c, int64_t ldc, int n, int V, int32_t *idx,
                  float *top, int32_t *bad);
 
@@ -89,6 +87,7 @@ static const dsv4_ops k_cuda_ops = {
     .idx_fp4_round = cu_idx_fp4_round,
     .act_fp8_round = cu_act_fp8_round,
     .matmul_fp8in = cu_matmul_fp8in,
+    .matmul_post = cu_matmul_post,
     .pick_sum = cu_pick_sum,
     .concurrent = cu_concurrent,
     .step_begin = cu_step_begin,

@@ -28,7 +28,7 @@ extern "C" {
 
 #define CU_GRAPH_MAX_ROWS 8  /* steps of up to this many rows run as CUDA graphs */
 #define CU_GRAPH_CACHE 8
-#define CU_REC_ARGS 832  /* the largest op argument struct (the MoE's, 7 weight views) fits */
+#define CU_REC_ARGS 864  /* the largest op argument struct (the MoE's, 7 weight views) fits */
 
 /* Device-side fault codes written to the mapped error word. */
 enum { CU_FAULT_TOKEN = 1, CU_FAULT_EXPERT = 2, CU_FAULT_SELECT = 3 };
@@ -221,6 +221,11 @@ void cu_launch_act_fp8(cu_impl *c, const float *x, float *y, int rows, int n, co
  * input of a product without a tensor-core path with it. */
 void cu_act_fp8_round(dsv4_backend *b, const float *x, int T, int n, float *y);
 
+/* Ops that other ops of the backend call (linear.cu, hyperconn.cu). */
+void cu_matmul(dsv4_backend *b, const float *x, int64_t ldx, int T, const dsv4_mat *W, float *y, int64_t ldy);
+void cu_matmul_fp8in(dsv4_backend *b, const float *x, int64_t ldx, int T, const dsv4_mat *W, float *y, int64_t ldy);
+void cu_hc_post(dsv4_backend *b, float *X, int T, int hc, int D, const float *a, const float *post,
+                const float *comb);
 /* Matmul args, also used directly by the MoE for its gate. */
 typedef struct {
     int64_t pos0;
@@ -234,6 +239,7 @@ typedef struct {
     __half *xq;       /* tensor-core path: the prepared activation rows (tc_f16.cuh), */
     float *pf;        /* and their factors; from cu_matmul_prep_ws */
     int act;          /* matmul_fp8in on the tensor cores: the rows go through FP8 1x128 where they are prepared */
+    dsv4_hc_post post; /* fp8_mma.cu (matmul_post): hc_post of y into these streams instead of storing y (X NULL: store) */
 } cu_matmul_args;
 /* Points a's xq/pf at the matmul workspace when its weight takes the
  * tensor-core path (at submit time: exec functions do not allocate). */

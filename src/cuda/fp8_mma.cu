@@ -36,6 +36,7 @@
  * fit prepare them in each block into shared memory (after issuing their
  * first weight loads); larger steps take a preparation launch. The codes
  * and scales are act_fp8_round's values (cq_act_block) encoded. */
+#include "cuda/hc_post.cuh"
 #include "cuda/tc_f16.cuh" /* tc_slices_sum, tc_part_floats, tc_splits */
 
 #define F8_BLK 128 /* columns of an activation scale block */
@@ -221,11 +222,13 @@ __device__ __forceinline__ void f8_slice(float (*acc)[4], const dsv4_mat &W, con
  * one slice each, summed through shared memory) or one (SEQ = 1: the
  * slices in turn); tokens blockIdx.y·8·NT... . stage: the block prepares
  * its token rows of x itself (shared memory after the slice sums);
- * otherwise codes / scales hold every row's. */
+ * otherwise codes / scales hold every row's. post.X: each output goes
+ * through hc_post into those streams (the thread that holds it owns its
+ * column) instead of into y. */
 template <int NT, int SEQ, int U>
 __global__ void __launch_bounds__(256) f8_kernel(const float *x, int64_t ldx, const uint8_t *codes,
                                                  const float *scales, int stage, int T, dsv4_mat W, float *y,
-                                                 int64_t ldy, int ks)
+                                                 int64_t ldy, int ks, dsv4_hc_post post)
 {
     extern __shared__ float smem[];
     int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, q = lane & 3;
@@ -287,7 +290,9 @@ __global__ void __launch_bounds__(256) f8_kernel(const float *x, int64_t ldx, co
 #pragma unroll
         for (int i = 0; i < 4; i++) {
             int64_t r = row0 + g + (i >= 2 ? 8 : 0), t = tb + 8 * j + 2 * q + (i & 1);
-            if (r < W.rows && t < T) y[t * ldy + r] = tot[0][j][i];
+            if (r >= W.rows || t >= T) continue;
+            if (post.X) hc_post_elem(post, W.rows, t, r, tot[0][j][i]);
+            else y[t * ldy + r] = tot[0][j][i];
         }
 }
 
@@ -316,8 +321,128 @@ static void f8_launch(cu_impl *c, const cu_matmul_args *a, int ks, int stage)
     const float *scales = stage ? NULL : (const float *)(codes + (size_t)a->T * f8_npad(W->cols));
     dim3 grid(cu_blocks(W->rows, 8 / wpt * 16), cu_blocks(a->T, 8 * NT));
     cu_launch(c, "f8_kernel", f8_kernel<NT, SEQ, U>, grid, dim3(256), shm, a->x, a->ldx, codes, scales, stage, a->T,
-              *W, a->y, a->ldy, ks);
+              *W, a->y, a->ldy, ks, a->post);
 }
+
+/* ---- prompts: block tiles ----
+ * Block (128 weight rows, 128 token rows), 8 warps of 16 rows, each against
+ * all 128 token rows (16 token tiles): a weight piece loaded into a warp's
+ * registers serves 16 MMAs instead of one. The 128 token rows' codes of
+ * one 128-column block are staged in shared memory by cp.async, two stages
+ * (the next block's copies in flight while this one computes), each token
+ * row padded to F8T_PITCH bytes so that a quad's 16-byte reads of eight
+ * token rows fall in distinct banks. The weights come into registers as in
+ * f8_kernel (the next block's while this one computes). A row's sums are
+ * f8_kernel's: per slice from zero, blocks in order, f8_block's MMAs and
+ * fmaf in its order, the slices added in order (tc_slices_sum's); post.X:
+ * the same hc_post epilogue. */
+#define F8T_TOK 128
+#define F8T_PITCH 192
+#define F8T_SMEM ((size_t)2 * F8T_TOK * F8T_PITCH + (size_t)2 * F8T_TOK * 4)
+
+__device__ __forceinline__ void f8_cp4(void *dst, const void *src)
+{
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 4;" ::"r"((uint32_t)__cvta_generic_to_shared(dst)), "l"(src)
+                 : "memory");
+}
+
+__global__ void __launch_bounds__(256, 1) f8_tile_kernel(const uint8_t *codes, const float *scales, int T, dsv4_mat W,
+                                                         float *y, int64_t ldy, int ks, dsv4_hc_post post)
+{
+    extern __shared__ float smem[];
+    uint8_t *sc = (uint8_t *)smem;                                  /* [2][F8T_TOK][F8T_PITCH] */
+    float *ss = (float *)(sc + (size_t)2 * F8T_TOK * F8T_PITCH);    /* [2][F8T_TOK] */
+    int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, q = lane & 3;
+    int64_t n = W.cols, np = f8_npad(n), nb = f8_nblk(n), tb = (int64_t)blockIdx.y * F8T_TOK;
+    int nr = T - tb < F8T_TOK ? (int)(T - tb) : F8T_TOK;
+    int64_t row0 = (int64_t)blockIdx.x * 128 + warp * 16;
+    f8_tile<1> tl; /* its weight rows (f8_load's view) */
+    int64_t rb = cu_row_bytes(W);
+#pragma unroll
+    for (int h = 0; h < 2; h++) {
+        int64_t r = row0 + g + 8 * h < W.rows ? row0 + g + 8 * h : W.rows - 1;
+        tl.wr[h] = (const char *)W.data + r * rb;
+        tl.sr[h] = cu_scale_row(W, r);
+    }
+    /* block b's codes and scales of the tile's token rows into stage st
+     * (rows past the step's repeat its last) */
+    auto stage = [&](int64_t b, int st) {
+        for (int i = threadIdx.x; i < F8T_TOK * 8; i += blockDim.x) {
+            int tk = i >> 3, pc = i & 7;
+            int64_t t = tb + (tk < nr ? tk : nr - 1);
+            tc_cp16(sc + ((size_t)st * F8T_TOK + tk) * F8T_PITCH + pc * 16, codes + t * np + b * F8_BLK + pc * 16);
+        }
+        if (threadIdx.x < F8T_TOK) {
+            int64_t t = tb + ((int)threadIdx.x < nr ? (int)threadIdx.x : nr - 1);
+            f8_cp4(ss + st * F8T_TOK + threadIdx.x, scales + t * nb + b);
+        }
+        tc_cp_commit();
+    };
+    float tot[16][4];
+    cu_pdl(); /* the prepared rows are the previous kernel's */
+    for (int sp = 0; sp < ks; sp++) {
+        int64_t b0 = sp * nb / ks, b1 = (sp + 1) * nb / ks;
+        float acc[16][4];
+#pragma unroll
+        for (int j = 0; j < 16; j++)
+#pragma unroll
+            for (int i = 0; i < 4; i++) acc[j][i] = 0.0f;
+        f8_wblk cur, nxt;
+        if (b0 < b1) {
+            stage(b0, 0);
+            f8_load(W, tl.wr, tl.sr, n, b0, q, cur);
+        }
+        for (int64_t b = b0; b < b1; b++) {
+            int st = (int)((b - b0) & 1);
+            if (b + 1 < b1) {
+                stage(b + 1, st ^ 1);
+                f8_load(W, tl.wr, tl.sr, n, b + 1, q, nxt);
+                tc_cp_wait<1>();
+            } else {
+                tc_cp_wait<0>();
+            }
+            __syncthreads(); /* every thread's copies of stage st have landed */
+            const uint8_t *xs = sc + (size_t)st * F8T_TOK * F8T_PITCH;
+            const float *sx = ss + st * F8T_TOK;
+#pragma unroll
+            for (int j = 0; j < 16; j++) {
+                float sx0 = sx[8 * j + 2 * q], sx1 = sx[8 * j + 2 * q + 1];
+                float f[4] = {cur.s[0] * sx0, cur.s[0] * sx1, cur.s[1] * sx0, cur.s[1] * sx1};
+#pragma unroll
+                for (int p = 0; p < 2; p++) {
+                    uint4 xv = *(const uint4 *)(xs + (8 * j + g) * F8T_PITCH + 64 * p + 16 * q);
+                    const uint4 &w0 = cur.w[0][p], &w1 = cur.w[1][p];
+                    float d[4];
+                    f8_mma(d, w0.x, w1.x, w0.y, w1.y, xv.x, xv.y);
+#pragma unroll
+                    for (int i = 0; i < 4; i++) acc[j][i] = fmaf(d[i], f[i], acc[j][i]);
+                    f8_mma(d, w0.z, w1.z, w0.w, w1.w, xv.z, xv.w);
+#pragma unroll
+                    for (int i = 0; i < 4; i++) acc[j][i] = fmaf(d[i], f[i], acc[j][i]);
+                }
+            }
+            __syncthreads(); /* stage st is read by all before the next block's copies go there */
+            cur = nxt;
+        }
+#pragma unroll
+        for (int j = 0; j < 16; j++)
+#pragma unroll
+            for (int i = 0; i < 4; i++) tot[j][i] = sp > 0 ? tot[j][i] + acc[j][i] : acc[j][i];
+    }
+    if (row0 >= W.rows) return;
+#pragma unroll
+    for (int j = 0; j < 16; j++)
+#pragma unroll
+        for (int i = 0; i < 4; i++) {
+            int64_t r = row0 + g + (i >= 2 ? 8 : 0), t = tb + 8 * j + 2 * q + (i & 1);
+            if (r >= W.rows || t >= T) continue;
+            if (post.X) hc_post_elem(post, W.rows, t, r, tot[j][i]);
+            else y[t * ldy + r] = tot[j][i];
+        }
+}
+
+/* Steps of more rows than this take the block tiles. */
+#define F8T_MIN_ROWS 64
 
 /* The instance sets only how many token rows a warp holds and whether its
  * slices run side by side; every instance computes a row the same way. */
@@ -333,7 +458,19 @@ void cu_f8mma(cu_impl *c, const cu_matmul_args *a)
         dim3 grid((unsigned)a->T, cu_blocks(f8_nblk(n), 8));
         cu_launch(c, "f8_prep_kernel", f8_prep_kernel, grid, dim3(256), 0, a->x, a->ldx, n, codes, scales);
     }
-    if (a->T <= 8) f8_launch<1, 0, 2>(c, a, ks, stage);
-    else if (a->T <= 32) f8_launch<4, 0, 1>(c, a, ks, 0);
-    else f8_launch<8, 1, 1>(c, a, ks, 0);
+    if (a->T <= 8) {
+        f8_launch<1, 0, 2>(c, a, ks, stage);
+    } else if (a->T <= 32) {
+        f8_launch<4, 0, 1>(c, a, ks, 0);
+    } else if (a->T <= F8T_MIN_ROWS) {
+        f8_launch<8, 1, 1>(c, a, ks, 0);
+    } else {
+        static size_t allowed[CU_SMEM_GPUS];
+        if (cu_allow_smem(c, f8_tile_kernel, F8T_SMEM, allowed)) return;
+        const uint8_t *codes = (const uint8_t *)a->xq;
+        const float *scales = (const float *)(codes + (size_t)a->T * f8_npad(n));
+        dim3 grid(cu_blocks(W->rows, 128), cu_blocks(a->T, F8T_TOK));
+        cu_launch(c, "f8_tile_kernel", f8_tile_kernel, grid, dim3(256), F8T_SMEM, codes, scales, a->T, *W, a->y,
+                  a->ldy, ks, a->post);
+    }
 }

@@ -10,9 +10,8 @@
 #include <string.h>
 
 #include "cuda/ggml_blocks.cuh"
+#include "cuda/hc_post.cuh"
 #include "cuda/rms_row.cuh"
-
-#define HC_MAX 16
 
 typedef struct {
     int64_t pos0;
@@ -426,9 +425,9 @@ void cu_hc_head(dsv4_backend *b, const float *X, int T, int hc, int D, const dsv
 
 typedef struct {
     int64_t pos0;
-    float *X;
-    int T, hc, D;
-    const float *a, *post, *comb;
+    dsv4_hc_post p;
+    int T, D;
+    const float *a;
 } post_args;
 
 __global__ void hc_post_kernel(post_args p)
@@ -436,18 +435,7 @@ __global__ void hc_post_kernel(post_args p)
     cu_pdl();
     int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= (int64_t)p.T * p.D) return;
-    int64_t t = i / p.D, d = i % p.D;
-    int hc = p.hc;
-    float *X = p.X + t * hc * p.D;
-    const float *cm = p.comb + t * hc * hc, *po = p.post + t * hc;
-    float old[HC_MAX];
-    for (int j = 0; j < hc; j++) old[j] = X[(int64_t)j * p.D + d];
-    float av = p.a[t * p.D + d];
-    for (int k = 0; k < hc; k++) {
-        float s = 0.0f;
-        for (int j = 0; j < hc; j++) s += cm[j * hc + k] * old[j];
-        X[(int64_t)k * p.D + d] = po[k] * av + s;
-    }
+    hc_post_elem(p.p, p.D, i / p.D, i % p.D, p.a[i]);
 }
 
 void cu_exec_hc_post(cu_impl *c, const void *args, const int64_t *dpos)
@@ -464,12 +452,9 @@ void cu_hc_post(dsv4_backend *b, float *X, int T, int hc, int D, const float *a,
     if (hc > HC_MAX) { backend_fail(b, DSV4_ERR_UNSUPPORTED, "hc_mult above 16"); return; }
     post_args p;
     memset(&p, 0, sizeof p);
-    p.X = X;
+    p.p = (dsv4_hc_post){X, hc, post, comb};
     p.T = T;
-    p.hc = hc;
     p.D = D;
     p.a = a;
-    p.post = post;
-    p.comb = comb;
     cu_submit(cu_of(b), K_HC_POST, &p, sizeof p);
 }

@@ -26,6 +26,7 @@
 #include <string.h>
 
 #include "cuda/ggml_tc.cuh"
+#include "cuda/hc_post.cuh"
 #include "cuda/tc_tile.cuh"
 
 /* ---------------------------------------------------------------- GEMV */
@@ -398,7 +399,7 @@ void cu_matmul_prep_ws(cu_impl *c, cu_matmul_args *a)
 /* grp_rows = 0: a plain matmul; otherwise rows per block of the grouped one.
  * act: the rows through FP8 1x128 in their preparation (tensor-core kinds). */
 static void submit_matmul(dsv4_backend *b, const float *x, int64_t ldx, int T, const dsv4_mat *W, int64_t grp_rows,
-                          float *y, int64_t ldy, int act = 0)
+                          float *y, int64_t ldy, int act = 0, const dsv4_hc_post *post = NULL)
 {
     cu_matmul_args a;
     memset(&a, 0, sizeof a);
@@ -410,6 +411,7 @@ static void submit_matmul(dsv4_backend *b, const float *x, int64_t ldx, int T, c
     a.ldy = ldy;
     a.grp_rows = grp_rows;
     a.act = act;
+    if (post) a.post = *post;
     cu_matmul_prep_ws(cu_of(b), &a);
     cu_submit(cu_of(b), K_MATMUL, &a, sizeof a);
 }
@@ -440,6 +442,25 @@ void cu_matmul_fp8in(dsv4_backend *b, const float *x, int64_t ldx, int T, const 
     if (!xr) return;
     cu_act_fp8_round(b, x, T, (int)W->cols, xr);
     submit_matmul(b, xr, W->cols, T, W, 0, y, ldy);
+}
+
+/* The FP8 products on the e4m3 tensor cores apply hc_post where they
+ * store a row; every other product stores y, then the hc_post op. */
+void cu_matmul_post(dsv4_backend *b, const float *x, int64_t ldx, int T, const dsv4_mat *W, int fp8in, float *y,
+                    const dsv4_hc_post *post)
+{
+    if (T <= 0) return;
+    if (post->hc > HC_MAX) {
+        backend_fail(b, DSV4_ERR_UNSUPPORTED, "hc_mult above 16");
+        return;
+    }
+    if (fp8in && cu_f8mma_ok(W, 0)) {
+        submit_matmul(b, x, ldx, T, W, 0, y, W->rows, 1, post);
+        return;
+    }
+    if (fp8in) cu_matmul_fp8in(b, x, ldx, T, W, y, W->rows);
+    else cu_matmul(b, x, ldx, T, W, y, W->rows);
+    cu_hc_post(b, post->X, T, post->hc, (int)W->rows, y, post->post, post->comb);
 }
 
 void cu_matmul_grouped(dsv4_backend *b, const float *x, int64_t ldx, int T, const dsv4_mat *W, int groups, float *y,

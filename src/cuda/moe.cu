@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cuda/hc_post.cuh"
 #include "cuda/moe_internal.cuh"
 
 __device__ __forceinline__ float score_of(float l, int fn)
@@ -190,7 +191,8 @@ __global__ void combine_kernel(moe_args a)
                 if (p >= 0) acc += a.act ? a.Y[p * a.D + d] : a.Y[p * a.D + d] * sw[j]; /* act: wt is in Y */
             }
             acc += a.Y[((int64_t)a.T * a.K + t) * a.D + d];
-            a.out[t * a.D + d] = acc;
+            if (a.post.X) hc_post_elem(a.post, a.D, t, d, acc);
+            else a.out[t * a.D + d] = acc;
         }
         __syncthreads(); /* sp, sw are rewritten for the next token */
     }
@@ -393,6 +395,10 @@ void cu_moe(dsv4_backend *b, const float *x, const int32_t *tok, int T, int D, c
         backend_fail(b, DSV4_ERR_UNSUPPORTED, "CUDA MoE: n_active must be 1..32");
         return;
     }
+    if (p->post.X && p->post.hc > HC_MAX) {
+        backend_fail(b, DSV4_ERR_UNSUPPORTED, "hc_mult above 16");
+        return;
+    }
     if (!gate_up_ok(p->sh_w1, p->sh_w3)) {
         backend_fail(b, DSV4_ERR_UNSUPPORTED, "CUDA MoE: the shared expert's w1 and w3 must share one format and shape");
         return;
@@ -423,6 +429,7 @@ void cu_moe(dsv4_backend *b, const float *x, const int32_t *tok, int T, int D, c
     a.tid2eid = p->tid2eid;
     a.tab = tab->tab;
     a.out = out;
+    a.post = p->post;
     a.err = c->err_dev;
     a.layer = b->cur_layer;
     size_t t = (size_t)(T > 0 ? T : 1), pairs = t * (size_t)K + t;

@@ -34,6 +34,7 @@ typedef struct {
     int act_prep;     /* ... rounded by the rows' preparation instead (every expert on tensor cores) */
     int int_r, int_s; /* the routed / shared experts take the integer sums (int_dot.cuh; then tk_* are -1) */
     const int8_t *xl, *hl; /* their prepared rows of x (T) and of H (pairs): limbs, then exponents */
+    dsv4_hc_post post; /* the output through hc_post into these streams in the combine (X NULL: into out) */
     int *err;
     int layer; /* for fault reports */
 } moe_args;

@@ -346,8 +346,12 @@ static void attention_block(dsv4_model *m, int l, const fwd_lane *lanes, int n_l
         op->rope(b, sc->o + (int64_t)lanes[i].row0 * H * hd, lanes[i].T, H, hd, rd, lanes[i].pos0, 1, freq, 1);
     int64_t zw = (int64_t)c->o_groups * c->o_lora;
     op->matmul_grouped(b, sc->o, (int64_t)H * hd, rows, &w->wo_a, c->o_groups, sc->z, zw);
-    fp8_matmul(m, sc->z, zw, rows, &w->wo_b, sc->a, D); /* wo_a is bf16 in the reference: not before it */
-    op->hc_post(b, sc->X, rows, c->hc_mult, D, sc->a, sc->post, sc->comb);
+    /* wo_b (FP8 in the reference, its input rounded under the official
+     * numerics, as fp8_matmul; wo_a is bf16 there: not before it), and its
+     * output into the streams in the same op (a backend adds it where the
+     * product stores its rows) */
+    dsv4_hc_post hp = {sc->X, c->hc_mult, sc->post, sc->comb};
+    op->matmul_post(b, sc->z, zw, rows, &w->wo_b, m->cache_official, sc->a, &hp);
 }
 
 static void ffn_block(dsv4_model *m, int l, int rows, scratch *sc)
@@ -362,9 +366,9 @@ static void ffn_block(dsv4_model *m, int l, int rows, scratch *sc)
                (float)c->hc_eps, eps, &w->ffn_norm, sc->xn, sc->post, sc->comb);
     dsv4_moe_params mp = {&w->gate, &w->gate_bias, w->tid2eid, w->w1, w->w2, w->w3, &w->sh_w1, &w->sh_w2,
                           &w->sh_w3, c->n_experts, c->n_active, c->moe_inter, c->score_func,
-                          (float)c->route_scale, (float)c->swiglu_limit, m->cache_official};
+                          (float)c->route_scale, (float)c->swiglu_limit, m->cache_official,
+                          {sc->X, c->hc_mult, sc->post, sc->comb}}; /* the output into the streams */
     op->moe(b, sc->xn, sc->tok, rows, D, &mp, sc->y);
-    op->hc_post(b, sc->X, rows, c->hc_mult, D, sc->y, sc->post, sc->comb);
 }
 
 dsv4_status forward_scratch_new(dsv4_model *m, int rows, int out_rows, int kind, fwd_scratch **out)

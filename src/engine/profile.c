@@ -98,6 +98,10 @@ static void p_matmul_fp8in(dsv4_backend *b, const float *x, int64_t ldx, int T, 
                            int64_t ldy)
 { TIMED(b, P_MATMUL, INNER(b)->ops->matmul_fp8in(INNER(b), x, ldx, T, W, y, ldy)); }
 
+static void p_matmul_post(dsv4_backend *b, const float *x, int64_t ldx, int T, const dsv4_mat *W, int fp8in, float *y,
+                          const dsv4_hc_post *post)
+{ TIMED(b, P_MATMUL, INNER(b)->ops->matmul_post(INNER(b), x, ldx, T, W, fp8in, y, post)); }
+
 static void *p_alloc(dsv4_backend *b, size_t n) { return INNER(b)->ops->alloc(INNER(b), n); }
 static void p_free(dsv4_backend *b, void *p) { INNER(b)->ops->free(INNER(b), p); }
 static void p_upload(dsv4_backend *b, void *d, const void *s, size_t n) { INNER(b)->ops->upload(INNER(b), d, s, n); }
@@ -120,7 +124,7 @@ dsv4_backend *profile_wrap(dsv4_backend *inner)
         .matmul = p_matmul, .rmsnorm = p_rmsnorm, .rope = p_rope, .norm_rope = p_norm_rope, .embed = p_embed, .hc_pre = p_hc_pre,
         .hc_post = p_hc_post, .hc_head = p_hc_head, .ring_store = p_ring, .compress = p_compress,
         .indexer = p_indexer, .attention = p_attention, .moe = p_moe,
-        .matmul_grouped = p_matmul_grouped,
+        .matmul_grouped = p_matmul_grouped, .matmul_post = p_matmul_post,
         /* optional ops stay absent where the wrapped backend lacks them */
         .kv_fp8_round = inner->ops->kv_fp8_round ? p_kv_fp8_round : NULL,
         .idx_fp4_round = inner->ops->idx_fp4_round ? p_idx_fp4_round : NULL,

@@ -59,6 +59,16 @@ typedef struct {
 /* The router's score function of the gate logits (spec §4). */
 enum { SCORE_SQRTSOFTPLUS = 0, SCORE_SIGMOID = 1, SCORE_SOFTMAX = 2 };
 
+/* An op's output y [T][D] added into the residual streams by hc_post
+ * (X'[k] = post[k]·y + Σ_j comb[j][k]·X[j], in place on X [T][hc][D]) as
+ * part of the op, so that a backend can apply it where it stores y instead
+ * of in a launch of its own (X NULL: no hc_post). The bits are hc_post's. */
+typedef struct {
+    float *X;
+    int hc;
+    const float *post, *comb;
+} dsv4_hc_post;
+
 typedef struct {
     const dsv4_mat *gate, *gate_bias; /* gate_bias->data NULL in hash layers */
     const int32_t *tid2eid;           /* hash layers: [vocab][n_active] */
@@ -71,6 +81,9 @@ typedef struct {
      * a routed expert's weight multiplies its SwiGLU output before the
      * rounding and w2 (DeepSeek's Expert.forward), not its w2 output after */
     int act_fp8;
+    /* the output into the residual streams (X NULL: none); out then holds
+     * the output or is scratch, as the backend chooses */
+    dsv4_hc_post post;
 } dsv4_moe_params;
 
 /* A device's name and ceilings, found by the backend itself
@@ -215,6 +228,13 @@ typedef struct {
      * for the product instead of in a pass of its own. */
     void (*matmul_fp8in)(dsv4_backend *b, const float *x, int64_t ldx, int T, const dsv4_mat *W, float *y,
                          int64_t ldy);
+    /* matmul_post: y = W · x (fp8in: matmul_fp8in's product, else matmul's;
+     * x rows at x + t·ldx), then hc_post of y into the streams (post; D =
+     * W.rows), in one op so that a backend can apply hc_post where the
+     * product stores its rows. y (T rows of W.rows floats) then holds the
+     * product or is scratch, as the backend chooses. */
+    void (*matmul_post)(dsv4_backend *b, const float *x, int64_t ldx, int T, const dsv4_mat *W, int fp8in, float *y,
+                        const dsv4_hc_post *post);
 
     /* --- greedy picks on the backend (NULL: the engine picks on the host).
      * pick_sum: for each of n rows, with s[v] = a[r·lda + v] + c[r·ldc + v]

@@ -236,7 +236,8 @@ static void bench_moe_fmt(int quant)
     else if (quant == 2) { s1 = weight_g(WF_Q8_0, I, D); s2 = weight_g(WF_Q8_0, D, I); s3 = weight_g(WF_Q8_0, I, D); }
     else { s1 = weight(I, D, 0.02f); s2 = weight(D, I, 0.02f); s3 = weight(I, D, 0.02f); }
     moe_ctx c;
-    c.p = (dsv4_moe_params){&gate, &bias, NULL, w1, w2, w3, &s1, &s2, &s3, E, K, I, SCORE_SQRTSOFTPLUS, 1.5f, 10.0f, 0};
+    c.p = (dsv4_moe_params){&gate, &bias, NULL, w1, w2, w3, &s1, &s2, &s3, E, K, I, SCORE_SQRTSOFTPLUS, 1.5f, 10.0f, 0,
+                              {NULL, 0, NULL, NULL}};
     c.x = dev_rand((size_t)8 * D, 1.0f);
     c.out = gpu->ops->alloc(gpu, (size_t)8 * D * 4);
     c.tok = gpu->ops->alloc(gpu, 8 * 4);

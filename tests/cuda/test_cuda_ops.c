@@ -472,6 +472,65 @@ static void test_matmul_fp8in(void)
  * (1e-30, 1e30, one huge value among small ones, all zero) still match the
  * CPU's fp32 products relative to the row's size, and a zero row gives 0
  * (BF16/F16 at a size that takes the tensor cores). */
+/* Residual streams [T][hc][D] and their mixing (post [T][hc], comb
+ * [T][hc][hc]) on the device, for the hc_post epilogues (dsv4_hc_post). */
+typedef struct { float *X, *post, *comb; } hc_bufs;
+
+static hc_bufs hc_bufs_new(int T, int hc, int64_t D)
+{
+    float *X = rnd((size_t)T * hc * D, 1.0f), *po = rnd((size_t)T * hc, 1.0f), *cm = rnd((size_t)T * hc * hc, 0.5f);
+    hc_bufs r = {dev(X, (size_t)T * hc * D), dev(po, (size_t)T * hc), dev(cm, (size_t)T * hc * hc)};
+    free(X); free(po); free(cm);
+    return r;
+}
+
+static void hc_bufs_free(hc_bufs *h)
+{
+    gpu->ops->free(gpu, h->X); gpu->ops->free(gpu, h->post); gpu->ops->free(gpu, h->comb);
+}
+
+/* A copy of the streams X (n floats) on the device. */
+static float *dev_copy(const float *dX, size_t n)
+{
+    float *c = dalloc(n);
+    gpu->ops->copy(gpu, c, dX, n * sizeof(float));
+    return c;
+}
+
+/* matmul_post against its two ops (matmul or matmul_fp8in, then hc_post)
+ * on the GPU, bit for bit, at several row counts: the FP8 products apply
+ * hc_post where they store (fp8_mma.cu), the others fall back to the two
+ * ops. */
+static void test_matmul_post(void)
+{
+    int64_t shapes[][2] = {{256, 1024}, {320, 320}, {1024, 4096}};
+    int Ts[] = {1, 3, 9, 70}, hc = 4;
+    for (int wi = 0; wi < GG_FIRST; wi++)
+        for (int si = 0; si < (int)(sizeof shapes / sizeof shapes[0]); si++)
+            for (int ti = 0; ti < (int)(sizeof Ts / sizeof Ts[0]); ti++)
+                for (int fp8in = 0; fp8in <= 1; fp8in++) {
+                    int64_t R = shapes[si][0], C = shapes[si][1];
+                    int T = Ts[ti];
+                    if (!fits(&k_wcases[wi], C)) continue;
+                    tmat W = mkw(&k_wcases[wi], R, C, 0.5f);
+                    float *x = rnd((size_t)T * C, 1.0f), *dx = dev(x, (size_t)T * C), *dy = dalloc((size_t)T * R);
+                    hc_bufs h = hc_bufs_new(T, hc, R);
+                    float *X2 = dev_copy(h.X, (size_t)T * hc * R);
+                    if (fp8in) gpu->ops->matmul_fp8in(gpu, dx, C, T, &W.d, dy, R);
+                    else gpu->ops->matmul(gpu, dx, C, T, &W.d, dy, R);
+                    gpu->ops->hc_post(gpu, X2, T, hc, (int)R, dy, h.post, h.comb);
+                    dsv4_hc_post post = {h.X, hc, h.post, h.comb};
+                    gpu->ops->matmul_post(gpu, dx, C, T, &W.d, fp8in, dy, &post);
+                    float *a = back(h.X, (size_t)T * hc * R), *b = back(X2, (size_t)T * hc * R);
+                    CHECKF(!memcmp(a, b, (size_t)T * hc * R * 4), "%s %lldx%lld T=%d%s: matmul_post differs from "
+                           "the product and hc_post", k_wcases[wi].name, (long long)R, (long long)C, T,
+                           fp8in ? " (fp8 rows)" : "");
+                    free(x); free(a); free(b);
+                    hc_bufs_free(&h);
+                    gpu->ops->free(gpu, X2); gpu->ops->free(gpu, dx); gpu->ops->free(gpu, dy);
+                }
+}
+
 static void test_matmul_range(void)
 {
     const float mags[] = {1e-30f, 1e30f, 1.0f, 0.0f};
@@ -1053,9 +1112,9 @@ static void moe_case_d(int score_func, int hash, const wcase *const *ew, const w
     for (int t = 0; t < T; t++) tok[t] = (t * 11) % V;
     dsv4_mat nob = wmat_plain(DT_F32, 1, E, NULL);
     dsv4_moe_params hp = {&gate.h, hash ? &nob : &bias.h, hash ? t2e : NULL, h1, h2, h3, &s1.h, &s2.h, &s3.h,
-                          E, K, I, score_func, 1.5f, 1.5f, act};
+                          E, K, I, score_func, 1.5f, 1.5f, act, {NULL, 0, NULL, NULL}};
     dsv4_moe_params dp = {&gate.d, hash ? &nob : &bias.d, hash ? dt2e : NULL, d1, d2, d3, &s1.d, &s2.d, &s3.d,
-                          E, K, I, score_func, 1.5f, 1.5f, act};
+                          E, K, I, score_func, 1.5f, 1.5f, act, {NULL, 0, NULL, NULL}};
     float *x = rnd((size_t)T * D, 1.0f), *out = calloc((size_t)T * D, 4);
     cpu->ops->moe(cpu, x, tok, T, D, &hp, out);
     float *dx = dev(x, (size_t)T * D), *dout = dev(out, (size_t)T * D);
@@ -1074,8 +1133,22 @@ static void moe_case_d(int score_func, int hash, const wcase *const *ew, const w
         CHECKF(!memcmp(g1, g + t * D, (size_t)D * 4), "moe %s/%s row %d of %d differs alone", ew[0]->name, sw[0]->name, t, T);
         free(g1);
     }
+    /* the output through hc_post in the combine: the bits of moe, then hc_post */
+    int hc = 4;
+    hc_bufs h = hc_bufs_new(T, hc, D);
+    float *X2 = dev_copy(h.X, (size_t)T * hc * D);
+    gpu->ops->moe(gpu, dx, dtok, T, D, &dp, dout);
+    gpu->ops->hc_post(gpu, X2, T, hc, D, dout, h.post, h.comb);
+    dsv4_moe_params dpp = dp;
+    dpp.post = (dsv4_hc_post){h.X, hc, h.post, h.comb};
+    gpu->ops->moe(gpu, dx, dtok, T, D, &dpp, dout);
+    float *xa = back(h.X, (size_t)T * hc * D), *xb = back(X2, (size_t)T * hc * D);
+    CHECKF(!memcmp(xa, xb, (size_t)T * hc * D * 4), "moe %s/%s T=%d: with hc_post differs from moe, then hc_post",
+           ew[0]->name, sw[0]->name, T);
+    free(xa); free(xb);
+    hc_bufs_free(&h);
+    gpu->ops->free(gpu, X2);
     free(x); free(out); free(g); free(t2e);
-   
     gpu->ops->free(gpu, dx); gpu->ops->free(gpu, dout); gpu->ops->free(gpu, dtok); gpu->ops->free(gpu, dt2e);
 }
 
@@ -1406,6 +1479,7 @@ int main(void)
     RUN(test_int_matmul_bits);
     RUN(test_matmul_range);
     RUN(test_matmul_fp8in);
+    RUN(test_matmul_post);
     RUN(test_matmul_grouped);
     RUN(test_gguf_exact);
     RUN(test_rmsnorm);
