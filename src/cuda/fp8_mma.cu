@@ -57,6 +57,12 @@ int cu_f8mma_ok(const dsv4_mat *W, int64_t grp_rows)
 
 size_t cu_f8mma_ws_bytes(int64_t T, int64_t n) { return f8_prep_bytes(T, n) + 16; }
 
+/* The scales of T prepared rows of n columns, after their codes. */
+static inline float *f8_scales(void *codes, int64_t T, int64_t n)
+{
+    return (float *)((uint8_t *)codes + (size_t)T * (size_t)f8_npad(n));
+}
+
 /* Floats of a block's staged scales (nr rows of nb blocks), rounded up
  * so that the staged codes after them start 16-byte aligned. */
 __host__ __device__ static inline int64_t f8_stage_scale_floats(int nr, int64_t nb) { return (nr * nb + 3) / 4 * 4; }
@@ -318,7 +324,7 @@ static void f8_launch(cu_impl *c, const cu_matmul_args *a, int ks, int stage)
     static size_t allowed[CU_SMEM_GPUS];
     if (cu_allow_smem(c, f8_kernel<NT, SEQ, U>, shm, allowed)) return;
     const uint8_t *codes = (const uint8_t *)a->xq;
-    const float *scales = stage ? NULL : (const float *)(codes + (size_t)a->T * f8_npad(W->cols));
+    const float *scales = stage ? NULL : f8_scales(a->xq, a->T, W->cols);
     dim3 grid(cu_blocks(W->rows, 8 / wpt * 16), cu_blocks(a->T, 8 * NT));
     cu_launch(c, "f8_kernel", f8_kernel<NT, SEQ, U>, grid, dim3(256), shm, a->x, a->ldx, codes, scales, stage, a->T,
               *W, a->y, a->ldy, ks, a->post);
@@ -454,7 +460,7 @@ void cu_f8mma(cu_impl *c, const cu_matmul_args *a)
     int stage = a->T <= 8 && a->T * n <= F8_STAGE_VALUES; /* f8_stage_bytes: at most 4.2 KB */
     if (!stage) {
         uint8_t *codes = (uint8_t *)a->xq;
-        float *scales = (float *)(codes + (size_t)a->T * f8_npad(n));
+        float *scales = f8_scales(codes, a->T, n);
         dim3 grid((unsigned)a->T, cu_blocks(f8_nblk(n), 8));
         cu_launch(c, "f8_prep_kernel", f8_prep_kernel, grid, dim3(256), 0, a->x, a->ldx, n, codes, scales);
     }
@@ -468,7 +474,7 @@ void cu_f8mma(cu_impl *c, const cu_matmul_args *a)
         static size_t allowed[CU_SMEM_GPUS];
         if (cu_allow_smem(c, f8_tile_kernel, F8T_SMEM, allowed)) return;
         const uint8_t *codes = (const uint8_t *)a->xq;
-        const float *scales = (const float *)(codes + (size_t)a->T * f8_npad(n));
+        const float *scales = f8_scales(a->xq, a->T, n);
         dim3 grid(cu_blocks(W->rows, 128), cu_blocks(a->T, F8T_TOK));
         cu_launch(c, "f8_tile_kernel", f8_tile_kernel, grid, dim3(256), F8T_SMEM, codes, scales, a->T, *W, a->y,
                   a->ldy, ks, a->post);
