@@ -11,7 +11,7 @@ void cpu_rmsnorm(dsv4_backend *b, const float *x, int T, int n, const dsv4_mat *
 void cpu_rope(dsv4_backend *b, float *x, int T, int n_heads, int head_dim, int rope_dim, int64_t pos0,
               int64_t pos_step, const float *inv_freq, int inverse);
 void cpu_norm_rope(dsv4_backend *b, float *x, int T, int n_heads, int head_dim, int rope_dim, const dsv4_mat *w,
-                   float eps, int64_t pos0, const float *inv_freq);
+                   float eps, int64_t pos0, const float *inv_freq, int n_fp8);
 void cpu_embed(dsv4_backend *b, const dsv4_mat *E, const int32_t *tok, int T, int hc, float *X);
 void cpu_hc_pre(dsv4_backend *b, const float *X, int T, int hc, int D, const dsv4_mat *fn, const dsv4_mat *base,
                 const dsv4_mat *scale, int iters, float hc_eps, float norm_eps, const dsv4_mat *norm, float *x,
@@ -32,7 +32,6 @@ void cpu_attention(dsv4_backend *b, const float *q, int T, int64_t pos0, int H, 
 void cpu_moe(dsv4_backend *b, const float *x, const int32_t *tok, int T, int D, const dsv4_moe_params *p,
              float *out);
 
-void cpu_kv_fp8_round(dsv4_backend *b, float *x, int T, int width, int n_fp8);
 void cpu_idx_fp4_round(dsv4_backend *b, float *x, int rows, int width);
 void cpu_matmul_post(dsv4_backend *b, const float *x, int64_t ldx, int T, const dsv4_mat *W, int fp8in, float *y,
                      const dsv4_hc_post *post);
@@ -72,7 +71,6 @@ static const dsv4_ops k_cpu_ops = {
     .attention = cpu_attention,
     .moe = cpu_moe,
     .matmul_grouped = cpu_matmul_grouped,
-    .kv_fp8_round = cpu_kv_fp8_round,
     .idx_fp4_round = cpu_idx_fp4_round,
     .act_fp8_round = cpu_act_fp8_round,
     .matmul_fp8in = cpu_matmul_fp8in,

@@ -22,6 +22,8 @@ float cpu_dot(const float *a, const float *b, int64_t n);
 void cpu_matmul(dsv4_backend *b, const float *x, int64_t ldx, int T, const dsv4_mat *W, float *y, int64_t ldy);
 void cpu_matmul_fp8in(dsv4_backend *b, const float *x, int64_t ldx, int T, const dsv4_mat *W, float *y, int64_t ldy);
 void cpu_act_fp8_round(dsv4_backend *b, const float *x, int T, int n, float *y);
+/* The official KV rounding of T rows of width values (norm_rope's n_fp8). */
+void cpu_kv_fp8_round(dsv4_backend *b, float *x, int T, int width, int n_fp8);
 void cpu_hc_post(dsv4_backend *b, float *X, int T, int hc, int D, const float *a, const float *post,
                  const float *comb);
 /* One row of the rmsnorm op (norm_rope.c), for the ops that end in a norm

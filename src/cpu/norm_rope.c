@@ -45,10 +45,11 @@ void cpu_rope(dsv4_backend *b, float *x, int T, int n_heads, int head_dim, int r
 }
 
 void cpu_norm_rope(dsv4_backend *b, float *x, int T, int n_heads, int head_dim, int rope_dim, const dsv4_mat *w,
-                   float eps, int64_t pos0, const float *inv_freq)
+                   float eps, int64_t pos0, const float *inv_freq, int n_fp8)
 {
     cpu_rmsnorm(b, x, T * n_heads, head_dim, w, eps, x);
     cpu_rope(b, x, T, n_heads, head_dim, rope_dim, pos0, 1, inv_freq, 0);
+    if (n_fp8 >= 0) cpu_kv_fp8_round(b, x, T * n_heads, head_dim, n_fp8);
 }
 
 void cpu_embed(dsv4_backend *b, const dsv4_mat *E, const int32_t *tok, int T, int hc, float *X)

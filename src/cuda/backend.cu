@@ -23,7 +23,7 @@ void cu_rmsnorm(dsv4_backend *b, const float *x, int T, int n, const dsv4_mat *w
 void cu_rope(dsv4_backend *b, float *x, int T, int n_heads, int head_dim, int rope_dim, int64_t pos0,
              int64_t pos_step, const float *inv_freq, int inverse);
 void cu_norm_rope(dsv4_backend *b, float *x, int T, int n_heads, int head_dim, int rope_dim, const dsv4_mat *w,
-                  float eps, int64_t pos0, const float *inv_freq);
+                  float eps, int64_t pos0, const float *inv_freq, int n_fp8);
 void cu_embed(dsv4_backend *b, const dsv4_mat *E, const int32_t *tok, int T, int hc, float *X);
 void cu_ring_store(dsv4_backend *b, uint8_t *ring, int window, const dsv4_row_fmt *f, const float *kv, int T,
                    int64_t pos0);
@@ -41,7 +41,6 @@ void cu_attention(dsv4_backend *b, const float *q, int T, int64_t pos0, int H, i
                   const float *kv, const uint8_t *entries, const dsv4_row_fmt *kf, int ratio, const int32_t *sel_idx,
                   const int32_t *sel_n, int sel_cap, const dsv4_mat *sinks, float scale, float *out);
 void cu_moe(dsv4_backend *b, const float *x, const int32_t *tok, int T, int D, const dsv4_moe_params *p, float *out);
-void cu_kv_fp8_round(dsv4_backend *b, float *x, int T, int width, int n_fp8);
 void cu_idx_fp4_round(dsv4_backend *b, float *x, int rows, int width);
 void cu_matmul_post(dsv4_backend *b, const float *x, int64_t ldx, int T, const dsv4_mat *W, int fp8in, float *y,
                     const dsv4_hc_post *post);
@@ -83,7 +82,6 @@ static const dsv4_ops k_cuda_ops = {
     .attention = cu_attention,
     .moe = cu_moe,
     .matmul_grouped = cu_matmul_grouped,
-    .kv_fp8_round = cu_kv_fp8_round,
     .idx_fp4_round = cu_idx_fp4_round,
     .act_fp8_round = cu_act_fp8_round,
     .matmul_fp8in = cu_matmul_fp8in,

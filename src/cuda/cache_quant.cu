@@ -1,9 +1,9 @@
 /* The official numerics on the GPU (spec §8.3), the same steps as the
- * CPU's cache_quant.c value for value: window KV and main-compressor
- * entries through FP8 e4m3 in blocks of 64 (the rope dims rounded to bf16);
- * indexer queries and keys Hadamard-rotated, then through FP4 E2M1 in
- * blocks of 32; the inputs of the FP8/FP4 matmuls through FP8 e4m3 in
- * blocks of 128. Every operation is exact or an IEEE-rounded fp32 operation
+ * CPU's cache_quant.c value for value: indexer queries and keys
+ * Hadamard-rotated, then through FP4 E2M1 in blocks of 32; the inputs of
+ * the FP8/FP4 matmuls through FP8 e4m3 in blocks of 128. (The window KV's
+ * FP8 blocks of 64 are norm_rope's last step, cq_kv_block; stored rows
+ * round as state_rows.cuh stores them.) Every operation is exact or an IEEE-rounded fp32 operation
  * in the CPU's order (the butterflies of one stage are independent; a
  * block's amax is a max, which no order changes), so the GPU gives the
  * CPU's bits. Each row on its own: batch invariant. */
@@ -11,14 +11,14 @@
 
 #include "cuda/state_rows.cuh" /* cq_pow2_ceil, sr_hadamard */
 
-enum { CQ_KV, CQ_IDX, CQ_ACT };
+enum { CQ_IDX, CQ_ACT };
 
 typedef struct {
     int64_t pos0;
     const float *x;
     float *y;        /* CQ_ACT: the output (may be x); the others work in place on y */
     const float *f;  /* CQ_ACT: rows r < nf are multiplied by f[r] first (NULL: none) */
-    int rows, width, n_fp8, nf, mode;
+    int rows, width, nf, mode;
 } cq_args;
 
 /* Round to E2M1 and back (f32_to_e2m1, ties to the even code). */
@@ -31,39 +31,6 @@ __device__ __forceinline__ float cq_e2m1(float f)
     for (int c = 0; c < 7; c++)
         if (a > mid[c] || (a == mid[c] && (c & 1))) r = val[c + 1];
     return signbit(f) ? -r : r;
-}
-
-/* One warp per block of 64 FP8 values (two per lane) or per row's bf16
- * tail: the block's amax is a warp max (fmaxf drops NaN in any order, as
- * the CPU's scan), then each value on its own. */
-__global__ void __launch_bounds__(256) kv_fp8_kernel(cq_args a)
-{
-    cu_pdl();
-    int lane = threadIdx.x & 31, nb = (a.n_fp8 + 63) / 64 + 1; /* FP8 blocks, then the tail */
-    int64_t w = (int64_t)blockIdx.x * 8 + (threadIdx.x >> 5);
-    if (w >= (int64_t)a.rows * nb) return;
-    int64_t r = w / nb;
-    int b = (int)(w % nb);
-    float *row = a.y + r * a.width;
-    if (b == nb - 1) {
-        for (int c = a.n_fp8 + lane; c < a.width; c += 32) row[c] = __bfloat162float(__float2bfloat16_rn(row[c]));
-        return;
-    }
-    int c0 = b * 64, n = a.n_fp8 - c0 < 64 ? a.n_fp8 - c0 : 64;
-    float v[2], amax = 1e-4f;
-#pragma unroll
-    for (int k = 0; k < 2; k++) {
-        int cc = lane + 32 * k;
-        v[k] = cc < n ? row[c0 + cc] : 0.0f;
-        amax = fmaxf(amax, fabsf(v[k]));
-    }
-    for (int o = 16; o > 0; o >>= 1) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, o));
-    float s = cq_pow2_ceil(amax / 448.0f), inv = 1.0f / s;
-#pragma unroll
-    for (int k = 0; k < 2; k++) {
-        int cc = lane + 32 * k;
-        if (cc < n) row[c0 + cc] = cq_e4m3(v[k] * inv) * s;
-    }
 }
 
 /* One warp per row (width a power of two up to 1024, in shared memory):
@@ -107,21 +74,12 @@ void cu_exec_cache_quant(cu_impl *c, const void *args, const int64_t *dpos)
     const cq_args *a = (const cq_args *)args;
     (void)dpos;
     if (a->rows <= 0) return;
-    if (a->mode == CQ_KV) {
-        int64_t n = (int64_t)a->rows * ((a->n_fp8 + 63) / 64 + 1);
-        cu_launch(c, "kv fp8 round", kv_fp8_kernel, dim3(cu_blocks(n, 8)), dim3(256), 0, *a);
-    } else if (a->mode == CQ_IDX) {
+    if (a->mode == CQ_IDX) {
         cu_launch(c, "idx fp4 round", idx_fp4_kernel, dim3(cu_blocks(a->rows, 8)), dim3(256), 0, *a);
     } else {
         int64_t n = (int64_t)a->rows * ((a->width + 127) / 128);
         cu_launch(c, "act fp8 round", act_fp8_kernel, dim3(cu_blocks(n, 8)), dim3(256), 0, *a);
     }
-}
-
-void cu_kv_fp8_round(dsv4_backend *b, float *x, int T, int width, int n_fp8)
-{
-    cq_args a = {0, x, x, NULL, T, width, n_fp8 < 0 ? 0 : n_fp8, 0, CQ_KV};
-    cu_submit(cu_of(b), K_CACHE_QUANT, &a, sizeof a);
 }
 
 void cu_idx_fp4_round(dsv4_backend *b, float *x, int rows, int width)
@@ -130,18 +88,18 @@ void cu_idx_fp4_round(dsv4_backend *b, float *x, int rows, int width)
         backend_fail(b, DSV4_ERR_UNSUPPORTED, "CUDA indexer FP4 rounding: width must be a power of two up to 1024");
         return;
     }
-    cq_args a = {0, x, x, NULL, rows, width, 0, 0, CQ_IDX};
+    cq_args a = {0, x, x, NULL, rows, width, 0, CQ_IDX};
     cu_submit(cu_of(b), K_CACHE_QUANT, &a, sizeof a);
 }
 
 void cu_act_fp8_round(dsv4_backend *b, const float *x, int T, int n, float *y)
 {
-    cq_args a = {0, x, y, NULL, T, n, 0, 0, CQ_ACT};
+    cq_args a = {0, x, y, NULL, T, n, 0, CQ_ACT};
     cu_submit(cu_of(b), K_CACHE_QUANT, &a, sizeof a);
 }
 
 void cu_launch_act_fp8(cu_impl *c, const float *x, float *y, int rows, int n, const float *f, int nf)
 {
-    cq_args a = {0, x, y, f, rows, n, 0, nf, CQ_ACT};
+    cq_args a = {0, x, y, f, rows, n, nf, CQ_ACT};
     cu_exec_cache_quant(c, &a, NULL);
 }

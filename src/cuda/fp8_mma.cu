@@ -167,27 +167,34 @@ struct f8_tile {
     int oc[NT], os[NT][2];
 };
 
-/* One block's four MMAs for the warp's tiles, added into acc. */
+/* One block's four MMAs for one token tile, added into acc: the thread's
+ * token row's codes of the block at xr, the scales of its output columns'
+ * token rows sx0 and sx1. */
+__device__ __forceinline__ void f8_tile_block(float *acc, const f8_wblk &wb, const uint8_t *xr, float sx0, float sx1,
+                                              int q)
+{
+    float f[4] = {wb.s[0] * sx0, wb.s[0] * sx1, wb.s[1] * sx0, wb.s[1] * sx1};
+#pragma unroll
+    for (int p = 0; p < 2; p++) {
+        uint4 xv = *(const uint4 *)(xr + 64 * p + 16 * q);
+        const uint4 &w0 = wb.w[0][p], &w1 = wb.w[1][p];
+        float d[4];
+        f8_mma(d, w0.x, w1.x, w0.y, w1.y, xv.x, xv.y);
+#pragma unroll
+        for (int i = 0; i < 4; i++) acc[i] = fmaf(d[i], f[i], acc[i]);
+        f8_mma(d, w0.z, w1.z, w0.w, w1.w, xv.z, xv.w);
+#pragma unroll
+        for (int i = 0; i < 4; i++) acc[i] = fmaf(d[i], f[i], acc[i]);
+    }
+}
+
+/* One block's MMAs for the warp's tiles, added into acc. */
 template <int NT>
 __device__ __forceinline__ void f8_block(float (*acc)[4], const f8_wblk &wb, const f8_tile<NT> &tl, int64_t b, int q)
 {
 #pragma unroll
-    for (int j = 0; j < NT; j++) {
-        float sx0 = tl.xs[tl.os[j][0] + b], sx1 = tl.xs[tl.os[j][1] + b];
-        float f[4] = {wb.s[0] * sx0, wb.s[0] * sx1, wb.s[1] * sx0, wb.s[1] * sx1};
-#pragma unroll
-        for (int p = 0; p < 2; p++) {
-            uint4 xv = *(const uint4 *)(tl.xc + tl.oc[j] + b * F8_BLK + 64 * p + 16 * q);
-            const uint4 &w0 = wb.w[0][p], &w1 = wb.w[1][p];
-            float d[4];
-            f8_mma(d, w0.x, w1.x, w0.y, w1.y, xv.x, xv.y);
-#pragma unroll
-            for (int i = 0; i < 4; i++) acc[j][i] = fmaf(d[i], f[i], acc[j][i]);
-            f8_mma(d, w0.z, w1.z, w0.w, w1.w, xv.z, xv.w);
-#pragma unroll
-            for (int i = 0; i < 4; i++) acc[j][i] = fmaf(d[i], f[i], acc[j][i]);
-        }
-    }
+    for (int j = 0; j < NT; j++)
+        f8_tile_block(acc[j], wb, tl.xc + tl.oc[j] + b * F8_BLK, tl.xs[tl.os[j][0] + b], tl.xs[tl.os[j][1] + b], q);
 }
 
 /* Slice sp of ks: blocks [sp·nb/ks, (sp+1)·nb/ks) in order into acc
@@ -411,22 +418,8 @@ __global__ void __launch_bounds__(256, 1) f8_tile_kernel(const uint8_t *codes, c
             const uint8_t *xs = sc + (size_t)st * F8T_TOK * F8T_PITCH;
             const float *sx = ss + st * F8T_TOK;
 #pragma unroll
-            for (int j = 0; j < 16; j++) {
-                float sx0 = sx[8 * j + 2 * q], sx1 = sx[8 * j + 2 * q + 1];
-                float f[4] = {cur.s[0] * sx0, cur.s[0] * sx1, cur.s[1] * sx0, cur.s[1] * sx1};
-#pragma unroll
-                for (int p = 0; p < 2; p++) {
-                    uint4 xv = *(const uint4 *)(xs + (8 * j + g) * F8T_PITCH + 64 * p + 16 * q);
-                    const uint4 &w0 = cur.w[0][p], &w1 = cur.w[1][p];
-                    float d[4];
-                    f8_mma(d, w0.x, w1.x, w0.y, w1.y, xv.x, xv.y);
-#pragma unroll
-                    for (int i = 0; i < 4; i++) acc[j][i] = fmaf(d[i], f[i], acc[j][i]);
-                    f8_mma(d, w0.z, w1.z, w0.w, w1.w, xv.z, xv.w);
-#pragma unroll
-                    for (int i = 0; i < 4; i++) acc[j][i] = fmaf(d[i], f[i], acc[j][i]);
-                }
-            }
+            for (int j = 0; j < 16; j++)
+                f8_tile_block(acc[j], cur, xs + (8 * j + g) * F8T_PITCH, sx[8 * j + 2 * q], sx[8 * j + 2 * q + 1], q);
             __syncthreads(); /* stage st is read by all before the next block's copies go there */
             cur = nxt;
         }

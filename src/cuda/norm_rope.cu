@@ -1,5 +1,6 @@
 /* RMSNorm, RoPE (alone and after a per-head norm), embedding lookup and
  * the window ring on the GPU. */
+#include <cuda_bf16.h>
 #include <string.h>
 
 #include "cuda/ggml_blocks.cuh"
@@ -119,10 +120,14 @@ typedef struct {
     dsv4_mat w; /* w.data NULL: unweighted */
     float eps;
     const float *inv_freq;
+    int n_fp8; /* >= 0: then the official KV rounding (-1: none) */
 } norm_rope_args;
 
 /* The head normalized as rmsnorm_kernel does it, then its pairs rotated as
- * rope_kernel does: the values of the two kernels, in one launch. */
+ * rope_kernel does: the values of the two kernels, in one launch; then,
+ * under the official numerics, the KV head rounded as the FP8 cache holds
+ * it: a warp a block of 64 values below n_fp8 (cq_kv_block), the rest to
+ * bf16, the CPU's bits (cpu_kv_fp8_round). */
 __global__ void __launch_bounds__(1024) norm_rope_kernel(norm_rope_args a, const int64_t *dpos)
 {
     rms_w wv = rms_weights(a.w, a.head_dim); /* before the wait, as rmsnorm_kernel */
@@ -135,6 +140,13 @@ __global__ void __launch_bounds__(1024) norm_rope_kernel(norm_rope_args a, const
     float *r = h + (a.head_dim - a.rope_dim);
     for (int p = threadIdx.x; p < a.rope_dim / 2; p += blockDim.x)
         rope_pair(r + 2 * p, (float)(pos0 + t), a.inv_freq[p], 0);
+    if (a.n_fp8 < 0) return;
+    __syncthreads(); /* the head's values are the rope's */
+    int lane = threadIdx.x & 31, nw = blockDim.x >> 5;
+    for (int b = threadIdx.x >> 5; b * 64 < a.n_fp8; b += nw)
+        cq_kv_block(h, b * 64, a.n_fp8 - b * 64 < 64 ? a.n_fp8 - b * 64 : 64, lane);
+    for (int c = a.n_fp8 + threadIdx.x; c < a.head_dim; c += blockDim.x)
+        h[c] = __bfloat162float(__float2bfloat16_rn(h[c]));
 }
 
 void cu_exec_norm_rope(cu_impl *c, const void *args, const int64_t *dpos)
@@ -146,7 +158,7 @@ void cu_exec_norm_rope(cu_impl *c, const void *args, const int64_t *dpos)
 }
 
 void cu_norm_rope(dsv4_backend *b, float *x, int T, int n_heads, int head_dim, int rope_dim, const dsv4_mat *w,
-                  float eps, int64_t pos0, const float *inv_freq)
+                  float eps, int64_t pos0, const float *inv_freq, int n_fp8)
 {
     norm_rope_args a;
     memset(&a, 0, sizeof a);
@@ -159,6 +171,7 @@ void cu_norm_rope(dsv4_backend *b, float *x, int T, int n_heads, int head_dim, i
     if (w) a.w = *w;
     a.eps = eps;
     a.inv_freq = inv_freq;
+    a.n_fp8 = n_fp8;
     cu_submit(cu_of(b), K_NORM_ROPE, &a, sizeof a);
 }
 

@@ -51,6 +51,28 @@ __device__ __forceinline__ float cq_e4m3(float f)
     return signbit(f) ? -r : r;
 }
 
+/* The official KV rounding (spec §8.3) of the block of n <= 64 values at
+ * row + c0, by one warp, two values a lane: the block's amax is a warp max
+ * (fmaxf drops NaN in any order, as the CPU's scan), then each value on
+ * its own through e4m3 at the block's power-of-two scale. In place. */
+__device__ __forceinline__ void cq_kv_block(float *row, int c0, int n, int lane)
+{
+    float v[2], amax = 1e-4f;
+#pragma unroll
+    for (int k = 0; k < 2; k++) {
+        int cc = lane + 32 * k;
+        v[k] = cc < n ? row[c0 + cc] : 0.0f;
+        amax = fmaxf(amax, fabsf(v[k]));
+    }
+    for (int o = 16; o > 0; o >>= 1) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, o));
+    float s = cq_pow2_ceil(amax / 448.0f), inv = 1.0f / s;
+#pragma unroll
+    for (int k = 0; k < 2; k++) {
+        int cc = lane + 32 * k;
+        if (cc < n) row[c0 + cc] = cq_e4m3(v[k] * inv) * s;
+    }
+}
+
 /* The official numerics' activation rounding (spec §7.1) of the block of
  * 128 values at c0 of a row of width values, each times f first (· 1 is
  * exact), by one warp, 4 values a lane: the block's amax is a warp max

@@ -320,12 +320,11 @@ static void attention_block(dsv4_model *m, int l, const fwd_lane *lanes, int n_l
      * and wi). Per-head norms, then rope at each lane's positions. */
     if (op->concurrent) op->concurrent(b, 1);
     fp8_matmul(m, sc->xn, D, rows, &w->wkv, sc->kv, hd);
-    for (int i = 0; i < n_lanes; i++)
-        op->norm_rope(b, sc->kv + (int64_t)lanes[i].row0 * hd, lanes[i].T, 1, hd, rd, &w->kv_norm, eps,
-                      lanes[i].pos0, freq);
     /* official numerics: the window KV as the FP8 cache holds it, for this
      * step's attention (the ring stores these values packed: exactly) */
-    if (m->cache_official) op->kv_fp8_round(b, sc->kv, rows, hd, hd - rd);
+    for (int i = 0; i < n_lanes; i++)
+        op->norm_rope(b, sc->kv + (int64_t)lanes[i].row0 * hd, lanes[i].T, 1, hd, rd, &w->kv_norm, eps,
+                      lanes[i].pos0, freq, m->cache_official ? hd - rd : -1);
     if (!block) compress_lanes(m, l, lanes, n_lanes, rows, sc);
     if (op->concurrent) op->concurrent(b, 2);
     fp8_matmul(m, sc->xn, D, rows, &w->wq_a, sc->qr, c->q_lora);
@@ -333,7 +332,7 @@ static void attention_block(dsv4_model *m, int l, const fwd_lane *lanes, int n_l
     fp8_matmul(m, sc->qr, c->q_lora, rows, &w->wq_b, sc->q, (int64_t)H * hd);
     for (int i = 0; i < n_lanes; i++)
         op->norm_rope(b, sc->q + (int64_t)lanes[i].row0 * H * hd, lanes[i].T, H, hd, rd, NULL, eps, lanes[i].pos0,
-                      freq);
+                      freq, -1);
     if (!block) index_queries(m, l, lanes, n_lanes, rows, sc);
     if (op->concurrent) op->concurrent(b, 0);
     for (int i = 0; i < n_lanes; i++) {
@@ -491,7 +490,7 @@ static void dspark_context(dsv4_model *m, const fwd_lane *lanes, int n_lanes, in
         fp8_matmul(m, sc->xn, D, rows, &lw->wkv, sc->kv, hd);
         for (int i = 0; i < n_lanes; i++)
             op->norm_rope(b, sc->kv + (int64_t)lanes[i].row0 * hd, lanes[i].T, 1, hd, rd, &lw->kv_norm, eps,
-                          lanes[i].pos0, m->inv_freq_main);
+                          lanes[i].pos0, m->inv_freq_main, -1);
         for (int i = 0; i < n_lanes; i++) { /* storing a row rounds it as the official FP8 cache does */
             const fwd_lane *ln = &lanes[i];
             const float *kv = sc->kv + (int64_t)ln->row0 * hd;

@@ -58,7 +58,7 @@ static dsv4_status model_finish(dsv4_model *m, const dsv4_load_options *opt, con
     if (m->cache_official && (c->idx_head_dim & (c->idx_head_dim - 1)))
         return dsv4_fail(DSV4_ERR_UNSUPPORTED, "the official cache numerics need index_head_dim a power of two "
                          "(Hadamard rotation), not %d; use --cache exact", c->idx_head_dim);
-    if (m->cache_official && (!m->be->ops->kv_fp8_round || !m->be->ops->idx_fp4_round || !m->be->ops->act_fp8_round ||
+    if (m->cache_official && (!m->be->ops->idx_fp4_round || !m->be->ops->act_fp8_round ||
                               !m->be->ops->matmul_fp8in))
         return dsv4_fail(DSV4_ERR_UNSUPPORTED, "the %s backend does not implement the official numerics "
                          "(FP8 KV and activations, FP4 indexer); use --cache exact", m->be->name);

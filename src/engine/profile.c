@@ -47,8 +47,8 @@ static void p_rmsnorm(dsv4_backend *b, const float *x, int T, int n, const dsv4_
 static void p_rope(dsv4_backend *b, float *x, int T, int nh, int hd, int rd, int64_t p0, int64_t ps, const float *f, int inv)
 { TIMED(b, P_ROPE, INNER(b)->ops->rope(INNER(b), x, T, nh, hd, rd, p0, ps, f, inv)); }
 static void p_norm_rope(dsv4_backend *b, float *x, int T, int nh, int hd, int rd, const dsv4_mat *w, float eps,
-                        int64_t p0, const float *f)
-{ TIMED(b, P_NORM_ROPE, INNER(b)->ops->norm_rope(INNER(b), x, T, nh, hd, rd, w, eps, p0, f)); }
+                        int64_t p0, const float *f, int n_fp8)
+{ TIMED(b, P_NORM_ROPE, INNER(b)->ops->norm_rope(INNER(b), x, T, nh, hd, rd, w, eps, p0, f, n_fp8)); }
 static void p_embed(dsv4_backend *b, const dsv4_mat *E, const int32_t *tok, int T, int hc, float *X)
 { TIMED(b, P_EMBED, INNER(b)->ops->embed(INNER(b), E, tok, T, hc, X)); }
 static void p_hc_pre(dsv4_backend *b, const float *X, int T, int hc, int D, const dsv4_mat *fn, const dsv4_mat *base,
@@ -85,8 +85,6 @@ static void p_matmul_grouped(dsv4_backend *b, const float *x, int64_t ldx, int T
                              float *y, int64_t ldy)
 { TIMED(b, P_MATMUL, INNER(b)->ops->matmul_grouped(INNER(b), x, ldx, T, W, groups, y, ldy)); }
 
-static void p_kv_fp8_round(dsv4_backend *b, float *x, int T, int width, int n_fp8)
-{ TIMED(b, P_CACHE_QUANT, INNER(b)->ops->kv_fp8_round(INNER(b), x, T, width, n_fp8)); }
 
 static void p_idx_fp4_round(dsv4_backend *b, float *x, int rows, int width)
 { TIMED(b, P_CACHE_QUANT, INNER(b)->ops->idx_fp4_round(INNER(b), x, rows, width)); }
@@ -126,7 +124,6 @@ dsv4_backend *profile_wrap(dsv4_backend *inner)
         .indexer = p_indexer, .attention = p_attention, .moe = p_moe,
         .matmul_grouped = p_matmul_grouped, .matmul_post = p_matmul_post,
         /* optional ops stay absent where the wrapped backend lacks them */
-        .kv_fp8_round = inner->ops->kv_fp8_round ? p_kv_fp8_round : NULL,
         .idx_fp4_round = inner->ops->idx_fp4_round ? p_idx_fp4_round : NULL,
         .act_fp8_round = inner->ops->act_fp8_round ? p_act_fp8_round : NULL,
         .matmul_fp8in = inner->ops->matmul_fp8in ? p_matmul_fp8in : NULL,

@@ -32,7 +32,7 @@ typedef struct dsv4_backend dsv4_backend;
  *   ROW_FP4  the values Hadamard-rotated (Sylvester order, ·width^-1/2),
  *            as E2M1 codes two per byte (value 2i in the low nibble) from
  *            offset 0, one UE8M0 scale per 32 values from scale_off
- * Storing a row is the official rounding (ROW_FP8: kv_fp8_round with
+ * Storing a row is the official rounding (ROW_FP8: norm_rope's with
  * n_fp8; ROW_FP4: idx_fp4_round): reading it back gives exactly the fp32
  * values those ops produce, and storing such a value row again gives the
  * same values. Rows are `bytes` apart. */
@@ -133,10 +133,13 @@ typedef struct {
     /* Per head of head_dim values: the rmsnorm op's values (weight w, NULL:
      * unweighted), then rope as above (forward, pos_step 1), in place: the
      * query and KV heads' norm and rotation in one op, so that a backend
-     * need not launch two. */
+     * need not launch two. n_fp8 >= 0: then the official KV rounding of
+     * each head (values [0, n_fp8) through FP8 e4m3 in blocks of 64 with
+     * scale 2^ceil(log2(max(amax,1e-4)/448)), the rest rounded to bf16: the
+     * values the FP8 window cache holds); -1: none. */
     void (*norm_rope)(dsv4_backend *b, float *x, int T, int n_heads, int head_dim,
                       int rope_dim, const dsv4_mat *w, float eps, int64_t pos0,
-                      const float *inv_freq);
+                      const float *inv_freq, int n_fp8);
     /* X[t][i][:] = E[tok[t]] for every stream i < hc. */
     void (*embed)(dsv4_backend *b, const dsv4_mat *E, const int32_t *tok,
                   int T, int hc, float *X);
@@ -203,17 +206,14 @@ typedef struct {
 
     /* --- the official numerics (spec §8.3; NULL: the backend has none,
      * and models with --cache official are refused on it). In place:
-     * kv_fp8_round: T rows of width values; values [0, n_fp8) pass through
-     * FP8 e4m3 in blocks of 64 with scale 2^ceil(log2(max(amax,1e-4)/448)),
-     * the rest (the rope dims) are rounded to bf16.
      * idx_fp4_round: each row (width a power of two) is Hadamard-rotated
      * (Sylvester order, scaled by width^-1/2), then passes through FP4 E2M1
      * in blocks of 32 with scale 2^ceil(log2(max(amax,6·2^-126)/6)).
-     * The forward rounds this step's KV rows (its attention reads them as
-     * fp32) and the indexer queries; the stored state rounds by storing
-     * (ROW_FP8, ROW_FP4 above). The backends that implement these
-     * implement the packed row formats too. */
-    void (*kv_fp8_round)(dsv4_backend *b, float *x, int T, int width, int n_fp8);
+     * The forward rounds this step's KV rows (norm_rope's n_fp8: its
+     * attention reads them as fp32) and the indexer queries; the stored
+     * state rounds by storing (ROW_FP8, ROW_FP4 above). The backends that
+     * implement these implement the packed row formats and norm_rope's
+     * rounding too. */
     void (*idx_fp4_round)(dsv4_backend *b, float *x, int rows, int width);
     /* act_fp8_round: y = x (T rows of n values, y == x allowed) through FP8
      * e4m3 in blocks of 128 along the row (the last one partial when n is

@@ -670,12 +670,15 @@ static void test_rope(void)
 
 /* norm_rope: close to the CPU's, and the same bits as the GPU's rmsnorm
  * then rope (the fused kernel shares their arithmetic). Head sizes of the
- * real models (512, rope 64) and small ones, weighted and not. */
+ * real models (512, rope 64) and small ones, weighted and not. With the
+ * official KV rounding (n_fp8 >= 0, also a partial last block and none):
+ * the CPU's rounding (cpu_kv_fp8_round) of the GPU's unrounded heads, bit
+ * for bit, on rows whose blocks mix large and tiny values. */
 static void test_norm_rope(void)
 {
-    int hds[] = {512, 64}, rds[] = {64, 16};
+    int hds[] = {512, 64, 96}, rds[] = {64, 16, 32};
     int64_t p0s[] = {0, 100000};
-    for (int c = 0; c < 2; c++)
+    for (int c = 0; c < 3; c++)
         for (int wt = 0; wt < 2; wt++)
             for (int pi = 0; pi < 2; pi++) {
                 int T = 3, H = 5, hd = hds[c], rd = rds[c];
@@ -683,16 +686,24 @@ static void test_norm_rope(void)
                 tmat w = mk(DT_BF16, 1, hd, 1.0f);
                 float *f = rnd(rd / 2, 0.5f);
                 for (int i = 0; i < rd / 2; i++) f[i] = fabsf(f[i]);
-                float *df = dev(f, rd / 2), *x = rnd(n, 3.0f), *dx = dev(x, n), *dy = dev(x, n);
-                cpu->ops->norm_rope(cpu, x, T, H, hd, rd, wt ? &w.h : NULL, 1e-6f, p0s[pi], f);
-                gpu->ops->norm_rope(gpu, dx, T, H, hd, rd, wt ? &w.d : NULL, 1e-6f, p0s[pi], df);
+                float *x = rnd(n, 3.0f);
+                for (size_t k = 0; k < n; k += 7) x[k] *= 1000.0f;
+                for (size_t k = 3; k < n; k += 11) x[k] *= 1e-6f;
+                float *df = dev(f, rd / 2), *dx = dev(x, n), *dy = dev(x, n), *dz = dev(x, n);
+                cpu->ops->norm_rope(cpu, x, T, H, hd, rd, wt ? &w.h : NULL, 1e-6f, p0s[pi], f, -1);
+                gpu->ops->norm_rope(gpu, dx, T, H, hd, rd, wt ? &w.d : NULL, 1e-6f, p0s[pi], df, -1);
                 gpu->ops->rmsnorm(gpu, dy, T * H, hd, wt ? &w.d : NULL, 1e-6f, dy);
                 gpu->ops->rope(gpu, dy, T, H, hd, rd, p0s[pi], 1, df, 0);
-                float *g = back(dx, n), *g2 = back(dy, n);
+                int n_fp8 = c == 2 ? 40 : c == 1 && wt ? 0 : hd - rd; /* 40: a partial block of 64 */
+                gpu->ops->norm_rope(gpu, dz, T, H, hd, rd, wt ? &w.d : NULL, 1e-6f, p0s[pi], df, n_fp8);
+                float *g = back(dx, n), *g2 = back(dy, n), *g3 = back(dz, n);
                 CLOSE(g, x, n, p0s[pi] > 1000 ? 2e-3 : 1e-5); /* large angles: sin/cos ulps */
                 CHECKF(!memcmp(g, g2, n * sizeof(float)), "norm_rope, head %d: bits differ from rmsnorm + rope", hd);
-                free(f); free(x); free(g); free(g2);
-                gpu->ops->free(gpu, df); gpu->ops->free(gpu, dx); gpu->ops->free(gpu, dy);
+                cpu_kv_fp8_round(cpu, g, T * H, hd, n_fp8);
+                CHECKF(!memcmp(g, g3, n * sizeof(float)), "norm_rope, head %d, n_fp8 %d: the rounding differs from the CPU's",
+                       hd, n_fp8);
+                free(f); free(x); free(g); free(g2); free(g3);
+                gpu->ops->free(gpu, df); gpu->ops->free(gpu, dx); gpu->ops->free(gpu, dy); gpu->ops->free(gpu, dz);
             }
 }
 
@@ -1251,21 +1262,7 @@ static void test_moe(void)
 /* The official cache numerics: the GPU's rounding gives the CPU's bits. */
 static void test_cache_quant(void)
 {
-    int kv[][3] = {{5, 512, 448}, {3, 96, 64}, {1, 40, 0}};
-    for (int i = 0; i < 3; i++) {
-        int T = kv[i][0], w = kv[i][1];
-        float *x = rnd((size_t)T * w, 1.0f);
-        for (int k = 0; k < T * w; k += 7) x[k] *= 1000.0f; /* blocks with large and tiny values */
-        for (int k = 3; k < T * w; k += 11) x[k] *= 1e-6f;
-        float *dx = dev(x, (size_t)T * w);
-        cpu->ops->kv_fp8_round(cpu, x, T, w, kv[i][2]);
-        gpu->ops->kv_fp8_round(gpu, dx, T, w, kv[i][2]);
-        float *g = back(dx, (size_t)T * w);
-        CHECKF(!memcmp(g, x, (size_t)T * w * 4), "kv_fp8_round %dx%d (fp8 %d) differs from the CPU", T, w, kv[i][2]);
-        free(x); free(g);
-        gpu->ops->free(gpu, dx);
-    }
-    /* the matmul inputs: blocks of 128, partial last blocks, out of place and in place */
+    /* (the KV heads' rounding: test_norm_rope) the matmul inputs: blocks of 128, partial last blocks, out of place and in place */
     int ac[][2] = {{5, 320}, {3, 128}, {9, 7}, {2, 1000}};
     for (int i = 0; i < 4; i++) {
         int T = ac[i][0], w = ac[i][1];
@@ -1384,7 +1381,7 @@ static void test_concurrent_groups(void)
             gpu->ops->matmul(gpu, dx, n, T, &W.d, dy, 256);
             gpu->ops->rmsnorm(gpu, dy, T, 256, NULL, 1e-6f, dy);
             if (rec) gpu->ops->concurrent(gpu, 2);
-            gpu->ops->norm_rope(gpu, dq, T, H, hd, rd, NULL, 1e-6f, step, df);
+            gpu->ops->norm_rope(gpu, dq, T, H, hd, rd, NULL, 1e-6f, step, df, -1);
             gpu->ops->matmul(gpu, dx, n, T, &W.d, dz, 256); /* both groups read dx */
             if (rec) gpu->ops->concurrent(gpu, 0);
             gpu->ops->download(gpu, rec ? gy : ey, dy, ny * 4);

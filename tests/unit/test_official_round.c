@@ -3,7 +3,8 @@
  * tools/oracle/official_cache.py (torch's float8_e4m3fn and bfloat16 casts)
  * makes of them, written by tools/oracle/make_round_vectors.py: the matmul
  * inputs (act_fp8_round, blocks of 128, a partial last block) and the
- * window KV (kv_fp8_round, blocks of 64, the rope dims to bf16). Crafted
+ * window KV (cpu_kv_fp8_round, norm_rope's rounding: blocks of 64, the rope
+ * dims to bf16). Crafted
  * rows put values on e4m3 rounding midpoints (normal and subnormal), amax
  * on and just above 448·2^k, and blocks under the 1e-4 floor. Every value
  * must be bit-identical. The CUDA backend is held to these bits by
@@ -46,7 +47,7 @@ static void test_vectors_bitwise(void)
         if (h[0] == 0) b->ops->act_fp8_round(b, x, (int)h[1], (int)h[2], y);
         else {
             memcpy(y, x, 4 * n);
-            b->ops->kv_fp8_round(b, y, (int)h[1], (int)h[2], (int)h[3]);
+            cpu_kv_fp8_round(b, y, (int)h[1], (int)h[2], (int)h[3]);
         }
         size_t bad = 0, first = 0;
         for (size_t i = 0; i < n; i++)
@@ -143,7 +144,7 @@ static void check_rows(dsv4_backend *b, const dsv4_row_fmt *f, const float *x, i
     float *want = malloc(n * w * sizeof *want), *got = malloc(w * sizeof *got), *tmp = malloc(w * sizeof *tmp);
     uint8_t *row = malloc((size_t)f->bytes), *again = malloc((size_t)f->bytes);
     memcpy(want, x, n * w * sizeof *want);
-    if (f->kind == ROW_FP8) b->ops->kv_fp8_round(b, want, n, f->width, f->n_fp8);
+    if (f->kind == ROW_FP8) cpu_kv_fp8_round(b, want, n, f->width, f->n_fp8);
     else b->ops->idx_fp4_round(b, want, n, f->width);
     int bad = 0;
     for (int r = 0; r < n && !bad; r++) {
