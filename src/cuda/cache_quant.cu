@@ -3,10 +3,11 @@
  * Hadamard-rotated, then through FP4 E2M1 in blocks of 32; the inputs of
  * the FP8/FP4 matmuls through FP8 e4m3 in blocks of 128. (The window KV's
  * FP8 blocks of 64 are norm_rope's last step, cq_kv_block; stored rows
- * round as state_rows.cuh stores them.) Every operation is exact or an IEEE-rounded fp32 operation
- * in the CPU's order (the butterflies of one stage are independent; a
- * block's amax is a max, which no order changes), so the GPU gives the
- * CPU's bits. Each row on its own: batch invariant. */
+ * round as state_rows.cuh stores them.) Every operation is exact or an
+ * IEEE-rounded fp32 operation in the CPU's order (the butterflies of one
+ * stage are independent; a block's amax is a max, which no order
+ * changes), so the GPU gives the CPU's bits. Each row on its own: batch
+ * invariant. */
 #include <cuda_bf16.h>
 
 #include "cuda/state_rows.cuh" /* cq_pow2_ceil, sr_hadamard */

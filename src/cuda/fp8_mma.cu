@@ -167,6 +167,21 @@ struct f8_tile {
     int oc[NT], os[NT][2];
 };
 
+/* The tile's weight rows for this thread: rows row0 + g and row0 + g + 8
+ * (past the end: the last row, whose sums are dropped) and their scale
+ * rows. */
+template <int NT>
+__device__ __forceinline__ void f8_tile_rows(f8_tile<NT> &tl, const dsv4_mat &W, int64_t row0, int g)
+{
+    int64_t rb = cu_row_bytes(W);
+#pragma unroll
+    for (int h = 0; h < 2; h++) {
+        int64_t r = row0 + g + 8 * h < W.rows ? row0 + g + 8 * h : W.rows - 1;
+        tl.wr[h] = (const char *)W.data + r * rb;
+        tl.sr[h] = cu_scale_row(W, r);
+    }
+}
+
 /* One block's four MMAs for one token tile, added into acc: the thread's
  * token row's codes of the block at xr, the scales of its output columns'
  * token rows sx0 and sx1. */
@@ -273,13 +288,7 @@ __global__ void __launch_bounds__(256) f8_kernel(const float *x, int64_t ldx, co
     }
     if (!active) row0 = 0; /* a dummy tile, so every warp reaches the barriers */
     f8_tile<NT> tl;
-    int64_t rb = cu_row_bytes(W);
-#pragma unroll
-    for (int h = 0; h < 2; h++) {
-        int64_t r = row0 + g + 8 * h < W.rows ? row0 + g + 8 * h : W.rows - 1;
-        tl.wr[h] = (const char *)W.data + r * rb;
-        tl.sr[h] = cu_scale_row(W, r);
-    }
+    f8_tile_rows(tl, W, row0, g);
     tl.xc = codes;
     tl.xs = scales;
 #pragma unroll
@@ -370,13 +379,7 @@ __global__ void __launch_bounds__(256, 1) f8_tile_kernel(const uint8_t *codes, c
     int nr = T - tb < F8T_TOK ? (int)(T - tb) : F8T_TOK;
     int64_t row0 = (int64_t)blockIdx.x * 128 + warp * 16;
     f8_tile<1> tl; /* its weight rows (f8_load's view) */
-    int64_t rb = cu_row_bytes(W);
-#pragma unroll
-    for (int h = 0; h < 2; h++) {
-        int64_t r = row0 + g + 8 * h < W.rows ? row0 + g + 8 * h : W.rows - 1;
-        tl.wr[h] = (const char *)W.data + r * rb;
-        tl.sr[h] = cu_scale_row(W, r);
-    }
+    f8_tile_rows(tl, W, row0, g);
     /* block b's codes and scales of the tile's token rows into stage st
      * (rows past the step's repeat its last) */
     auto stage = [&](int64_t b, int st) {
