@@ -12,7 +12,13 @@
  *     mode) and with BF16 inputs, fp32 accumulation and BF16 output, best
  *     of 20 after a warm-up. The inputs are pseudo-random values in
  *     [-1, 1] (all-zero inputs would draw less power and run faster than
- *     real weights).
+ *     real weights);
+ *   - the same FP8 product under DeepSeek's block scales (the checkpoint's
+ *     128x128 weight blocks, 1x128 activation blocks: cuBLASLt's
+ *     BLK128x128 and VEC128 scale modes, fp32 scales, no fast
+ *     accumulation): what a library reaches on the official numerics with
+ *     no batch-invariance rule, the ceiling that the cost of invariance is
+ *     measured against.
  * Plain cudaMalloc buffers, freed before returning; the backend's own
  * memory and pending records are untouched (the step records are flushed
  * and the stream drained first). */
@@ -82,6 +88,12 @@ __global__ void lim_fill_bf16(__nv_bfloat16 *p, uint64_t n, uint32_t seed)
         p[i] = __float2bfloat16(lim_value(i, seed));
 }
 
+__global__ void lim_fill_ones(float *p, uint64_t n)
+{
+    for (uint64_t i = blockIdx.x * (uint64_t)blockDim.x + threadIdx.x; i < n; i += (uint64_t)gridDim.x * blockDim.x)
+        p[i] = 1.0f;
+}
+
 /* Every thread reads 4 pieces a round (their loads in flight together);
  * the xor of everything read goes to *sink only if it has one exact
  * value, so the loads cannot be dropped and nothing is written. */
@@ -149,15 +161,22 @@ static double lim_read_gbs(cu_impl *c)
 }
 
 /* TFLOP/s of D = A^T·B (4096 square, column-major, A and B of type ab,
- * D bf16) through cuBLASLt; 0 on any failure (no algorithm, no memory). */
-static double lim_gemm_tflops(cu_impl *c, const lim_lt *lt, cudaDataType_t ab)
+ * D bf16) through cuBLASLt; blocks (FP8 only): A scaled per 128x128 block
+ * and B per 128 values of a column (ones: the rate does not depend on the
+ * scales' values). 0 on any failure (no algorithm, no memory). */
+static double lim_gemm_tflops(cu_impl *c, const lim_lt *lt, cudaDataType_t ab, int blocks_scaled)
 {
     const int n = LIM_N;
     const size_t ws_bytes = (size_t)64 << 20, in_bytes = (size_t)n * n * (ab == CUDA_R_8F_E4M3 ? 1 : 2);
+    /* A's (n/128)^2 block scales and B's n·n/128 vector scales, one buffer
+     * of the larger count each */
+    const size_t sc_count = (size_t)n * n / 128, sc_bytes = blocks_scaled ? 2 * sc_count * sizeof(float) : 0;
     char *mem = NULL;
-    if (cudaMalloc((void **)&mem, 2 * in_bytes + (size_t)n * n * 2 + ws_bytes) != cudaSuccess) return 0;
+    if (cudaMalloc((void **)&mem, 2 * in_bytes + (size_t)n * n * 2 + ws_bytes + sc_bytes) != cudaSuccess) return 0;
     void *A = mem, *B = mem + in_bytes, *D = mem + 2 * in_bytes, *ws = (char *)D + (size_t)n * n * 2;
+    float *scales = (float *)((char *)ws + ws_bytes); /* A's, then B's */
     unsigned blocks = (unsigned)c->n_sm * 8;
+    if (blocks_scaled) lim_fill_ones<<<blocks, 256, 0, c->stream>>>(scales, 2 * sc_count);
     if (ab == CUDA_R_8F_E4M3) {
         lim_fill_fp8<<<blocks, 256, 0, c->stream>>>((__nv_fp8_e4m3 *)A, (uint64_t)n * n, 1u);
         lim_fill_fp8<<<blocks, 256, 0, c->stream>>>((__nv_fp8_e4m3 *)B, (uint64_t)n * n, 2u);
@@ -180,9 +199,19 @@ static double lim_gemm_tflops(cu_impl *c, const lim_lt *lt, cudaDataType_t ab)
         lt->MatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta) != CUBLAS_STATUS_SUCCESS ||
         lt->MatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb) != CUBLAS_STATUS_SUCCESS)
         goto done;
-    if (ab == CUDA_R_8F_E4M3 &&
+    if (ab == CUDA_R_8F_E4M3 && !blocks_scaled &&
         lt->MatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_FAST_ACCUM, &fast, sizeof fast) != CUBLAS_STATUS_SUCCESS)
         goto done;
+    if (blocks_scaled) {
+        cublasLtMatmulMatrixScale_t ma = CUBLASLT_MATMUL_MATRIX_SCALE_BLK128x128_32F,
+                                    mb = CUBLASLT_MATMUL_MATRIX_SCALE_VEC128_32F;
+        const float *sa = scales, *sb = scales + sc_count;
+        if (lt->MatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_A_SCALE_MODE, &ma, sizeof ma) != CUBLAS_STATUS_SUCCESS ||
+            lt->MatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_B_SCALE_MODE, &mb, sizeof mb) != CUBLAS_STATUS_SUCCESS ||
+            lt->MatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &sa, sizeof sa) != CUBLAS_STATUS_SUCCESS ||
+            lt->MatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &sb, sizeof sb) != CUBLAS_STATUS_SUCCESS)
+            goto done;
+    }
     if (lt->MatrixLayoutCreate(&la, ab, n, n, n) != CUBLAS_STATUS_SUCCESS ||
         lt->MatrixLayoutCreate(&lb, ab, n, n, n) != CUBLAS_STATUS_SUCCESS ||
         lt->MatrixLayoutCreate(&ld, CUDA_R_16BF, n, n, n) != CUBLAS_STATUS_SUCCESS)
@@ -233,9 +262,11 @@ dsv4_status cu_measure_limits(dsv4_backend *b, dsv4_device_limits *out)
     cudaGetLastError();
     lim_lt lt;
     if (lim_lt_open(&lt)) {
-        out->fp8_tflops = lim_gemm_tflops(c, &lt, CUDA_R_8F_E4M3);
+        out->fp8_tflops = lim_gemm_tflops(c, &lt, CUDA_R_8F_E4M3, 0);
         cudaGetLastError();
-        out->bf16_tflops = lim_gemm_tflops(c, &lt, CUDA_R_16BF);
+        out->fp8_block_tflops = lim_gemm_tflops(c, &lt, CUDA_R_8F_E4M3, 1);
+        cudaGetLastError();
+        out->bf16_tflops = lim_gemm_tflops(c, &lt, CUDA_R_16BF, 0);
         cudaGetLastError();
     }
     return DSV4_OK;

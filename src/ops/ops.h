@@ -91,10 +91,12 @@ typedef struct {
  * width: the datasheet figure of the device in use), the read bandwidth
  * measured (a streaming read far past the caches) and the rate of a dense
  * 4096^3 product through the vendor's library with FP8 e4m3 and with BF16
- * inputs (TFLOP/s). */
+ * inputs (TFLOP/s), and with FP8 under the checkpoints' block scales
+ * (128x128 weight blocks, 1x128 activation blocks, fp32 accumulation): the
+ * library's rate on the official numerics, with no invariance rule. */
 typedef struct {
     char name[64]; /* the device's name, "" if unknown */
-    double peak_gbs, read_gbs, fp8_tflops, bf16_tflops;
+    double peak_gbs, read_gbs, fp8_tflops, bf16_tflops, fp8_block_tflops;
 } dsv4_device_limits;
 
 typedef struct {
