@@ -100,7 +100,7 @@ static void attn_rows(void *ctx, int64_t r0, int64_t r1, int tid)
 void cpu_attention(dsv4_backend *b, const float *q, int T, int64_t pos0, int H, int hd, int window,
                    const uint8_t *ring, const float *kv, const uint8_t *entries, const dsv4_row_fmt *kf, int ratio,
                    const int32_t *sel_idx, const int32_t *sel_n, int sel_cap, const dsv4_mat *sinks, float scale,
-                   float *out)
+                   int rope_dim, const float *out_freq, float *out)
 {
     float *scratch = malloc((size_t)pool_size(cpu_pool(b)) * ((size_t)hd + 2 * (size_t)H) * sizeof *scratch);
     if (!scratch) {
@@ -111,4 +111,5 @@ void cpu_attention(dsv4_backend *b, const float *q, int T, int64_t pos0, int H, 
                   out};
     pool_for(cpu_pool(b), (int64_t)T * H, 1, attn_rows, &j);
     free(scratch);
+    if (out_freq) cpu_rope(b, out, T, H, hd, rope_dim, pos0, 1, out_freq, 1); /* the rope op's values */
 }

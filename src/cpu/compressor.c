@@ -13,8 +13,6 @@
 #include "cpu/cpu.h"
 
 void cpu_rmsnorm(dsv4_backend *b, const float *x, int T, int n, const dsv4_mat *w, float eps, float *y);
-void cpu_rope(dsv4_backend *b, float *x, int T, int n_heads, int head_dim, int rope_dim, int64_t pos0,
-              int64_t pos_step, const float *inv_freq, int inverse);
 
 static void pool_window(const dsv4_comp_params *p, const dsv4_comp_state *st, int64_t w, float *E)
 {

@@ -22,6 +22,7 @@
  * invariance). */
 #include <string.h>
 
+#include "cuda/rope_pair.cuh"
 #include "cuda/state_rows.cuh"
 
 #define ATT_HT 16        /* heads per block: one 16-row tile of the products */
@@ -44,6 +45,8 @@ typedef struct {
     int sel_cap;
     dsv4_mat sinks;
     float scale;
+    int rope_dim;           /* out_freq != NULL: the output's last rope_dim dims rotated back */
+    const float *out_freq;
     float *out;
     int *err;
     int layer; /* for fault reports */
@@ -358,10 +361,28 @@ __global__ void attention_combine_kernel(att_args a, const int64_t *dpos)
     }
     __syncthreads();
     float *o = a.out + ((int64_t)t * a.H + h) * hd;
-    for (int d = threadIdx.x; d < hd; d += blockDim.x) {
+    int nope = a.out_freq ? hd - a.rope_dim : hd; /* dims stored as they are */
+    for (int d = threadIdx.x; d < nope; d += blockDim.x) {
         float v = 0.0f;
         for (int s = 0; s < S; s++) v = fmaf(p[s * (hd + 2) + d], f[s], v);
         o[d] = v * s_inv;
+    }
+    /* the rope dims, a pair a thread: each value as above, then the rope
+     * op's inverse rotation at the query's position (rope_pair: its bits) */
+    if (!a.out_freq) return;
+    float pos = (float)((dpos ? *dpos : a.pos0) + t);
+    for (int i = threadIdx.x; i < a.rope_dim / 2; i += blockDim.x) {
+        int d = nope + 2 * i;
+        float v[2] = {0.0f, 0.0f};
+        for (int s = 0; s < S; s++) {
+            v[0] = fmaf(p[s * (hd + 2) + d], f[s], v[0]);
+            v[1] = fmaf(p[s * (hd + 2) + d + 1], f[s], v[1]);
+        }
+        v[0] *= s_inv;
+        v[1] *= s_inv;
+        rope_pair(v, pos, a.out_freq[i], 1);
+        o[d] = v[0];
+        o[d + 1] = v[1];
     }
 }
 
@@ -389,7 +410,8 @@ void cu_exec_attention(cu_impl *c, const void *args, const int64_t *dpos)
 
 void cu_attention(dsv4_backend *b, const float *q, int T, int64_t pos0, int H, int hd, int window, const uint8_t *ring,
                   const float *kv, const uint8_t *entries, const dsv4_row_fmt *kf, int ratio, const int32_t *sel_idx,
-                  const int32_t *sel_n, int sel_cap, const dsv4_mat *sinks, float scale, float *out)
+                  const int32_t *sel_n, int sel_cap, const dsv4_mat *sinks, float scale, int rope_dim,
+                  const float *out_freq, float *out)
 {
     cu_impl *c = cu_of(b);
     if (hd > ATT_MAX_HD || hd % 32 || kf->kind == ROW_FP4) {
@@ -414,6 +436,8 @@ void cu_attention(dsv4_backend *b, const float *q, int T, int64_t pos0, int H, i
     a.sel_cap = sel_cap;
     a.sinks = *sinks;
     a.scale = scale;
+    a.rope_dim = rope_dim;
+    a.out_freq = out_freq;
     a.out = out;
     a.err = c->err_dev;
     a.layer = b->cur_layer;

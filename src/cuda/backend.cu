@@ -39,7 +39,8 @@ void cu_indexer(dsv4_backend *b, const float *q, const float *w, int T, int64_t 
                 int32_t *n);
 void cu_attention(dsv4_backend *b, const float *q, int T, int64_t pos0, int H, int hd, int window, const uint8_t *ring,
                   const float *kv, const uint8_t *entries, const dsv4_row_fmt *kf, int ratio, const int32_t *sel_idx,
-                  const int32_t *sel_n, int sel_cap, const dsv4_mat *sinks, float scale, float *out);
+                  const int32_t *sel_n, int sel_cap, const dsv4_mat *sinks, float scale, int rope_dim,
+                  const float *out_freq, float *out);
 void cu_moe(dsv4_backend *b, const float *x, const int32_t *tok, int T, int D, const dsv4_moe_params *p, float *out);
 void cu_idx_fp4_round(dsv4_backend *b, float *x, int rows, int width);
 void cu_matmul_post(dsv4_backend *b, const float *x, int64_t ldx, int T, const dsv4_mat *W, int fp8in, float *y,

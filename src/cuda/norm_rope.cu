@@ -5,6 +5,7 @@
 
 #include "cuda/ggml_blocks.cuh"
 #include "cuda/rms_row.cuh"
+#include "cuda/rope_pair.cuh"
 #include "cuda/state_rows.cuh"
 
 /* ---- rmsnorm: one block per row ---- */
@@ -59,18 +60,6 @@ typedef struct {
     const float *inv_freq;
     int inverse;
 } rope_args;
-
-/* The rotation of one pair (q[0], q[1]) by pos·f (inverse: by −pos·f):
- * the one place both rope kernels compute it, so they give the same bits. */
-__device__ __forceinline__ void rope_pair(float *q, float pos, float f, int inverse)
-{
-    float ang = pos * f;
-    float c = cosf(ang), s = sinf(ang);
-    if (inverse) s = -s;
-    float x0 = q[0], x1 = q[1];
-    q[0] = x0 * c - x1 * s;
-    q[1] = x1 * c + x0 * s;
-}
 
 __global__ void rope_kernel(rope_args a, const int64_t *dpos)
 {

@@ -114,16 +114,22 @@ static log_layer log_at(const dsv4_config *c, const fwd_log *log, int l)
     return r;
 }
 
+/* Layer l's rope frequencies: sliding-window layers the main table,
+ * compressed ones the compress table (YaRN-scaled). */
+static const float *layer_freq(const dsv4_model *m, int l)
+{
+    return config_kind(&m->cfg, l) == ATTN_SWA ? m->inv_freq_main : m->inv_freq_compress;
+}
+
 /* The compressors' constants of layer l (main, or the indexer's). */
 static dsv4_comp_params comp_params(const dsv4_model *m, int l, int indexer)
 {
     const dsv4_config *c = &m->cfg;
     const dsv4_layer_w *w = &m->layers[l];
     const dsv4_comp_w *cw = indexer ? &w->idx_comp : &w->comp;
-    int kind = config_kind(c, l);
-    const float *freq = kind == ATTN_SWA ? m->inv_freq_main : m->inv_freq_compress;
-    return (dsv4_comp_params){config_ratio(c, l), indexer || kind == ATTN_CSA, c->rope_dim,
-                              indexer ? m->layout.idx : m->layout.kv, &cw->ape, &cw->norm, freq, (float)c->norm_eps};
+    return (dsv4_comp_params){config_ratio(c, l), indexer || config_kind(c, l) == ATTN_CSA, c->rope_dim,
+                              indexer ? m->layout.idx : m->layout.kv, &cw->ape, &cw->norm, layer_freq(m, l),
+                              (float)c->norm_eps};
 }
 
 /* y = W · x for a weight the reference keeps in FP8/FP4: under the official
@@ -190,7 +196,8 @@ static void index_queries(dsv4_model *m, int l, const fwd_lane *lanes, int n_lan
 
 /* The state-dependent part of attention for one lane, after its
  * compressors: the indexer's selection (CSA), attention over window +
- * compressed keys, the ring update. */
+ * compressed keys (its output's rope dims rotated back to the query's
+ * frame by the op), the ring update. */
 static void attend_lane(dsv4_model *m, int l, const fwd_lane *ln, scratch *sc)
 {
     const dsv4_config *c = &m->cfg;
@@ -214,7 +221,7 @@ static void attend_lane(dsv4_model *m, int l, const fwd_lane *ln, scratch *sc)
     }
     op->attention(b, sc->q + r0 * H * hd, T, pos0, H, hd, c->window, ls->ring, kv, ls->comp.entries,
                   &m->layout.kv, kind == ATTN_HCA ? ratio : 0, sel_idx, sel_n, c->idx_topk, &w->sinks,
-                  1.0f / sqrtf((float)hd), sc->o + r0 * H * hd);
+                  1.0f / sqrtf((float)hd), c->rope_dim, layer_freq(m, l), sc->o + r0 * H * hd);
     if (ln->log) op->copy(b, log_at(c, ln->log, l).kv + (size_t)ln->t0 * hd, kv, (size_t)T * hd * sizeof(float));
     op->ring_store(b, ls->ring, c->window, &m->layout.kv, kv, T, pos0);
 }
@@ -259,7 +266,7 @@ static void block_attend_lane(dsv4_model *m, int l, int lane, const fwd_lane *ln
     op->ring_store(b, keys + W * kf->bytes, ln->T, kf, sc->kv + r0 * hd, ln->T, 0);
     op->attention(b, sc->q + r0 * H * hd, ln->T, ln->pos0, (int)H, (int)hd, 1, keys, sc->kv + r0 * hd, keys, kf, 0,
                   sc->sel_idx + r0 * cap, sc->sel_n + r0, (int)cap, &w->sinks, 1.0f / sqrtf((float)hd),
-                  sc->o + r0 * H * hd);
+                  c->rope_dim, layer_freq(m, l), sc->o + r0 * H * hd);
 }
 
 /* The selection block_attend_lane reads: for row t of each lane, the ring
@@ -305,7 +312,7 @@ static void attention_block(dsv4_model *m, int l, const fwd_lane *lanes, int n_l
     const dsv4_ops *op = b->ops;
     int D = c->dim, H = c->n_heads, hd = c->head_dim, rd = c->rope_dim;
     float eps = (float)c->norm_eps;
-    const float *freq = config_kind(c, l) == ATTN_SWA ? m->inv_freq_main : m->inv_freq_compress;
+    const float *freq = layer_freq(m, l);
 
     op->hc_pre(b, sc->X, rows, c->hc_mult, D, &w->hc_attn_fn, &w->hc_attn_base, &w->hc_attn_scale, c->hc_iters,
                (float)c->hc_eps, eps, &w->attn_norm, sc->xn, sc->post, sc->comb);
@@ -339,10 +346,8 @@ static void attention_block(dsv4_model *m, int l, const fwd_lane *lanes, int n_l
         if (block) block_attend_lane(m, l, i, &lanes[i], sc);
         else attend_lane(m, l, &lanes[i], sc);
     }
-    /* undo the keys' rotation at the query position, then the grouped
-     * low-rank output projection (block-diagonal wo_a, then wo_b) */
-    for (int i = 0; i < n_lanes; i++)
-        op->rope(b, sc->o + (int64_t)lanes[i].row0 * H * hd, lanes[i].T, H, hd, rd, lanes[i].pos0, 1, freq, 1);
+    /* the grouped low-rank output projection (block-diagonal wo_a, then
+     * wo_b) of the heads, already rotated back by the attention op */
     int64_t zw = (int64_t)c->o_groups * c->o_lora;
     op->matmul_grouped(b, sc->o, (int64_t)H * hd, rows, &w->wo_a, c->o_groups, sc->z, zw);
     /* wo_b (FP8 in the reference, its input rounded under the official

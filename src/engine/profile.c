@@ -74,9 +74,9 @@ static void p_indexer(dsv4_backend *b, const float *q, const float *w, int T, in
 static void p_attention(dsv4_backend *b, const float *q, int T, int64_t pos0, int H, int hd, int window,
                         const uint8_t *ring, const float *kv, const uint8_t *entries, const dsv4_row_fmt *kf,
                         int ratio, const int32_t *si, const int32_t *sn, int cap, const dsv4_mat *sinks, float scale,
-                        float *out)
+                        int rd, const float *freq, float *out)
 { TIMED(b, P_ATTENTION, INNER(b)->ops->attention(INNER(b), q, T, pos0, H, hd, window, ring, kv, entries, kf, ratio,
-                                                 si, sn, cap, sinks, scale, out)); }
+                                                 si, sn, cap, sinks, scale, rd, freq, out)); }
 static void p_moe(dsv4_backend *b, const float *x, const int32_t *tok, int T, int D, const dsv4_moe_params *p,
                   float *out)
 { TIMED(b, P_MOE, INNER(b)->ops->moe(INNER(b), x, tok, T, D, p, out)); }

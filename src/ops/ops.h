@@ -187,12 +187,16 @@ typedef struct {
      * older ones from the ring) plus compressed entries: the indexer's
      * selection when sel_idx != NULL, else (ratio > 0) every entry
      * w < (pos+1)/ratio. Ring rows and entries are stored in format kf
-     * (kf->width == hd) and read back key by key. V = K. out [T][H][hd]. */
+     * (kf->width == hd) and read back key by key. V = K. out [T][H][hd].
+     * out_freq != NULL: each output head's last rope_dim dims are then
+     * rotated back by its query's position (the rope op's inverse rotation,
+     * its values: V = K carries the keys' rotation, spec §3.7), inside the
+     * op so that no launch of its own is needed. */
     void (*attention)(dsv4_backend *b, const float *q, int T, int64_t pos0,
                       int H, int hd, int window, const uint8_t *ring, const float *kv,
                       const uint8_t *entries, const dsv4_row_fmt *kf, int ratio, const int32_t *sel_idx,
                       const int32_t *sel_n, int sel_cap, const dsv4_mat *sinks,
-                      float scale, float *out);
+                      float scale, int rope_dim, const float *out_freq, float *out);
     /* Routed experts (router, top-k or hash selection, clamped SwiGLU) plus
      * the shared expert: out [T][D]. */
     void (*moe)(dsv4_backend *b, const float *x, const int32_t *tok, int T, int D,

@@ -299,7 +299,7 @@ static void att_body(void *p, int i)
     (void)i;
     att_ctx *c = p;
     gpu->ops->attention(gpu, c->q, 1, c->pos0, 64, 512, 128, c->ring, c->kv, c->ent, &c->kf, c->use_sel ? 0 : c->ratio,
-                        c->use_sel ? c->sel : NULL, c->use_sel ? c->sn : NULL, 512, &c->sinks, 0.044f, c->out);
+                        c->use_sel ? c->sel : NULL, c->use_sel ? c->sn : NULL, 512, &c->sinks, 0.044f, 0, NULL, c->out);
 }
 
 static void bench_attention_fmt(int official)

@@ -1005,9 +1005,19 @@ static void fill_selection(int T, int64_t pos0, int cap, int32_t *sel, int32_t *
     }
 }
 
+/* Rope frequencies of rd dims (rd / 2 of them), as the model's table. */
+static float *rope_freqs(int rd)
+{
+    float *f = malloc((size_t)(rd / 2) * sizeof *f);
+    for (int i = 0; i < rd / 2; i++) f[i] = powf(10000.0f, -2.0f * (float)i / (float)rd);
+    return f;
+}
+
 /* kind: the ring's and the entries' row format (ROW_F32, or ROW_FP8 as the
- * official cache stores them) */
-static void attention_case(int T, int64_t pos0, int window, int ratio, int use_sel, int kind)
+ * official cache stores them); rd > 0: the output's last rd dims rotated
+ * back, against the CPU, and bit for bit against attention without the
+ * rotation followed by the rope op (the launch the rotation replaces) */
+static void attention_case(int T, int64_t pos0, int window, int ratio, int use_sel, int kind, int rd)
 {
     int H = 4, hd = 64, n_ent = (int)((pos0 + T) / (ratio > 0 ? ratio : 4)) + 1, cap = 6;
     dsv4_row_fmt fm = row_fmt(kind, hd, 16);
@@ -1017,17 +1027,28 @@ static void attention_case(int T, int64_t pos0, int window, int ratio, int use_s
     tmat sinks = mk(DT_F32, 1, H, 1.0f);
     int32_t *sel = calloc((size_t)T * cap, 4), *sn = calloc((size_t)T, 4);
     fill_selection(T, pos0, cap, sel, sn);
-    float *out = calloc((size_t)T * H * hd, 4);
+    float *out = calloc((size_t)T * H * hd, 4), *freq = rd ? rope_freqs(rd) : NULL;
     cpu->ops->attention(cpu, q, T, pos0, H, hd, window, ring, kv, ent, &fm, use_sel ? 0 : ratio, use_sel ? sel : NULL,
-                        use_sel ? sn : NULL, cap, &sinks.h, 0.125f, out);
+                        use_sel ? sn : NULL, cap, &sinks.h, 0.125f, rd, freq, out);
     float *dq = dev(q, (size_t)T * H * hd), *dkv = dev(kv, (size_t)T * hd), *dout = dev(out, (size_t)T * H * hd);
+    float *dfreq = rd ? dev(freq, (size_t)rd / 2) : NULL;
     uint8_t *dr = devb(ring, (size_t)window * fm.bytes), *de = devb(ent, (size_t)n_ent * fm.bytes);
     int32_t *dsel = devb(sel, (size_t)T * cap * 4), *dsn = devb(sn, (size_t)T * 4);
     gpu->ops->attention(gpu, dq, T, pos0, H, hd, window, dr, dkv, de, &fm, use_sel ? 0 : ratio,
-                        use_sel ? dsel : NULL, use_sel ? dsn : NULL, cap, &sinks.d, 0.125f, dout);
+                        use_sel ? dsel : NULL, use_sel ? dsn : NULL, cap, &sinks.d, 0.125f, rd, dfreq, dout);
     float *g = back(dout, (size_t)T * H * hd);
     CLOSE(g, out, (size_t)T * H * hd, 1e-5);
-    free(q); free(kv); free(rf); free(ef); free(ring); free(ent); free(sel); free(sn); free(out); free(g);
+    if (rd) {
+        gpu->ops->attention(gpu, dq, T, pos0, H, hd, window, dr, dkv, de, &fm, use_sel ? 0 : ratio,
+                            use_sel ? dsel : NULL, use_sel ? dsn : NULL, cap, &sinks.d, 0.125f, 0, NULL, dout);
+        gpu->ops->rope(gpu, dout, T, H, hd, rd, pos0, 1, dfreq, 1);
+        float *r = back(dout, (size_t)T * H * hd);
+        CHECKF(!memcmp(r, g, (size_t)T * H * hd * 4), "T %d pos0 %lld rope dims %d: the rotation inside attention "
+               "differs from the rope op's", T, (long long)pos0, rd);
+        free(r);
+        gpu->ops->free(gpu, dfreq);
+    }
+    free(q); free(kv); free(rf); free(ef); free(ring); free(ent); free(sel); free(sn); free(out); free(g); free(freq);
     gpu->ops->free(gpu, dq); gpu->ops->free(gpu, dkv); gpu->ops->free(gpu, dr); gpu->ops->free(gpu, de);
     gpu->ops->free(gpu, dout); gpu->ops->free(gpu, dsel); gpu->ops->free(gpu, dsn);
 }
@@ -1040,8 +1061,9 @@ static void attention_case(int T, int64_t pos0, int window, int ratio, int use_s
  * follows the step's longest key list, which must not change a row. */
 static void attention_chunk_case(int T, int64_t pos0, int H, int hd, int window, int ratio, int use_sel, int kind)
 {
-    int n_ent = (int)((pos0 + T) / (ratio > 0 ? ratio : 4)) + 1, cap = 24;
+    int n_ent = (int)((pos0 + T) / (ratio > 0 ? ratio : 4)) + 1, cap = 24, rd = 16;
     dsv4_row_fmt fm = row_fmt(kind, hd, 16);
+    float *freq = rope_freqs(rd), *dfreq = dev(freq, (size_t)rd / 2); /* the rows' rotation back included */
     float *q = rnd((size_t)T * H * hd, 1.0f), *kv = rnd((size_t)T * hd, 1.0f);
     float *rf = rnd((size_t)window * hd, 1.0f), *ef = rnd((size_t)n_ent * hd, 1.0f);
     uint8_t *kvp = packed(&fm, kv, T), *ring = packed(&fm, rf, window), *ent = packed(&fm, ef, n_ent);
@@ -1054,7 +1076,7 @@ static void attention_chunk_case(int T, int64_t pos0, int H, int hd, int window,
     uint8_t *dr = devb(ring, (size_t)window * fm.bytes), *de = devb(ent, (size_t)n_ent * fm.bytes);
     int32_t *dsel = devb(sel, (size_t)T * cap * 4), *dsn = devb(sn, (size_t)T * 4);
     gpu->ops->attention(gpu, dq, T, pos0, H, hd, window, dr, dkv, de, &fm, use_sel ? 0 : ratio,
-                        use_sel ? dsel : NULL, use_sel ? dsn : NULL, cap, &sinks.d, 0.125f, dout);
+                        use_sel ? dsel : NULL, use_sel ? dsn : NULL, cap, &sinks.d, 0.125f, rd, dfreq, dout);
     float *all = back(dout, nq);
     for (int t = 0; t < T; t++) {
         if (t) /* row t-1 stored as decoding would have (the earlier ones are there already) */
@@ -1062,14 +1084,15 @@ static void attention_chunk_case(int T, int64_t pos0, int H, int hd, int window,
         gpu->ops->upload(gpu, dr, ring, (size_t)window * fm.bytes);
         gpu->ops->attention(gpu, dq + (size_t)t * H * hd, 1, pos0 + t, H, hd, window, dr, dkv + (size_t)t * hd, de, &fm,
                             use_sel ? 0 : ratio, use_sel ? dsel + (size_t)t * cap : NULL, use_sel ? dsn + t : NULL, cap,
-                            &sinks.d, 0.125f, dout);
+                            &sinks.d, 0.125f, rd, dfreq, dout);
         float *one = back(dout, (size_t)H * hd);
         CHECKF(!memcmp(one, all + (size_t)t * H * hd, (size_t)H * hd * 4),
                "row %d of %d (pos0 %lld, window %d, ratio %d, sel %d, format %d): alone differs from the chunk", t, T,
                (long long)pos0, window, ratio, use_sel, kind);
         free(one);
     }
-    free(q); free(kv); free(rf); free(ef); free(kvp); free(ring); free(ent); free(sel); free(sn); free(all);
+    free(q); free(kv); free(rf); free(ef); free(kvp); free(ring); free(ent); free(sel); free(sn); free(all); free(freq);
+    gpu->ops->free(gpu, dfreq);
     gpu->ops->free(gpu, dq); gpu->ops->free(gpu, dkv); gpu->ops->free(gpu, dr); gpu->ops->free(gpu, de);
     gpu->ops->free(gpu, dout); gpu->ops->free(gpu, dsel); gpu->ops->free(gpu, dsn);
 }
@@ -1077,14 +1100,14 @@ static void attention_chunk_case(int T, int64_t pos0, int H, int hd, int window,
 static void test_attention(void)
 {
     for (int kind = ROW_F32; kind <= ROW_FP8; kind++) {
-        attention_case(1, 0, 10, 0, 0, kind);
-        attention_case(7, 3, 10, 0, 0, kind);
-        attention_case(1, 50, 10, 0, 0, kind);    /* ring + window */
-        attention_case(5, 300, 128, 16, 0, kind); /* HCA: all entries */
-        attention_case(3, 40, 10, 0, 1, kind);    /* CSA: selected entries */
-        attention_case(20, 8, 10, 4, 0, kind);    /* T above the window */
-        attention_case(40, 300, 128, 16, 0, kind); /* several slices */
-        attention_case(33, 40, 10, 0, 1, kind);
+        attention_case(1, 0, 10, 0, 0, kind, 0);
+        attention_case(7, 3, 10, 0, 0, kind, 16);
+        attention_case(1, 50, 10, 0, 0, kind, 16);    /* ring + window */
+        attention_case(5, 300, 128, 16, 0, kind, 0);  /* HCA: all entries */
+        attention_case(3, 40, 10, 0, 1, kind, 16);    /* CSA: selected entries */
+        attention_case(20, 8, 10, 4, 0, kind, 0);     /* T above the window */
+        attention_case(40, 300, 128, 16, 0, kind, 16); /* several slices */
+        attention_case(33, 40, 10, 0, 1, kind, 64);   /* every dim rotated */
         attention_chunk_case(20, 8, 4, 64, 10, 4, 0, kind);
         attention_chunk_case(33, 40, 4, 64, 10, 0, 1, kind);
         attention_chunk_case(40, 300, 4, 64, 128, 16, 0, kind);
