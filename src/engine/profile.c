@@ -85,7 +85,6 @@ static void p_matmul_grouped(dsv4_backend *b, const float *x, int64_t ldx, int T
                              float *y, int64_t ldy)
 { TIMED(b, P_MATMUL, INNER(b)->ops->matmul_grouped(INNER(b), x, ldx, T, W, groups, y, ldy)); }
 
-
 static void p_idx_fp4_round(dsv4_backend *b, float *x, int rows, int width)
 { TIMED(b, P_CACHE_QUANT, INNER(b)->ops->idx_fp4_round(INNER(b), x, rows, width)); }
 
