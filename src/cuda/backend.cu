@@ -19,6 +19,8 @@ dsv4_status cu_adopt_weight(dsv4_backend *b, dsv4_mat *m);
 void cu_memory_release(cu_impl *c);
 void cu_matmul_grouped(dsv4_backend *b, const float *x, int64_t ldx, int T, const dsv4_mat *W, int groups, float *y,
                        int64_t ldy);
+void cu_matmul_pair(dsv4_backend *b, const float *x, int64_t ldx, int T, const dsv4_mat *W1, float *y1, int64_t ldy1,
+                    const dsv4_mat *W2, float *y2, int64_t ldy2);
 void cu_rmsnorm(dsv4_backend *b, const float *x, int T, int n, const dsv4_mat *w, float eps, float *y);
 void cu_rope(dsv4_backend *b, float *x, int T, int n_heads, int head_dim, int rope_dim, int64_t pos0,
              int64_t pos_step, const float *inv_freq, int inverse);
@@ -83,6 +85,7 @@ static const dsv4_ops k_cuda_ops = {
     .attention = cu_attention,
     .moe = cu_moe,
     .matmul_grouped = cu_matmul_grouped,
+    .matmul_pair = cu_matmul_pair,
     .idx_fp4_round = cu_idx_fp4_round,
     .act_fp8_round = cu_act_fp8_round,
     .matmul_fp8in = cu_matmul_fp8in,

@@ -240,6 +240,9 @@ typedef struct {
     float *pf;        /* and their factors; from cu_matmul_prep_ws */
     int act;          /* matmul_fp8in on the tensor cores: the rows go through FP8 1x128 where they are prepared */
     dsv4_hc_post post; /* fp8_mma.cu (matmul_post): hc_post of y into these streams instead of storing y (X NULL: store) */
+    dsv4_mat W2;      /* matmul_pair in one GEMV launch: also y2 = W2 · x (y2 NULL: W alone); */
+    float *y2;        /* W2 of W's shape and format (cu_matmul_pair checks) */
+    int64_t ldy2;
 } cu_matmul_args;
 /* Points a's xq/pf at the matmul workspace when its weight takes the
  * tensor-core path (at submit time: exec functions do not allocate). */

@@ -161,8 +161,8 @@ static void compress_lanes(dsv4_model *m, int l, const fwd_lane *lanes, int n_la
         int cw = config_comp_width(c, l, pass);
         if (!cw) continue;
         dsv4_comp_params cp = comp_params(m, l, pass);
-        op->matmul(b, sc->xn, D, rows, &cmp->wkv, sc->u, cw);
-        op->matmul(b, sc->xn, D, rows, &cmp->wgate, sc->g, cw);
+        /* wkv and wgate read the same rows: one pass where the backend can */
+        op->matmul_pair(b, sc->xn, D, rows, &cmp->wkv, sc->u, cw, &cmp->wgate, sc->g, cw);
         for (int i = 0; i < n_lanes; i++) {
             const fwd_lane *ln = &lanes[i];
             dsv4_layer_state *ls = &ln->s->L[l];

@@ -85,6 +85,9 @@ static void p_matmul_grouped(dsv4_backend *b, const float *x, int64_t ldx, int T
                              float *y, int64_t ldy)
 { TIMED(b, P_MATMUL, INNER(b)->ops->matmul_grouped(INNER(b), x, ldx, T, W, groups, y, ldy)); }
 
+static void p_matmul_pair(dsv4_backend *b, const float *x, int64_t ldx, int T, const dsv4_mat *W1, float *y1,
+                          int64_t ldy1, const dsv4_mat *W2, float *y2, int64_t ldy2)
+{ TIMED(b, P_MATMUL, INNER(b)->ops->matmul_pair(INNER(b), x, ldx, T, W1, y1, ldy1, W2, y2, ldy2)); }
 
 static void p_idx_fp4_round(dsv4_backend *b, float *x, int rows, int width)
 { TIMED(b, P_CACHE_QUANT, INNER(b)->ops->idx_fp4_round(INNER(b), x, rows, width)); }
@@ -122,7 +125,7 @@ dsv4_backend *profile_wrap(dsv4_backend *inner)
         .matmul = p_matmul, .rmsnorm = p_rmsnorm, .rope = p_rope, .norm_rope = p_norm_rope, .embed = p_embed, .hc_pre = p_hc_pre,
         .hc_post = p_hc_post, .hc_head = p_hc_head, .ring_store = p_ring, .compress = p_compress,
         .indexer = p_indexer, .attention = p_attention, .moe = p_moe,
-        .matmul_grouped = p_matmul_grouped, .matmul_post = p_matmul_post,
+        .matmul_grouped = p_matmul_grouped, .matmul_pair = p_matmul_pair, .matmul_post = p_matmul_post,
         /* optional ops stay absent where the wrapped backend lacks them */
         .idx_fp4_round = inner->ops->idx_fp4_round ? p_idx_fp4_round : NULL,
         .act_fp8_round = inner->ops->act_fp8_round ? p_act_fp8_round : NULL,

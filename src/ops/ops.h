@@ -209,6 +209,14 @@ typedef struct {
      * shapes, not on T). */
     void (*matmul_grouped)(dsv4_backend *b, const float *x, int64_t ldx, int T, const dsv4_mat *W, int groups,
                            float *y, int64_t ldy);
+    /* Two products of the same rows: y1 = W1 · x and y2 = W2 · x (x rows at
+     * x + t·ldx; y1, y2 disjoint, rows strided by ldy1 / ldy2), each bit
+     * for bit what matmul gives for its weight alone, so that a backend can
+     * run both in one pass where they share a kernel (the compressors' wkv
+     * and wgate: same shape, same format, same input) and run two products
+     * where they do not. */
+    void (*matmul_pair)(dsv4_backend *b, const float *x, int64_t ldx, int T, const dsv4_mat *W1, float *y1,
+                        int64_t ldy1, const dsv4_mat *W2, float *y2, int64_t ldy2);
 
     /* --- the official numerics (spec §8.3; NULL: the backend has none,
      * and models with --cache official are refused on it). In place:

@@ -2,8 +2,8 @@
  * built and run by `make cuda-test`, not by `make test`), for every weight
  * format: plain, the official FP8/MXFP4 and every GGUF block type (random
  * valid blocks, ggml_random_blocks). Also checks batch invariance of the
- * GEMV, run-to-run determinism, graph record/replay with a changing
- * position, and the device-side fault word. */
+ * GEMV, matmul_pair against two matmuls, run-to-run determinism, graph
+ * record/replay with a changing position, and the device-side fault word. */
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -529,6 +529,74 @@ static void test_matmul_post(void)
                     hc_bufs_free(&h);
                     gpu->ops->free(gpu, X2); gpu->ops->free(gpu, dx); gpu->ops->free(gpu, dy);
                 }
+}
+
+/* matmul_pair's outputs against two matmuls on the GPU, bit for bit (and
+ * the rows' padding left as it was): T token rows of x (C columns), A's
+ * output with its own row stride and B's with another; eager, then (decode
+ * sizes) recorded as a graph step. */
+static void pair_check(const char *what, const dsv4_mat *A, const dsv4_mat *B, int64_t C, int T)
+{
+    int64_t ldx = C + 4, la = A->rows + 3, lb = B->rows + 5;
+    size_t na = (size_t)T * la, nb = (size_t)T * lb;
+    float *x = rnd((size_t)T * ldx, 1.0f), *za = calloc(na, 4), *zb = calloc(nb, 4);
+    float *dx = dev(x, (size_t)T * ldx), *ra = dev(za, na), *rb = dev(zb, nb), *pa = dalloc(na), *pb = dalloc(nb);
+    gpu->ops->matmul(gpu, dx, ldx, T, A, ra, la);
+    gpu->ops->matmul(gpu, dx, ldx, T, B, rb, lb);
+    float *wa = back(ra, na), *wb = back(rb, nb);
+    for (int rec = 0; rec <= (T <= 8); rec++) {
+        gpu->ops->zero(gpu, pa, na * 4);
+        gpu->ops->zero(gpu, pb, nb * 4);
+        if (rec) gpu->ops->step_begin(gpu, T);
+        gpu->ops->matmul_pair(gpu, dx, ldx, T, A, pa, la, B, pb, lb);
+        if (rec) gpu->ops->step_end(gpu);
+        float *ga = back(pa, na), *gb = back(pb, nb);
+        CHECKF(!memcmp(ga, wa, na * 4) && !memcmp(gb, wb, nb * 4),
+               "%s T=%d%s: matmul_pair's outputs (first %s) differ from two matmuls", what, T,
+               rec ? " (recorded step)" : "", memcmp(ga, wa, na * 4) ? "W1's" : "W2's");
+        free(ga); free(gb);
+    }
+    free(x); free(za); free(zb); free(wa); free(wb);
+    gpu->ops->free(gpu, dx); gpu->ops->free(gpu, ra); gpu->ops->free(gpu, rb);
+    gpu->ops->free(gpu, pa); gpu->ops->free(gpu, pb);
+}
+
+/* matmul_pair (the compressors' wkv and wgate) for every format and shape
+ * kind: two weights of one shape and format that take the GEMV run in one
+ * launch, the second half of its blocks on the second weight (16-byte loads
+ * with one to eight warps a row: 256x1024, 40x16384, 33x200; element by
+ * element: 37x130, and FP8 rows the loads do not fit); the tensor-core,
+ * integer and GGUF paths (BF16 2048x4096 among them) run two products.
+ * Then pairs that must not share a launch: other shapes, other formats,
+ * another FP8 scale grid, a weight whose rows are not 16-byte aligned
+ * beside one whose rows are. Every output must keep matmul's bits. */
+static void test_matmul_pair(void)
+{
+    int64_t shapes[][2] = {{256, 1024}, {40, 16384}, {33, 200}, {37, 130}, {2048, 4096}};
+    int Ts[] = {1, 2, 7, 9, 33};
+    char what[96];
+    for (int wi = 0; wi < N_WCASES; wi++)
+        for (int si = 0; si < (int)(sizeof shapes / sizeof shapes[0]); si++) {
+            int64_t R = shapes[si][0], C = shapes[si][1];
+            if (!fits(&k_wcases[wi], C) || !big_ok(&k_wcases[wi], R, C)) continue;
+            tmat A = mkw(&k_wcases[wi], R, C, 0.5f), B = mkw(&k_wcases[wi], R, C, 0.5f);
+            snprintf(what, sizeof what, "%s %lldx%lld", k_wcases[wi].name, (long long)R, (long long)C);
+            for (int ti = 0; ti < (int)(sizeof Ts / sizeof Ts[0]); ti++) pair_check(what, &A.d, &B.d, C, Ts[ti]);
+        }
+    tmat big = mk(DT_BF16, 256, 1024, 0.5f), small = mk(DT_BF16, 128, 1024, 0.5f), f32 = mk(DT_F32, 256, 1024, 0.5f);
+    tmat e8 = mkq(WF_FP8_E4M3, DT_F8_E8M0, 33, 200), s32 = mkq(WF_FP8_E4M3, DT_F32, 33, 200);
+    tmat wide = mk(DT_F32, 257, 1024, 0.5f);
+    dsv4_mat off = wide.d; /* rows from the matrix's second value: not 16-byte aligned */
+    off.rows = 256;
+    off.data = (const float *)wide.d.data + 1;
+    for (int ti = 0; ti < (int)(sizeof Ts / sizeof Ts[0]); ti++) {
+        int T = Ts[ti];
+        pair_check("BF16 256x1024 beside 128x1024", &big.d, &small.d, 1024, T);
+        pair_check("BF16 beside F32 256x1024", &big.d, &f32.d, 1024, T);
+        pair_check("FP8 33x200, E8M0 scales beside F32 scales", &e8.d, &s32.d, 200, T);
+        pair_check("F32 256x1024, aligned rows beside unaligned", &f32.d, &off, 1024, T);
+        pair_check("F32 256x1024, unaligned rows beside aligned", &off, &f32.d, 1024, T);
+    }
 }
 
 static void test_matmul_range(void)
@@ -1500,6 +1568,7 @@ int main(void)
     RUN(test_matmul_range);
     RUN(test_matmul_fp8in);
     RUN(test_matmul_post);
+    RUN(test_matmul_pair);
     RUN(test_matmul_grouped);
     RUN(test_gguf_exact);
     RUN(test_rmsnorm);
