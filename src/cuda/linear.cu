@@ -157,15 +157,22 @@ __global__ void __launch_bounds__(256) gemv_kernel(const float *x, int64_t ldx, 
 /* matmul_pair in one launch: the first half of the blocks computes y = W·x
  * as gemv_kernel does, the second half y2 = W2·x. W2 has W's shape and
  * format and the launch's vec suits both (cu_matmul_pair), so a block's
- * rows are summed as in a launch of their own, whichever half it is in. */
+ * rows are summed as in a launch of their own, whichever half it is in.
+ * Only W2's bytes and scales come in (data2, scale2): a whole second view
+ * chosen at run time went through local memory (41 loads and stores in the
+ * first build, which ran the decode step 0.6 ms slower). */
 template <int NT, int RW>
 __global__ void __launch_bounds__(256) gemv_pair_kernel(const float *x, int64_t ldx, int T, dsv4_mat W, float *y,
-                                                        int64_t ldy, dsv4_mat W2, float *y2, int64_t ldy2, int vec,
-                                                        int ks)
+                                                        int64_t ldy, const void *data2, const void *scale2, float *y2,
+                                                        int64_t ldy2, int vec, int ks)
 {
     unsigned half = gridDim.x / 2, second = blockIdx.x >= half;
-    gemv_rows<NT, RW>(x, ldx, T, second ? W2 : W, second ? y2 : y, second ? ldy2 : ldy, vec, ks, 0,
-                      blockIdx.x - (second ? half : 0));
+    dsv4_mat Wh = W;
+    if (second) {
+        Wh.data = data2;
+        Wh.scale = scale2;
+    }
+    gemv_rows<NT, RW>(x, ldx, T, Wh, second ? y2 : y, second ? ldy2 : ldy, vec, ks, 0, blockIdx.x - (second ? half : 0));
 }
 
 /* Warps per row: enough warps in flight (about one full load of the GPU,
@@ -201,7 +208,7 @@ static void run_gemv(cu_impl *c, const cu_matmul_args *a)
     case n * 8 + r:                                                                                                  \
         if (pair)                                                                                                    \
             cu_launch(c, "gemv_pair_kernel", gemv_pair_kernel<n, r>, grid, dim3(256), 0, a->x, a->ldx, T, *W, a->y,  \
-                      a->ldy, a->W2, a->y2, a->ldy2, vec, ks);                                                       \
+                      a->ldy, a->W2.data, a->W2.scale, a->y2, a->ldy2, vec, ks);                                     \
         else                                                                                                         \
             cu_launch(c, "gemv_kernel", gemv_kernel<n, r>, grid, dim3(256), 0, a->x, a->ldx, T, *W, a->y, a->ldy, vec, \
                       ks, a->grp_rows);                                                                              \
