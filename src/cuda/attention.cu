@@ -24,6 +24,7 @@
 
 #include "cuda/rope_pair.cuh"
 #include "cuda/state_rows.cuh"
+#include "cuda/wload.cuh" /* cu_e4m3x2 */
 
 #define ATT_HT 16        /* heads per block: one 16-row tile of the products */
 #define ATT_WARPS 8      /* a block's warps */
@@ -101,14 +102,29 @@ __device__ __forceinline__ const uint8_t *key_row(const att_args &a, int64_t pos
 }
 
 /* Values c .. c+3 of a key row (KIND: a.kf's kind, fixed per
- * instantiation so that the fp32 kernel stays lean). */
+ * instantiation so that the fp32 kernel stays lean). FP8 rows: sr_load4's
+ * values for layouts whose FP8 part is whole words (n_fp8 % 4 == 0, every
+ * real one; cu_attention refuses others): four e4m3 codes through the
+ * hardware conversion (exact, two an instruction) times their block's
+ * power of two, or four bf16 rope values. Sixteen of these are unrolled in
+ * a block's loads, and a decode step's few blocks are bound by fetching and
+ * issuing their code (Nsight Compute: 39 % of the stalls waiting for
+ * instructions with sr_load4's per-value fallback and bit-moving decoder
+ * inlined 16 times), so the loader stays short. */
 template <int KIND>
 __device__ __forceinline__ float4 key_values4(const att_args &a, const uint8_t *row, bool step, int c)
 {
     if (KIND == ROW_F32 || step) return ((const float4 *)row)[c / 4];
-    dsv4_row_fmt kf = a.kf;
-    kf.kind = KIND;
-    return sr_load4(kf, row, c);
+    const dsv4_row_fmt &kf = a.kf;
+    if (c < kf.n_fp8) {
+        uint32_t u = sr_word(row + c);
+        float s = sr_e8m0(row[kf.scale_off + c / 64]);
+        float2 v0 = cu_e4m3x2(u), v1 = cu_e4m3x2(u >> 16);
+        return make_float4(v0.x * s, v0.y * s, v1.x * s, v1.y * s);
+    }
+    const uint8_t *h = row + kf.rope_off + 2 * (c - kf.n_fp8);
+    uint32_t h0 = sr_word(h), h1 = sr_word(h + 4); /* the first bf16 in the low half */
+    return make_float4(sr_bits(h0 << 16), sr_bits(h0 & 0xffff0000u), sr_bits(h1 << 16), sr_bits(h1 & 0xffff0000u));
 }
 
 /* x as tf32 hi + lo (hi: x rounded to tf32, lo: the exact rest rounded):
@@ -414,8 +430,9 @@ void cu_attention(dsv4_backend *b, const float *q, int T, int64_t pos0, int H, i
                   const float *out_freq, float *out)
 {
     cu_impl *c = cu_of(b);
-    if (hd > ATT_MAX_HD || hd % 32 || kf->kind == ROW_FP4) {
-        backend_fail(b, DSV4_ERR_UNSUPPORTED, "CUDA attention: head_dim must be a multiple of 32 up to 512, keys fp32 or FP8");
+    if (hd > ATT_MAX_HD || hd % 32 || kf->kind == ROW_FP4 || (kf->kind == ROW_FP8 && kf->n_fp8 % 4)) {
+        backend_fail(b, DSV4_ERR_UNSUPPORTED, "CUDA attention: head_dim must be a multiple of 32 up to 512, keys fp32 "
+                     "or FP8 with whole words of e4m3 codes (head_dim - rope_dim a multiple of 4)");
         return;
     }
     att_args a;

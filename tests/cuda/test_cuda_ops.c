@@ -1182,6 +1182,19 @@ static void test_attention(void)
         attention_chunk_case(24, 200, 8, 512, 128, 0, 1, kind); /* the model's head size, two head groups */
         attention_chunk_case(16, 0, 8, 512, 32, 4, 0, kind);
     }
+    /* FP8 rows whose e4m3 part is not whole words (no real layout): refused
+     * with a message, nothing computed */
+    dsv4_row_fmt odd = row_fmt(ROW_FP8, 64, 18);
+    CHECK(odd.n_fp8 % 4 != 0);
+    float *dq = gpu->ops->alloc(gpu, 4 * 64 * 4), *dout = gpu->ops->alloc(gpu, 4 * 64 * 4);
+    uint8_t *dr = gpu->ops->alloc(gpu, (size_t)10 * odd.bytes);
+    tmat sinks = mk(DT_F32, 1, 4, 1.0f);
+    gpu->ops->attention(gpu, dq, 1, 3, 4, 64, 10, dr, dq, dr, &odd, 0, NULL, NULL, 0, &sinks.d, 0.125f, 0, NULL, dout);
+    CHECK(gpu->ops->sync(gpu) == DSV4_ERR_UNSUPPORTED);
+    CHECK(strstr(dsv4_last_error(), "whole words") != NULL);
+    backend_clear_error(gpu);
+    CHECK(gpu->ops->sync(gpu) == DSV4_OK);
+    gpu->ops->free(gpu, dq); gpu->ops->free(gpu, dout); gpu->ops->free(gpu, dr);
 }
 
 /* ew[3], sw[3]: the formats of the routed experts' and the shared expert's
