@@ -341,6 +341,19 @@ __global__ void __launch_bounds__(ATT_WARPS * 32) attention_part_kernel(att_args
     }
 }
 
+/* Dims d .. d+N-1 of a row's output before the denominator, into v: their
+ * slices' weighted sums (p: the row's S slices, hd + 2 floats each; f:
+ * their weights), each added in slice order. */
+template <int N>
+__device__ __forceinline__ void att_slices_dims(float *v, const float *p, const float *f, int S, int hd, int d)
+{
+#pragma unroll
+    for (int k = 0; k < N; k++) v[k] = 0.0f;
+    for (int s = 0; s < S; s++)
+#pragma unroll
+        for (int k = 0; k < N; k++) v[k] = fmaf(p[s * (hd + 2) + d + k], f[s], v[k]);
+}
+
 __global__ void attention_combine_kernel(att_args a, const int64_t *dpos)
 {
     cu_pdl();
@@ -379,8 +392,8 @@ __global__ void attention_combine_kernel(att_args a, const int64_t *dpos)
     float *o = a.out + ((int64_t)t * a.H + h) * hd;
     int nope = a.out_freq ? hd - a.rope_dim : hd; /* dims stored as they are */
     for (int d = threadIdx.x; d < nope; d += blockDim.x) {
-        float v = 0.0f;
-        for (int s = 0; s < S; s++) v = fmaf(p[s * (hd + 2) + d], f[s], v);
+        float v;
+        att_slices_dims<1>(&v, p, f, S, hd, d);
         o[d] = v * s_inv;
     }
     /* the rope dims, a pair a thread: each value as above, then the rope
@@ -389,11 +402,8 @@ __global__ void attention_combine_kernel(att_args a, const int64_t *dpos)
     float pos = (float)((dpos ? *dpos : a.pos0) + t);
     for (int i = threadIdx.x; i < a.rope_dim / 2; i += blockDim.x) {
         int d = nope + 2 * i;
-        float v[2] = {0.0f, 0.0f};
-        for (int s = 0; s < S; s++) {
-            v[0] = fmaf(p[s * (hd + 2) + d], f[s], v[0]);
-            v[1] = fmaf(p[s * (hd + 2) + d + 1], f[s], v[1]);
-        }
+        float v[2];
+        att_slices_dims<2>(v, p, f, S, hd, d);
         v[0] *= s_inv;
         v[1] *= s_inv;
         rope_pair(v, pos, a.out_freq[i], 1);
