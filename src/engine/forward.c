@@ -210,14 +210,14 @@ static void attend_lane(dsv4_model *m, int l, const fwd_lane *ln, scratch *sc)
     int ratio = config_ratio(c, l);
     const float *kv = sc->kv + r0 * hd;
 
-    const int32_t *sel_idx = NULL, *sel_n = NULL;
+    int32_t *sel_idx = NULL, *sel_n = NULL;
     if (kind == ATTN_CSA) {
         int ih = c->idx_heads, ihd = c->idx_head_dim;
         /* head weights carry 1/sqrt(heads); scores carry 1/sqrt(head_dim) */
+        sel_idx = sc->sel_idx + r0 * c->idx_topk; /* the lane's own rows: lanes may run side by side */
+        sel_n = sc->sel_n + r0;
         op->indexer(b, sc->qi + r0 * ih * ihd, sc->wi + r0 * ih, T, pos0, ih, ls->idx.entries, &m->layout.idx,
-                    ratio, c->idx_topk, 1.0f / sqrtf((float)ihd), 1.0f / sqrtf((float)ih), sc->sel_idx, sc->sel_n);
-        sel_idx = sc->sel_idx;
-        sel_n = sc->sel_n;
+                    ratio, c->idx_topk, 1.0f / sqrtf((float)ihd), 1.0f / sqrtf((float)ih), sel_idx, sel_n);
     }
     op->attention(b, sc->q + r0 * H * hd, T, pos0, H, hd, c->window, ls->ring, kv, ls->comp.entries,
                   &m->layout.kv, kind == ATTN_HCA ? ratio : 0, sel_idx, sel_n, c->idx_topk, &w->sinks,
@@ -342,10 +342,15 @@ static void attention_block(dsv4_model *m, int l, const fwd_lane *lanes, int n_l
                       freq, -1);
     if (!block) index_queries(m, l, lanes, n_lanes, rows, sc);
     if (op->concurrent) op->concurrent(b, 0);
+    /* each lane's chain (selection, attention, ring) beside the others':
+     * it reads the step's rows and writes its own rows and state */
+    int par = op->concurrent && n_lanes > 1;
     for (int i = 0; i < n_lanes; i++) {
+        if (par) op->concurrent(b, i + 1 < n_lanes ? 1 : 2);
         if (block) block_attend_lane(m, l, i, &lanes[i], sc);
         else attend_lane(m, l, &lanes[i], sc);
     }
+    if (par) op->concurrent(b, 0);
     /* the grouped low-rank output projection (block-diagonal wo_a, then
      * wo_b) of the heads, already rotated back by the attention op */
     int64_t zw = (int64_t)c->o_groups * c->o_lora;

@@ -261,12 +261,14 @@ typedef struct {
      * the device until its end. */
     void (*pick_sum)(dsv4_backend *b, const float *a, int64_t lda, const float *c, int64_t ldc, int n, int V,
                      int32_t *idx, float *top, int32_t *bad);
-    /* Optional. Two groups of ops that may run at the same time:
-     * concurrent(1), group A, concurrent(2), group B, concurrent(0). Both
-     * start after everything before them; what follows waits for both. The
-     * caller promises that neither group reads what the other writes and
-     * that they write disjoint memory, so the results are those of A then
-     * B, bit for bit. A backend may run them in turn. */
+    /* Optional. Groups of ops that may run at the same time:
+     * concurrent(1), group A1, [concurrent(1), group A2, ...]
+     * concurrent(2), group B, concurrent(0). Every group starts after
+     * everything before the first concurrent(1); what follows
+     * concurrent(0) waits for all of them. The caller promises that no
+     * group reads what another writes and that they write disjoint memory,
+     * so the results are those of the groups in turn, bit for bit. A
+     * backend may run them in turn. */
     void (*concurrent)(dsv4_backend *b, int phase);
 
     /* --- optional hooks (NULL: the backend has none).
