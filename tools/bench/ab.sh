@@ -14,11 +14,12 @@
 #       ops:FILTER build/tests/bench_ops FILTER with both binaries (e.g. ops:matmul:fp8)
 #       spec       DSpark k = 5 at P = 0.82 and MTP k = 1 at P = 0.8, context 4096, rows 1/2/6
 #       prefill    a 4096-token prompt in one step, with its split by op family (prefill.txt)
+#       lanes      batched decode of 1, 4 and 8 lanes at context 0, base then new (lanes.txt)
 #       gguf       the GGUF mix (Q8_0 dense, IQ3_XXS experts, Q6_K head): decode at context 0, base and
 #                  new twice each, then a 4096-token prompt each (gguf.txt)
 # The 43-layer FP8/FP4 synthetic Flash decode at contexts 0 and 4096 always
 # runs, base and new twice each. Logs to $OUT (ab.txt, ops.txt, spec.txt,
-# prefill.txt, gguf.txt, suite.txt); ab-base/ and ab-base.tgz are ignored.
+# prefill.txt, lanes.txt, gguf.txt, suite.txt); ab-base/ and ab-base.tgz are ignored.
 set -u
 mode=${1:-}; shift || true
 case "$mode" in
@@ -31,7 +32,7 @@ prepare)
     echo "ab-base.tgz: $(git rev-parse --short "$rev")"
     exit 0 ;;
 run) ;;
-*) echo "usage: tools/bench/ab.sh prepare REV | run [suite|quick] [ops:FILTER] [spec] [prefill] [gguf]" >&2; exit 2 ;;
+*) echo "usage: tools/bench/ab.sh prepare REV | run [suite|quick] [ops:FILTER] [spec] [prefill] [lanes] [gguf]" >&2; exit 2 ;;
 esac
 [ -f ab-base.tgz ] || { echo "ab.sh: no ab-base.tgz (run 'tools/bench/ab.sh prepare REV' first)" >&2; exit 1; }
 # a warm machine keeps the base's build of an earlier call for the same archive
@@ -41,9 +42,9 @@ OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 t0=$(date +%s); el() { echo "[$(( $(date +%s) - t0 )) s]"; }
 { nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader; echo "base $(head -1 ab-base/REV)"; sed -n 2p ab-base/REV; } | tee "$OUT/gpu.txt"
 (cd ab-base && make -j6 build/dsv4 build/tests/bench_ops > /tmp/ab_base_build.log 2>&1) &
-suite=0; quick=0; ops=; spec=0; prefill=0; gguf=0
+suite=0; quick=0; ops=; spec=0; prefill=0; lanes=0; gguf=0
 for a in "$@"; do
-    case "$a" in suite) suite=1 ;; quick) quick=1 ;; ops:*) ops=${a#ops:} ;; spec) spec=1 ;; prefill) prefill=1 ;; gguf) gguf=1 ;;
+    case "$a" in suite) suite=1 ;; quick) quick=1 ;; ops:*) ops=${a#ops:} ;; spec) spec=1 ;; prefill) prefill=1 ;; lanes) lanes=1 ;; gguf) gguf=1 ;;
         *) echo "ab.sh: unknown part $a" >&2; exit 2 ;; esac
 done
 if [ $suite = 1 ]; then
@@ -90,6 +91,12 @@ if [ $prefill = 1 ]; then
     for v in base new; do
         echo "== $v"; timeout 120 "$(bin $v)/dsv4" bench $P 2>&1 | grep -A16 '^prefill'
     done | tee "$OUT/prefill.txt"
+    el
+fi
+if [ $lanes = 1 ]; then
+    for v in base new; do
+        echo "== $v"; timeout 120 "$(bin $v)/dsv4" bench $F --decode 16 --contexts 0 --lanes 1,4,8 2>&1 | grep -A4 '^lanes'
+    done | tee "$OUT/lanes.txt"
     el
 fi
 if [ $gguf = 1 ]; then
