@@ -23,9 +23,9 @@ void cu_matmul_pair(dsv4_backend *b, const float *x, int64_t ldx, int T, const d
                     const dsv4_mat *W2, float *y2, int64_t ldy2);
 void cu_rmsnorm(dsv4_backend *b, const float *x, int T, int n, const dsv4_mat *w, float eps, float *y);
 void cu_rope(dsv4_backend *b, float *x, int T, int n_heads, int head_dim, int rope_dim, int64_t pos0,
-             int64_t pos_step, const float *inv_freq, int inverse);
+             int64_t pos_step, const int64_t *pos, const float *inv_freq, int inverse);
 void cu_norm_rope(dsv4_backend *b, float *x, int T, int n_heads, int head_dim, int rope_dim, const dsv4_mat *w,
-                  float eps, int64_t pos0, const float *inv_freq, int n_fp8);
+                  float eps, const int64_t *pos, const float *inv_freq, int n_fp8);
 void cu_embed(dsv4_backend *b, const dsv4_mat *E, const int32_t *tok, int T, int hc, float *X);
 void cu_ring_store(dsv4_backend *b, uint8_t *ring, int window, const dsv4_row_fmt *f, const float *kv, int T,
                    int64_t pos0);

@@ -21,6 +21,7 @@
 struct fwd_scratch {
     float *X, *x, *xn, *post, *comb, *qr, *q, *kv, *o, *z, *a, *u, *g, *qi, *wi, *y, *logits;
     int32_t *tok, *sel_idx, *sel_n;
+    int64_t *pos; /* each row's position (its lane's pos0 + t): the ops that rotate take all lanes' rows at once */
     /* MTP scratch only: the main model's streams as read, and the constants
      * that make hc_post add e_proj·e to every stream (post = 1, comb = I) */
     float *Xin, *ones, *eye;
@@ -52,7 +53,7 @@ static dsv4_status scratch_alloc(dsv4_backend *b, scratch *sc, const dsv4_model 
     size_t sel = blk && W + (size_t)c->dspark_block > k ? W + (size_t)c->dspark_block : k; /* block: W + B - 1 keys */
     size_t sizes[] = {hc * D * R, D * R, D * R, hc * R, hc * hc * R, (size_t)c->q_lora * R, H * hd * R, hd * R,
                       H * hd * R, z * R, D * R, cw * R, cw * R, ih * ihd * R, ih * R, D * R,
-                      (size_t)c->vocab * (size_t)out_rows, R, sel * R, R,
+                      (size_t)c->vocab * (size_t)out_rows, R, sel * R, R, 2 * R,
                       mtp ? hc * D * R : 0, mtp ? hc * R : 0, mtp ? hc * hc * R : 0,
                       ctx ? F * R : 0, blk ? (W + 1) * hd * R : 0, blk ? MR * R : 0, blk ? (D + MR) * R : 0,
                       blk ? R : 0, blk ? (size_t)c->vocab * ((R + c->dspark_block - 1) / c->dspark_block) : 0,
@@ -61,7 +62,7 @@ static dsv4_status scratch_alloc(dsv4_backend *b, scratch *sc, const dsv4_model 
                       (void **)&sc->qr, (void **)&sc->q, (void **)&sc->kv, (void **)&sc->o, (void **)&sc->z,
                       (void **)&sc->a, (void **)&sc->u, (void **)&sc->g, (void **)&sc->qi, (void **)&sc->wi,
                       (void **)&sc->y, (void **)&sc->logits, (void **)&sc->tok, (void **)&sc->sel_idx,
-                      (void **)&sc->sel_n, (void **)&sc->Xin, (void **)&sc->ones, (void **)&sc->eye,
+                      (void **)&sc->sel_n, (void **)&sc->pos, (void **)&sc->Xin, (void **)&sc->ones, (void **)&sc->eye,
                       (void **)&sc->feat, (void **)&sc->keys, (void **)&sc->me,
                       (void **)&sc->mcat, (void **)&sc->mconf, (void **)&sc->mlog, (void **)&sc->mtop,
                       (void **)&sc->mpick, (void **)&sc->mbad};
@@ -180,17 +181,15 @@ static void compress_lanes(dsv4_model *m, int l, const fwd_lane *lanes, int n_la
 }
 
 /* The indexer's queries of a CSA layer, every lane: from qr (the query
- * chain's), rotated at each lane's positions. */
-static void index_queries(dsv4_model *m, int l, const fwd_lane *lanes, int n_lanes, int rows, scratch *sc)
+ * chain's), each row rotated at its position. */
+static void index_queries(dsv4_model *m, int l, int rows, scratch *sc)
 {
     const dsv4_config *c = &m->cfg;
     dsv4_backend *b = m->be;
     int ih = c->idx_heads, ihd = c->idx_head_dim;
     if (config_kind(c, l) != ATTN_CSA) return;
     fp8_matmul(m, sc->qr, c->q_lora, rows, &m->layers[l].idx_wq_b, sc->qi, (int64_t)ih * ihd);
-    for (int i = 0; i < n_lanes; i++)
-        b->ops->rope(b, sc->qi + lanes[i].row0 * ih * ihd, lanes[i].T, ih, ihd, c->rope_dim, lanes[i].pos0, 1,
-                     m->inv_freq_compress, 0);
+    b->ops->rope(b, sc->qi, rows, ih, ihd, c->rope_dim, 0, 0, sc->pos, m->inv_freq_compress, 0);
     if (m->cache_official) b->ops->idx_fp4_round(b, sc->qi, rows * ih, ihd); /* the queries as the keys */
 }
 
@@ -329,18 +328,14 @@ static void attention_block(dsv4_model *m, int l, const fwd_lane *lanes, int n_l
     fp8_matmul(m, sc->xn, D, rows, &w->wkv, sc->kv, hd);
     /* official numerics: the window KV as the FP8 cache holds it, for this
      * step's attention (the ring stores these values packed: exactly) */
-    for (int i = 0; i < n_lanes; i++)
-        op->norm_rope(b, sc->kv + (int64_t)lanes[i].row0 * hd, lanes[i].T, 1, hd, rd, &w->kv_norm, eps,
-                      lanes[i].pos0, freq, m->cache_official ? hd - rd : -1);
+    op->norm_rope(b, sc->kv, rows, 1, hd, rd, &w->kv_norm, eps, sc->pos, freq, m->cache_official ? hd - rd : -1);
     if (!block) compress_lanes(m, l, lanes, n_lanes, rows, sc);
     if (op->concurrent) op->concurrent(b, 2);
     fp8_matmul(m, sc->xn, D, rows, &w->wq_a, sc->qr, c->q_lora);
     op->rmsnorm(b, sc->qr, rows, c->q_lora, &w->q_norm, eps, sc->qr);
     fp8_matmul(m, sc->qr, c->q_lora, rows, &w->wq_b, sc->q, (int64_t)H * hd);
-    for (int i = 0; i < n_lanes; i++)
-        op->norm_rope(b, sc->q + (int64_t)lanes[i].row0 * H * hd, lanes[i].T, H, hd, rd, NULL, eps, lanes[i].pos0,
-                      freq, -1);
-    if (!block) index_queries(m, l, lanes, n_lanes, rows, sc);
+    op->norm_rope(b, sc->q, rows, H, hd, rd, NULL, eps, sc->pos, freq, -1);
+    if (!block) index_queries(m, l, rows, sc);
     if (op->concurrent) op->concurrent(b, 0);
     /* each lane's chain (selection, attention, ring) beside the others':
      * it reads the step's rows and writes its own rows and state */
@@ -498,9 +493,7 @@ static void dspark_context(dsv4_model *m, const fwd_lane *lanes, int n_lanes, in
         const dsv4_layer_w *lw = &m->layers[l];
         b->cur_layer = l;
         fp8_matmul(m, sc->xn, D, rows, &lw->wkv, sc->kv, hd);
-        for (int i = 0; i < n_lanes; i++)
-            op->norm_rope(b, sc->kv + (int64_t)lanes[i].row0 * hd, lanes[i].T, 1, hd, rd, &lw->kv_norm, eps,
-                          lanes[i].pos0, m->inv_freq_main, -1);
+        op->norm_rope(b, sc->kv, rows, 1, hd, rd, &lw->kv_norm, eps, sc->pos, m->inv_freq_main, -1);
         for (int i = 0; i < n_lanes; i++) { /* storing a row rounds it as the official FP8 cache does */
             const fwd_lane *ln = &lanes[i];
             const float *kv = sc->kv + (int64_t)ln->row0 * hd;
@@ -584,8 +577,17 @@ static dsv4_status forward_run(dsv4_model *m, fwd_scratch *scp, const fwd_lane *
             return dsv4_fail(DSV4_ERR_NOMEM, "out of memory for the DSpark features of %d rows", rows);
     }
     if (kind == FWD_BLOCK && (st = block_selection(m, lanes, n_lanes, rows, &sc))) return st;
+    int64_t *pos = calloc(rows > 0 ? (size_t)rows : 1, sizeof *pos);
+    if (!pos) {
+        free(fs.buf);
+        return dsv4_fail(DSV4_ERR_NOMEM, "out of memory for the positions of %d rows", rows);
+    }
+    for (int i = 0; i < n_lanes; i++)
+        for (int t = 0; t < lanes[i].T; t++) pos[lanes[i].row0 + t] = lanes[i].pos0 + t;
     if (op->step_begin) op->step_begin(b, rows);
     op->upload(b, sc.tok, tok, (size_t)rows * sizeof *tok);
+    op->upload(b, sc.pos, pos, (size_t)rows * sizeof *pos);
+    free(pos);
     head_w hw = {&m->hc_head_fn, &m->hc_head_base, &m->hc_head_scale, &m->norm};
     const head_w draft_hw = {&m->mtp.hc_head_fn, &m->mtp.hc_head_base, &m->mtp.hc_head_scale, &m->mtp.norm};
     if (kind == FWD_DRAFTER && m->has_dspark) {

@@ -44,11 +44,12 @@ static void p_matmul(dsv4_backend *b, const float *x, int64_t ldx, int T, const 
 { TIMED(b, P_MATMUL, INNER(b)->ops->matmul(INNER(b), x, ldx, T, W, y, ldy)); }
 static void p_rmsnorm(dsv4_backend *b, const float *x, int T, int n, const dsv4_mat *w, float eps, float *y)
 { TIMED(b, P_RMSNORM, INNER(b)->ops->rmsnorm(INNER(b), x, T, n, w, eps, y)); }
-static void p_rope(dsv4_backend *b, float *x, int T, int nh, int hd, int rd, int64_t p0, int64_t ps, const float *f, int inv)
-{ TIMED(b, P_ROPE, INNER(b)->ops->rope(INNER(b), x, T, nh, hd, rd, p0, ps, f, inv)); }
+static void p_rope(dsv4_backend *b, float *x, int T, int nh, int hd, int rd, int64_t p0, int64_t ps, const int64_t *pos,
+                   const float *f, int inv)
+{ TIMED(b, P_ROPE, INNER(b)->ops->rope(INNER(b), x, T, nh, hd, rd, p0, ps, pos, f, inv)); }
 static void p_norm_rope(dsv4_backend *b, float *x, int T, int nh, int hd, int rd, const dsv4_mat *w, float eps,
-                        int64_t p0, const float *f, int n_fp8)
-{ TIMED(b, P_NORM_ROPE, INNER(b)->ops->norm_rope(INNER(b), x, T, nh, hd, rd, w, eps, p0, f, n_fp8)); }
+                        const int64_t *pos, const float *f, int n_fp8)
+{ TIMED(b, P_NORM_ROPE, INNER(b)->ops->norm_rope(INNER(b), x, T, nh, hd, rd, w, eps, pos, f, n_fp8)); }
 static void p_embed(dsv4_backend *b, const dsv4_mat *E, const int32_t *tok, int T, int hc, float *X)
 { TIMED(b, P_EMBED, INNER(b)->ops->embed(INNER(b), E, tok, T, hc, X)); }
 static void p_hc_pre(dsv4_backend *b, const float *X, int T, int hc, int D, const dsv4_mat *fn, const dsv4_mat *base,

@@ -127,20 +127,22 @@ typedef struct {
     void (*rmsnorm)(dsv4_backend *b, const float *x, int T, int n,
                     const dsv4_mat *w, float eps, float *y);
     /* Interleaved RoPE on the last rope_dim values of each of n_heads heads of
-     * head_dim values per row; row t is at position pos0 + t·pos_step;
-     * inverse rotates by −position. */
+     * head_dim values per row; row t is at position pos[t] (pos: T
+     * positions in the backend's memory, so that one call covers rows of
+     * several lanes), or pos0 + t·pos_step when pos is NULL; inverse
+     * rotates by −position. */
     void (*rope)(dsv4_backend *b, float *x, int T, int n_heads, int head_dim,
-                 int rope_dim, int64_t pos0, int64_t pos_step,
+                 int rope_dim, int64_t pos0, int64_t pos_step, const int64_t *pos,
                  const float *inv_freq, int inverse);
     /* Per head of head_dim values: the rmsnorm op's values (weight w, NULL:
-     * unweighted), then rope as above (forward, pos_step 1), in place: the
-     * query and KV heads' norm and rotation in one op, so that a backend
-     * need not launch two. n_fp8 >= 0: then the official KV rounding of
+     * unweighted), then rope as above (forward, row t at pos[t]), in place:
+     * the query and KV heads' norm and rotation in one op, so that a
+     * backend need not launch two. n_fp8 >= 0: then the official KV rounding of
      * each head (values [0, n_fp8) through FP8 e4m3 in blocks of 64 with
      * scale 2^ceil(log2(max(amax,1e-4)/448)), the rest rounded to bf16: the
      * values the FP8 window cache holds); -1: none. */
     void (*norm_rope)(dsv4_backend *b, float *x, int T, int n_heads, int head_dim,
-                      int rope_dim, const dsv4_mat *w, float eps, int64_t pos0,
+                      int rope_dim, const dsv4_mat *w, float eps, const int64_t *pos,
                       const float *inv_freq, int n_fp8);
     /* X[t][i][:] = E[tok[t]] for every stream i < hc. */
     void (*embed)(dsv4_backend *b, const dsv4_mat *E, const int32_t *tok,

@@ -725,20 +725,38 @@ static void test_rope(void)
             for (int step = 0; step < 2; step++) {
                 float *x = rnd((size_t)T * H * hd, 1.0f);
                 float *dx = dev(x, (size_t)T * H * hd);
-                cpu->ops->rope(cpu, x, T, H, hd, rd, p0s[pi], step, f, inv);
-                gpu->ops->rope(gpu, dx, T, H, hd, rd, p0s[pi], step, df, inv);
+                cpu->ops->rope(cpu, x, T, H, hd, rd, p0s[pi], step, NULL, f, inv);
+                gpu->ops->rope(gpu, dx, T, H, hd, rd, p0s[pi], step, NULL, df, inv);
                 float *g = back(dx, (size_t)T * H * hd);
                 CLOSE(g, x, (size_t)T * H * hd, p0s[pi] > 1000 ? 2e-3 : 1e-5); /* large angles: sin/cos ulps */
                 free(x); free(g);
                 gpu->ops->free(gpu, dx);
             }
+    /* rows at positions of their own (several lanes' rows in one call):
+     * close to the CPU's, and each row the bits of a call for it alone */
+    int64_t pos[4] = {100000, 3, 4, 0};
+    int64_t *dpos = devb(pos, sizeof pos);
+    for (int inv = 0; inv < 2; inv++) {
+        size_t n = (size_t)T * H * hd, nr = (size_t)H * hd;
+        float *x = rnd(n, 1.0f), *dx = dev(x, n), *dy = dev(x, n);
+        cpu->ops->rope(cpu, x, T, H, hd, rd, 0, 0, pos, f, inv);
+        gpu->ops->rope(gpu, dx, T, H, hd, rd, 0, 0, dpos, df, inv);
+        for (int t = 0; t < T; t++) gpu->ops->rope(gpu, dy + t * nr, 1, H, hd, rd, pos[t], 1, NULL, df, inv);
+        float *g = back(dx, n), *g1 = back(dy, n);
+        CLOSE(g, x, n, 2e-3);
+        CHECKF(!memcmp(g, g1, n * 4), "rope (inverse %d): rows at their own positions differ from calls for each", inv);
+        free(x); free(g); free(g1);
+        gpu->ops->free(gpu, dx); gpu->ops->free(gpu, dy);
+    }
     free(f);
-    gpu->ops->free(gpu, df);
+    gpu->ops->free(gpu, df); gpu->ops->free(gpu, dpos);
 }
 
 /* norm_rope: close to the CPU's, and the same bits as the GPU's rmsnorm
  * then rope (the fused kernel shares their arithmetic). Head sizes of the
- * real models (512, rope 64) and small ones, weighted and not. With the
+ * real models (512, rope 64) and small ones, weighted and not; rows at
+ * consecutive positions and the last one at a position of its own (as the
+ * first row of another lane). With the
  * official KV rounding (n_fp8 >= 0, also a partial last block and none):
  * the CPU's rounding (cpu_kv_fp8_round) of the GPU's unrounded heads, bit
  * for bit, on rows whose blocks mix large and tiny values. */
@@ -757,13 +775,15 @@ static void test_norm_rope(void)
                 float *x = rnd(n, 3.0f);
                 for (size_t k = 0; k < n; k += 7) x[k] *= 1000.0f;
                 for (size_t k = 3; k < n; k += 11) x[k] *= 1e-6f;
+                int64_t pos[3] = {p0s[pi], p0s[pi] + 1, 5}, *dpos = devb(pos, sizeof pos);
                 float *df = dev(f, rd / 2), *dx = dev(x, n), *dy = dev(x, n), *dz = dev(x, n);
-                cpu->ops->norm_rope(cpu, x, T, H, hd, rd, wt ? &w.h : NULL, 1e-6f, p0s[pi], f, -1);
-                gpu->ops->norm_rope(gpu, dx, T, H, hd, rd, wt ? &w.d : NULL, 1e-6f, p0s[pi], df, -1);
+                cpu->ops->norm_rope(cpu, x, T, H, hd, rd, wt ? &w.h : NULL, 1e-6f, pos, f, -1);
+                gpu->ops->norm_rope(gpu, dx, T, H, hd, rd, wt ? &w.d : NULL, 1e-6f, dpos, df, -1);
                 gpu->ops->rmsnorm(gpu, dy, T * H, hd, wt ? &w.d : NULL, 1e-6f, dy);
-                gpu->ops->rope(gpu, dy, T, H, hd, rd, p0s[pi], 1, df, 0);
+                gpu->ops->rope(gpu, dy, T - 1, H, hd, rd, p0s[pi], 1, NULL, df, 0);
+                gpu->ops->rope(gpu, dy + (size_t)(T - 1) * H * hd, 1, H, hd, rd, pos[T - 1], 1, NULL, df, 0);
                 int n_fp8 = c == 2 ? 40 : c == 1 && wt ? 0 : hd - rd; /* 40: a partial block of 64 */
-                gpu->ops->norm_rope(gpu, dz, T, H, hd, rd, wt ? &w.d : NULL, 1e-6f, p0s[pi], df, n_fp8);
+                gpu->ops->norm_rope(gpu, dz, T, H, hd, rd, wt ? &w.d : NULL, 1e-6f, dpos, df, n_fp8);
                 float *g = back(dx, n), *g2 = back(dy, n), *g3 = back(dz, n);
                 CLOSE(g, x, n, p0s[pi] > 1000 ? 2e-3 : 1e-5); /* large angles: sin/cos ulps */
                 CHECKF(!memcmp(g, g2, n * sizeof(float)), "norm_rope, head %d: bits differ from rmsnorm + rope", hd);
@@ -772,6 +792,7 @@ static void test_norm_rope(void)
                        hd, n_fp8);
                 free(f); free(x); free(g); free(g2); free(g3);
                 gpu->ops->free(gpu, df); gpu->ops->free(gpu, dx); gpu->ops->free(gpu, dy); gpu->ops->free(gpu, dz);
+                gpu->ops->free(gpu, dpos);
             }
 }
 
@@ -1109,7 +1130,7 @@ static void attention_case(int T, int64_t pos0, int window, int ratio, int use_s
     if (rd) {
         gpu->ops->attention(gpu, dq, T, pos0, H, hd, window, dr, dkv, de, &fm, use_sel ? 0 : ratio,
                             use_sel ? dsel : NULL, use_sel ? dsn : NULL, cap, &sinks.d, 0.125f, 0, NULL, dout);
-        gpu->ops->rope(gpu, dout, T, H, hd, rd, pos0, 1, dfreq, 1);
+        gpu->ops->rope(gpu, dout, T, H, hd, rd, pos0, 1, NULL, dfreq, 1);
         float *r = back(dout, (size_t)T * H * hd);
         CHECKF(!memcmp(r, g, (size_t)T * H * hd * 4), "T %d pos0 %lld rope dims %d: the rotation inside attention "
                "differs from the rope op's", T, (long long)pos0, rd);
@@ -1460,10 +1481,12 @@ static void test_pick_sum(void)
     gpu->ops->free(gpu, da); gpu->ops->free(gpu, dc); gpu->ops->free(gpu, gi); gpu->ops->free(gpu, gt); gpu->ops->free(gpu, gb);
 }
 
-/* Two concurrent groups in a recorded step, each a chain on buffers of its
- * own, both with a product whose activation rows are prepared in a
- * workspace (4 rows of 4096: not staged; the side group's is its own),
- * give the eager step's bytes, captured and replayed. */
+/* Three concurrent groups in a recorded step (two side ones and the main
+ * one), each a chain on buffers of its own, the side ones with a product
+ * whose activation rows are prepared in a workspace (4 rows of 4096: not
+ * staged; each group's is its own), the main one rotating rows at
+ * positions uploaded in the step, give the eager step's bytes, captured
+ * and replayed. */
 static void test_concurrent_groups(void)
 {
     CHECK(gpu->ops->concurrent != NULL);
@@ -1475,18 +1498,22 @@ static void test_concurrent_groups(void)
     size_t ny = (size_t)T * 256, nq = (size_t)T * H * hd;
     float *ey = malloc(ny * 4), *eq = malloc(nq * 4), *gy = malloc(ny * 4), *gq = malloc(nq * 4);
     float *ez = malloc(ny * 4), *gz = malloc(ny * 4);
+    int64_t *dpos = gpu->ops->alloc(gpu, (size_t)T * sizeof(int64_t));
     for (int step = 0; step < 6; step++) {
         float *x = rnd((size_t)T * n, 1.0f), *q = rnd(nq, 1.0f);
+        int64_t pos[4] = {step, step + 1, 2 * step, 7};
         for (int rec = 0; rec < 2; rec++) {
             if (rec) gpu->ops->step_begin(gpu, T);
             gpu->ops->upload(gpu, dx, x, (size_t)T * n * 4);
             gpu->ops->upload(gpu, dq, q, nq * 4);
+            gpu->ops->upload(gpu, dpos, pos, sizeof pos);
             if (rec) gpu->ops->concurrent(gpu, 1);
             gpu->ops->matmul(gpu, dx, n, T, &W.d, dy, 256);
             gpu->ops->rmsnorm(gpu, dy, T, 256, NULL, 1e-6f, dy);
+            if (rec) gpu->ops->concurrent(gpu, 1);
+            gpu->ops->matmul(gpu, dx, n, T, &W.d, dz, 256); /* both side groups read dx */
             if (rec) gpu->ops->concurrent(gpu, 2);
-            gpu->ops->norm_rope(gpu, dq, T, H, hd, rd, NULL, 1e-6f, step, df, -1);
-            gpu->ops->matmul(gpu, dx, n, T, &W.d, dz, 256); /* both groups read dx */
+            gpu->ops->norm_rope(gpu, dq, T, H, hd, rd, NULL, 1e-6f, dpos, df, -1);
             if (rec) gpu->ops->concurrent(gpu, 0);
             gpu->ops->download(gpu, rec ? gy : ey, dy, ny * 4);
             gpu->ops->download(gpu, rec ? gq : eq, dq, nq * 4);
@@ -1500,7 +1527,7 @@ static void test_concurrent_groups(void)
     }
     free(f); free(ey); free(eq); free(gy); free(gq); free(ez); free(gz);
     gpu->ops->free(gpu, df); gpu->ops->free(gpu, dx); gpu->ops->free(gpu, dy); gpu->ops->free(gpu, dq);
-    gpu->ops->free(gpu, dz);
+    gpu->ops->free(gpu, dz); gpu->ops->free(gpu, dpos);
 }
 
 static void test_graph_replay(void)
@@ -1515,14 +1542,14 @@ static void test_graph_replay(void)
         float *x = rnd((size_t)H * hd, 1.0f);
         /* eager */
         gpu->ops->upload(gpu, dx, x, (size_t)H * hd * 4);
-        gpu->ops->rope(gpu, dx, T, H, hd, rd, step, 1, df, 0);
+        gpu->ops->rope(gpu, dx, T, H, hd, rd, step, 1, NULL, df, 0);
         gpu->ops->ring_store(gpu, ring_e, W, &fm, dx, T, step);
         gpu->ops->download(gpu, eager_out, dx, (size_t)H * hd * 4);
         CHECK(gpu->ops->sync(gpu) == DSV4_OK);
         /* recorded */
         gpu->ops->step_begin(gpu, T);
         gpu->ops->upload(gpu, dx, x, (size_t)H * hd * 4);
-        gpu->ops->rope(gpu, dx, T, H, hd, rd, step, 1, df, 0);
+        gpu->ops->rope(gpu, dx, T, H, hd, rd, step, 1, NULL, df, 0);
         gpu->ops->ring_store(gpu, ring_g, W, &fm, dx, T, step);
         gpu->ops->download(gpu, host_out, dx, (size_t)H * hd * 4);
         gpu->ops->step_end(gpu);
