@@ -19,7 +19,7 @@
 
 /* Activations of one step, carved from one backend allocation. */
 struct fwd_scratch {
-    float *X, *x, *xn, *post, *comb, *qr, *q, *kv, *o, *z, *a, *u, *g, *qi, *wi, *y, *logits;
+    float *X, *x, *xn, *post, *comb, *qr, *q, *kv, *o, *z, *a, *u, *g, *ui, *gi, *qi, *wi, *y, *logits;
     int32_t *tok, *sel_idx, *sel_n;
     int64_t *pos; /* each row's position (its lane's pos0 + t): the ops that rotate take all lanes' rows at once */
     /* MTP scratch only: the main model's streams as read, and the constants
@@ -52,7 +52,7 @@ static dsv4_status scratch_alloc(dsv4_backend *b, scratch *sc, const dsv4_model 
     size_t W = (size_t)c->window, F = (size_t)c->dspark_n_targets * D, MR = (size_t)c->dspark_rank;
     size_t sel = blk && W + (size_t)c->dspark_block > k ? W + (size_t)c->dspark_block : k; /* block: W + B - 1 keys */
     size_t sizes[] = {hc * D * R, D * R, D * R, hc * R, hc * hc * R, (size_t)c->q_lora * R, H * hd * R, hd * R,
-                      H * hd * R, z * R, D * R, cw * R, cw * R, ih * ihd * R, ih * R, D * R,
+                      H * hd * R, z * R, D * R, cw * R, cw * R, cw * R, cw * R, ih * ihd * R, ih * R, D * R,
                       (size_t)c->vocab * (size_t)out_rows, R, sel * R, R, 2 * R,
                       mtp ? hc * D * R : 0, mtp ? hc * R : 0, mtp ? hc * hc * R : 0,
                       ctx ? F * R : 0, blk ? (W + 1) * hd * R : 0, blk ? MR * R : 0, blk ? (D + MR) * R : 0,
@@ -60,7 +60,8 @@ static dsv4_status scratch_alloc(dsv4_backend *b, scratch *sc, const dsv4_model 
                       blk ? R : 0, blk ? R : 0, blk ? R : 0};
     void **slots[] = {(void **)&sc->X, (void **)&sc->x, (void **)&sc->xn, (void **)&sc->post, (void **)&sc->comb,
                       (void **)&sc->qr, (void **)&sc->q, (void **)&sc->kv, (void **)&sc->o, (void **)&sc->z,
-                      (void **)&sc->a, (void **)&sc->u, (void **)&sc->g, (void **)&sc->qi, (void **)&sc->wi,
+                      (void **)&sc->a, (void **)&sc->u, (void **)&sc->g, (void **)&sc->ui, (void **)&sc->gi,
+                      (void **)&sc->qi, (void **)&sc->wi,
                       (void **)&sc->y, (void **)&sc->logits, (void **)&sc->tok, (void **)&sc->sel_idx,
                       (void **)&sc->sel_n, (void **)&sc->pos, (void **)&sc->Xin, (void **)&sc->ones, (void **)&sc->eye,
                       (void **)&sc->feat, (void **)&sc->keys, (void **)&sc->me,
@@ -143,41 +144,52 @@ static void fp8_matmul(dsv4_model *m, const float *x, int64_t ldx, int T, const 
     else m->be->ops->matmul(m->be, x, ldx, T, W, y, ldy);
 }
 
-/* Layer l's compressors for every lane (CSA/HCA layers): they read xn and
- * their lane's compressor state only, so they run beside the query chain.
- * Each projection runs once over the step's rows (a row's sums do not depend
- * on the rows beside it); each lane's rows then enter its own compressor. A
- * CSA layer also forms the indexer's head weights here (sc->wi). A logged
- * lane keeps copies of the rows those state writes consume. */
-static void compress_lanes(dsv4_model *m, int l, const fwd_lane *lanes, int n_lanes, int rows, scratch *sc)
+/* Layer l's compressor projections (CSA/HCA layers) for the step's rows:
+ * the main compressor's into u, g and the indexer's into ui, gi, each once
+ * over all rows (a row's sums do not depend on the rows beside it); a CSA
+ * layer also forms the indexer's head weights here (sc->wi). They read xn
+ * only, so they run beside the query chain. */
+static void compress_project(dsv4_model *m, int l, int rows, scratch *sc)
 {
     const dsv4_config *c = &m->cfg;
     const dsv4_layer_w *w = &m->layers[l];
     dsv4_backend *b = m->be;
-    const dsv4_ops *op = b->ops;
     int D = c->dim;
-    size_t f = sizeof(float);
     for (int pass = 0; pass < 2; pass++) { /* main, then the indexer's */
         const dsv4_comp_w *cmp = pass ? &w->idx_comp : &w->comp;
         int cw = config_comp_width(c, l, pass);
         if (!cw) continue;
-        dsv4_comp_params cp = comp_params(m, l, pass);
         /* wkv and wgate read the same rows: one pass where the backend can */
-        op->matmul_pair(b, sc->xn, D, rows, &cmp->wkv, sc->u, cw, &cmp->wgate, sc->g, cw);
-        for (int i = 0; i < n_lanes; i++) {
-            const fwd_lane *ln = &lanes[i];
-            dsv4_layer_state *ls = &ln->s->L[l];
-            const float *u = sc->u + ln->row0 * cw, *g = sc->g + ln->row0 * cw;
-            if (ln->log) {
-                log_layer lg = log_at(c, ln->log, l);
-                op->copy(b, (pass ? lg.iu : lg.cu) + (size_t)ln->t0 * cw, u, (size_t)ln->T * cw * f);
-                op->copy(b, (pass ? lg.ig : lg.cg) + (size_t)ln->t0 * cw, g, (size_t)ln->T * cw * f);
-            }
-            /* official: main entries stored FP8, indexer keys rotated FP4 */
-            op->compress(b, u, g, ln->T, ln->pos0, &cp, pass ? &ls->idx : &ls->comp);
-        }
+        b->ops->matmul_pair(b, sc->xn, D, rows, &cmp->wkv, pass ? sc->ui : sc->u, cw, &cmp->wgate,
+                            pass ? sc->gi : sc->g, cw);
     }
-    if (config_kind(c, l) == ATTN_CSA) op->matmul(b, sc->xn, D, rows, &w->idx_wproj, sc->wi, c->idx_heads);
+    if (config_kind(c, l) == ATTN_CSA) b->ops->matmul(b, sc->xn, D, rows, &w->idx_wproj, sc->wi, c->idx_heads);
+}
+
+/* One lane's rows into its compressors of layer l (after
+ * compress_project): they read those rows and write the lane's compressor
+ * state only. A logged lane keeps copies of the rows those state writes
+ * consume. */
+static void compress_lane(dsv4_model *m, int l, const fwd_lane *ln, scratch *sc)
+{
+    const dsv4_config *c = &m->cfg;
+    dsv4_backend *b = m->be;
+    const dsv4_ops *op = b->ops;
+    dsv4_layer_state *ls = &ln->s->L[l];
+    size_t f = sizeof(float);
+    for (int pass = 0; pass < 2; pass++) {
+        int cw = config_comp_width(c, l, pass);
+        if (!cw) continue;
+        dsv4_comp_params cp = comp_params(m, l, pass);
+        const float *u = (pass ? sc->ui : sc->u) + ln->row0 * cw, *g = (pass ? sc->gi : sc->g) + ln->row0 * cw;
+        if (ln->log) {
+            log_layer lg = log_at(c, ln->log, l);
+            op->copy(b, (pass ? lg.iu : lg.cu) + (size_t)ln->t0 * cw, u, (size_t)ln->T * cw * f);
+            op->copy(b, (pass ? lg.ig : lg.cg) + (size_t)ln->t0 * cw, g, (size_t)ln->T * cw * f);
+        }
+        /* official: main entries stored FP8, indexer keys rotated FP4 */
+        op->compress(b, u, g, ln->T, ln->pos0, &cp, pass ? &ls->idx : &ls->comp);
+    }
 }
 
 /* The indexer's queries of a CSA layer, every lane: from qr (the query
@@ -322,14 +334,19 @@ static void attention_block(dsv4_model *m, int l, const fwd_lane *lanes, int n_l
     /* two independent chains of small, latency-bound launches: beside the
      * queries (low-rank, per-head unweighted norm, then the indexer's
      * queries; read xn, write qr, q and qi), the single shared K=V head
-     * (reads xn, writes kv) and the compressors (read xn, write their state
-     * and wi). Per-head norms, then rope at each lane's positions. */
+     * (reads xn, writes kv) and the compressor projections (read xn, write
+     * u, g, ui, gi and wi). Per-head norms, then rope at each row's
+     * position. A lone lane's compressors follow their projections there,
+     * hidden behind the query chain; with several lanes each lane's run in
+     * its lane's group below, beside the other lanes'. */
+    int par = op->concurrent && n_lanes > 1;
     if (op->concurrent) op->concurrent(b, 1);
     fp8_matmul(m, sc->xn, D, rows, &w->wkv, sc->kv, hd);
     /* official numerics: the window KV as the FP8 cache holds it, for this
      * step's attention (the ring stores these values packed: exactly) */
     op->norm_rope(b, sc->kv, rows, 1, hd, rd, &w->kv_norm, eps, sc->pos, freq, m->cache_official ? hd - rd : -1);
-    if (!block) compress_lanes(m, l, lanes, n_lanes, rows, sc);
+    if (!block) compress_project(m, l, rows, sc);
+    for (int i = 0; i < n_lanes && !block && !par; i++) compress_lane(m, l, &lanes[i], sc);
     if (op->concurrent) op->concurrent(b, 2);
     fp8_matmul(m, sc->xn, D, rows, &w->wq_a, sc->qr, c->q_lora);
     op->rmsnorm(b, sc->qr, rows, c->q_lora, &w->q_norm, eps, sc->qr);
@@ -337,13 +354,17 @@ static void attention_block(dsv4_model *m, int l, const fwd_lane *lanes, int n_l
     op->norm_rope(b, sc->q, rows, H, hd, rd, NULL, eps, sc->pos, freq, -1);
     if (!block) index_queries(m, l, rows, sc);
     if (op->concurrent) op->concurrent(b, 0);
-    /* each lane's chain (selection, attention, ring) beside the others':
-     * it reads the step's rows and writes its own rows and state */
-    int par = op->concurrent && n_lanes > 1;
+    /* each lane's chain (compressors, selection, attention, ring) beside
+     * the others': it reads the step's rows and writes its own rows and
+     * state */
     for (int i = 0; i < n_lanes; i++) {
         if (par) op->concurrent(b, i + 1 < n_lanes ? 1 : 2);
-        if (block) block_attend_lane(m, l, i, &lanes[i], sc);
-        else attend_lane(m, l, &lanes[i], sc);
+        if (block) {
+            block_attend_lane(m, l, i, &lanes[i], sc);
+            continue;
+        }
+        if (par) compress_lane(m, l, &lanes[i], sc);
+        attend_lane(m, l, &lanes[i], sc);
     }
     if (par) op->concurrent(b, 0);
     /* the grouped low-rank output projection (block-diagonal wo_a, then
