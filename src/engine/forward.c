@@ -208,7 +208,7 @@ static void index_queries(dsv4_model *m, int l, int rows, scratch *sc)
 /* The state-dependent part of attention for one lane, after its
  * compressors: the indexer's selection (CSA), attention over window +
  * compressed keys (its output's rope dims rotated back to the query's
- * frame by the op), the ring update. */
+ * frame by the op). The ring update follows (store_lane). */
 static void attend_lane(dsv4_model *m, int l, const fwd_lane *ln, scratch *sc)
 {
     const dsv4_config *c = &m->cfg;
@@ -233,8 +233,18 @@ static void attend_lane(dsv4_model *m, int l, const fwd_lane *ln, scratch *sc)
     op->attention(b, sc->q + r0 * H * hd, T, pos0, H, hd, c->window, ls->ring, kv, ls->comp.entries,
                   &m->layout.kv, kind == ATTN_HCA ? ratio : 0, sel_idx, sel_n, c->idx_topk, &w->sinks,
                   1.0f / sqrtf((float)hd), c->rope_dim, layer_freq(m, l), sc->o + r0 * H * hd);
-    if (ln->log) op->copy(b, log_at(c, ln->log, l).kv + (size_t)ln->t0 * hd, kv, (size_t)T * hd * sizeof(float));
-    op->ring_store(b, ls->ring, c->window, &m->layout.kv, kv, T, pos0);
+}
+
+/* One lane's KV rows of layer l into its window ring (after its
+ * attention, which reads the slots they replace), and into its log. */
+static void store_lane(dsv4_model *m, int l, const fwd_lane *ln, scratch *sc)
+{
+    const dsv4_config *c = &m->cfg;
+    dsv4_backend *b = m->be;
+    int hd = c->head_dim;
+    const float *kv = sc->kv + ln->row0 * hd;
+    if (ln->log) b->ops->copy(b, log_at(c, ln->log, l).kv + (size_t)ln->t0 * hd, kv, (size_t)ln->T * hd * sizeof(float));
+    b->ops->ring_store(b, ln->s->L[l].ring, c->window, &m->layout.kv, kv, ln->T, ln->pos0);
 }
 
 void forward_replay(dsv4_model *m, dsv4_session *s, int64_t pos0, const fwd_log *log, int n)
@@ -367,6 +377,14 @@ static void attention_block(dsv4_model *m, int l, const fwd_lane *lanes, int n_l
         attend_lane(m, l, &lanes[i], sc);
     }
     if (par) op->concurrent(b, 0);
+    /* each lane's ring store (reads its kv rows, writes its ring and log)
+     * beside the output projection, off the layer's critical path */
+    int stores = !block && op->concurrent;
+    for (int i = 0; i < n_lanes && !block; i++) {
+        if (stores) op->concurrent(b, 1);
+        store_lane(m, l, &lanes[i], sc);
+    }
+    if (stores) op->concurrent(b, 2);
     /* the grouped low-rank output projection (block-diagonal wo_a, then
      * wo_b) of the heads, already rotated back by the attention op */
     int64_t zw = (int64_t)c->o_groups * c->o_lora;
@@ -377,6 +395,7 @@ static void attention_block(dsv4_model *m, int l, const fwd_lane *lanes, int n_l
      * product stores its rows) */
     dsv4_hc_post hp = {sc->X, c->hc_mult, sc->post, sc->comb};
     op->matmul_post(b, sc->z, zw, rows, &w->wo_b, m->cache_official, sc->a, &hp);
+    if (stores) op->concurrent(b, 0);
 }
 
 static void ffn_block(dsv4_model *m, int l, int rows, scratch *sc)
