@@ -238,15 +238,14 @@ void cu_submit(cu_impl *c, int kind, const void *args, int size)
 }
 
 /* ---- concurrent groups (dsv4_ops.concurrent) ----
- * Phase 1 opens a side group on the next side stream (the first after
- * everything before it on the main stream; each further one from the same
- * point, the main stream having had no work since; past the last side
- * stream the groups share it, one after the other); phase 2 returns to the
- * main stream for the main group (which runs beside the side ones); phase 0
- * makes the main stream wait for every side group. Under stream capture the
- * events become the graph's fork and join edges. Only recorded steps are
- * grouped (cu_concurrent): eager steps, long prompts, run the groups one
- * after the other. */
+ * Phase 1 opens a side group on the next side stream, after everything on
+ * the main stream so far (past the last side stream the groups share it,
+ * one after the other); phase 2 returns to the main stream for the main
+ * group (which runs beside the side ones); phase 0 makes the main stream
+ * wait for every side group. Under stream capture the events become the
+ * graph's fork and join edges. Only recorded steps are grouped
+ * (cu_concurrent): eager steps, long prompts, run the groups one after the
+ * other. */
 typedef struct { int64_t pos0; int phase; } fork_args;
 
 /* The main stream waits for the side groups, if any is open. */
@@ -265,11 +264,9 @@ void cu_exec_fork(cu_impl *c, const void *args, const int64_t *dpos)
     const fork_args *a = (const fork_args *)args;
     (void)dpos;
     if (a->phase == 1) {
-        if (!c->side_open) cu_check(c, cudaEventRecord(c->fork_ev, c->streams[0]), "fork");
-        if (c->side_open < CU_GROUPS - 1) {
-            int k = ++c->side_open;
-            cu_check(c, cudaStreamWaitEvent(c->streams[k], c->fork_ev, 0), "fork");
-        }
+        cu_check(c, cudaEventRecord(c->fork_ev, c->streams[0]), "fork");
+        if (c->side_open < CU_GROUPS - 1) c->side_open++;
+        cu_check(c, cudaStreamWaitEvent(c->streams[c->side_open], c->fork_ev, 0), "fork");
         c->stream = c->streams[c->side_open];
     } else if (a->phase == 2) {
         c->stream = c->streams[0];

@@ -199,7 +199,6 @@ static void index_queries(dsv4_model *m, int l, int rows, scratch *sc)
     const dsv4_config *c = &m->cfg;
     dsv4_backend *b = m->be;
     int ih = c->idx_heads, ihd = c->idx_head_dim;
-    if (config_kind(c, l) != ATTN_CSA) return;
     fp8_matmul(m, sc->qr, c->q_lora, rows, &m->layers[l].idx_wq_b, sc->qi, (int64_t)ih * ihd);
     b->ops->rope(b, sc->qi, rows, ih, ihd, c->rope_dim, 0, 0, sc->pos, m->inv_freq_compress, 0);
     if (m->cache_official) b->ops->idx_fp4_round(b, sc->qi, rows * ih, ihd); /* the queries as the keys */
@@ -341,29 +340,38 @@ static void attention_block(dsv4_model *m, int l, const fwd_lane *lanes, int n_l
      * indexer's wq_b on qr; wo_b) see their input through FP8 1x128
      * (fp8_matmul), the compressors and the indexer's head weights
      * (fp32/bf16) see xn as is */
-    /* two independent chains of small, latency-bound launches: beside the
-     * queries (low-rank, per-head unweighted norm, then the indexer's
-     * queries; read xn, write qr, q and qi), the single shared K=V head
-     * (reads xn, writes kv) and the compressor projections (read xn, write
-     * u, g, ui, gi and wi). Per-head norms, then rope at each row's
-     * position. A lone lane's compressors follow their projections there,
-     * hidden behind the query chain; with several lanes each lane's run in
-     * its lane's group below, beside the other lanes'. */
-    int par = op->concurrent && n_lanes > 1;
-    if (op->concurrent) op->concurrent(b, 1);
+    /* independent chains of small, latency-bound launches, each in a
+     * concurrent group: the single shared K=V head (reads xn, writes kv);
+     * the compressor projections (read xn, write u, g, ui, gi and wi); the
+     * queries (low-rank, then after its norm the query heads beside the
+     * indexer's queries: read xn, write qr, then q and qi). Per-head
+     * norms, then rope at each row's position. A lone lane's compressors
+     * follow their projections, hidden behind the query chain; with
+     * several lanes each lane's run in its lane's group below, beside the
+     * other lanes'. */
+    int par = op->concurrent && n_lanes > 1, grp = op->concurrent != NULL;
+    int comp = !block && config_comp_width(c, l, 0) > 0, csa = !block && config_kind(c, l) == ATTN_CSA;
+    if (grp) op->concurrent(b, 1);
     fp8_matmul(m, sc->xn, D, rows, &w->wkv, sc->kv, hd);
     /* official numerics: the window KV as the FP8 cache holds it, for this
      * step's attention (the ring stores these values packed: exactly) */
     op->norm_rope(b, sc->kv, rows, 1, hd, rd, &w->kv_norm, eps, sc->pos, freq, m->cache_official ? hd - rd : -1);
-    if (!block) compress_project(m, l, rows, sc);
-    for (int i = 0; i < n_lanes && !block && !par; i++) compress_lane(m, l, &lanes[i], sc);
-    if (op->concurrent) op->concurrent(b, 2);
+    if (comp) {
+        if (grp) op->concurrent(b, 1);
+        compress_project(m, l, rows, sc);
+        for (int i = 0; i < n_lanes && !par; i++) compress_lane(m, l, &lanes[i], sc);
+    }
+    if (grp) op->concurrent(b, 2);
     fp8_matmul(m, sc->xn, D, rows, &w->wq_a, sc->qr, c->q_lora);
     op->rmsnorm(b, sc->qr, rows, c->q_lora, &w->q_norm, eps, sc->qr);
+    if (csa) {
+        if (grp) op->concurrent(b, 1);
+        index_queries(m, l, rows, sc);
+        if (grp) op->concurrent(b, 2);
+    }
     fp8_matmul(m, sc->qr, c->q_lora, rows, &w->wq_b, sc->q, (int64_t)H * hd);
     op->norm_rope(b, sc->q, rows, H, hd, rd, NULL, eps, sc->pos, freq, -1);
-    if (!block) index_queries(m, l, rows, sc);
-    if (op->concurrent) op->concurrent(b, 0);
+    if (grp) op->concurrent(b, 0);
     /* each lane's chain (compressors, selection, attention, ring) beside
      * the others': it reads the step's rows and writes its own rows and
      * state */

@@ -264,13 +264,17 @@ typedef struct {
     void (*pick_sum)(dsv4_backend *b, const float *a, int64_t lda, const float *c, int64_t ldc, int n, int V,
                      int32_t *idx, float *top, int32_t *bad);
     /* Optional. Groups of ops that may run at the same time:
-     * concurrent(1), group A1, [concurrent(1), group A2, ...]
-     * concurrent(2), group B, concurrent(0). Every group starts after
-     * everything before the first concurrent(1); what follows
+     * concurrent(1) opens a side group, concurrent(2) returns to the main
+     * group, concurrent(0) ends them all, e.g. concurrent(1), A1,
+     * concurrent(1), A2, concurrent(2), B1, concurrent(1), A3,
+     * concurrent(2), B2, concurrent(0). A side group starts after every
+     * op called before its concurrent(1) outside the side groups (A1 and
+     * A2 after what came before them, A3 after B1 too); what follows
      * concurrent(0) waits for all of them. The caller promises that no
-     * group reads what another writes and that they write disjoint memory,
-     * so the results are those of the groups in turn, bit for bit. A
-     * backend may run them in turn. */
+     * group reads what another that may run beside it writes (A1, A2, A3
+     * and B2 beside each other, B1 beside A1 and A2) and that such groups
+     * write disjoint memory, so the results are those of the calls in
+     * order, bit for bit. A backend may run them in turn. */
     void (*concurrent)(dsv4_backend *b, int phase);
 
     /* --- optional hooks (NULL: the backend has none).

@@ -1481,12 +1481,13 @@ static void test_pick_sum(void)
     gpu->ops->free(gpu, da); gpu->ops->free(gpu, dc); gpu->ops->free(gpu, gi); gpu->ops->free(gpu, gt); gpu->ops->free(gpu, gb);
 }
 
-/* Three concurrent groups in a recorded step (two side ones and the main
- * one), each a chain on buffers of its own, the side ones with a product
- * whose activation rows are prepared in a workspace (4 rows of 4096: not
- * staged; each group's is its own), the main one rotating rows at
- * positions uploaded in the step, give the eager step's bytes, captured
- * and replayed. */
+/* Concurrent groups in a recorded step (two side ones and the main one),
+ * each a chain on buffers of its own, the side ones with a product whose
+ * activation rows are prepared in a workspace (4 rows of 4096: not staged;
+ * each group's is its own), the main one rotating rows at positions
+ * uploaded in the step; then a third side group opened after that main
+ * work, which reads its result, beside more main work: the eager step's
+ * bytes, captured and replayed. */
 static void test_concurrent_groups(void)
 {
     CHECK(gpu->ops->concurrent != NULL);
@@ -1498,6 +1499,8 @@ static void test_concurrent_groups(void)
     size_t ny = (size_t)T * 256, nq = (size_t)T * H * hd;
     float *ey = malloc(ny * 4), *eq = malloc(nq * 4), *gy = malloc(ny * 4), *gq = malloc(nq * 4);
     float *ez = malloc(ny * 4), *gz = malloc(ny * 4);
+    float *dw = gpu->ops->alloc(gpu, nq * 4), *dv = gpu->ops->alloc(gpu, nq * 4);
+    float *ew = malloc(nq * 4), *gw = malloc(nq * 4), *ev = malloc(nq * 4), *gv = malloc(nq * 4);
     int64_t *dpos = gpu->ops->alloc(gpu, (size_t)T * sizeof(int64_t));
     for (int step = 0; step < 6; step++) {
         float *x = rnd((size_t)T * n, 1.0f), *q = rnd(nq, 1.0f);
@@ -1506,6 +1509,7 @@ static void test_concurrent_groups(void)
             if (rec) gpu->ops->step_begin(gpu, T);
             gpu->ops->upload(gpu, dx, x, (size_t)T * n * 4);
             gpu->ops->upload(gpu, dq, q, nq * 4);
+            gpu->ops->upload(gpu, dv, q, nq * 4);
             gpu->ops->upload(gpu, dpos, pos, sizeof pos);
             if (rec) gpu->ops->concurrent(gpu, 1);
             gpu->ops->matmul(gpu, dx, n, T, &W.d, dy, 256);
@@ -1514,20 +1518,27 @@ static void test_concurrent_groups(void)
             gpu->ops->matmul(gpu, dx, n, T, &W.d, dz, 256); /* both side groups read dx */
             if (rec) gpu->ops->concurrent(gpu, 2);
             gpu->ops->norm_rope(gpu, dq, T, H, hd, rd, NULL, 1e-6f, dpos, df, -1);
+            if (rec) gpu->ops->concurrent(gpu, 1); /* after the main group's norm_rope */
+            gpu->ops->rmsnorm(gpu, dq, T * H, hd, NULL, 1e-6f, dw);
+            if (rec) gpu->ops->concurrent(gpu, 2);
+            gpu->ops->rope(gpu, dv, T, H, hd, rd, 0, 0, dpos, df, 1);
             if (rec) gpu->ops->concurrent(gpu, 0);
             gpu->ops->download(gpu, rec ? gy : ey, dy, ny * 4);
             gpu->ops->download(gpu, rec ? gq : eq, dq, nq * 4);
             gpu->ops->download(gpu, rec ? gz : ez, dz, ny * 4);
+            gpu->ops->download(gpu, rec ? gw : ew, dw, nq * 4);
+            gpu->ops->download(gpu, rec ? gv : ev, dv, nq * 4);
             if (rec) gpu->ops->step_end(gpu);
             CHECK(gpu->ops->sync(gpu) == DSV4_OK);
         }
-        CHECKF(!memcmp(gy, ey, ny * 4) && !memcmp(gq, eq, nq * 4) && !memcmp(gz, ez, ny * 4),
-               "step %d: the grouped step differs from the eager one", step);
+        CHECKF(!memcmp(gy, ey, ny * 4) && !memcmp(gq, eq, nq * 4) && !memcmp(gz, ez, ny * 4) &&
+               !memcmp(gw, ew, nq * 4) && !memcmp(gv, ev, nq * 4), "step %d: the grouped step differs from the eager one",
+               step);
         free(x); free(q);
     }
-    free(f); free(ey); free(eq); free(gy); free(gq); free(ez); free(gz);
+    free(f); free(ey); free(eq); free(gy); free(gq); free(ez); free(gz); free(ew); free(gw); free(ev); free(gv);
     gpu->ops->free(gpu, df); gpu->ops->free(gpu, dx); gpu->ops->free(gpu, dy); gpu->ops->free(gpu, dq);
-    gpu->ops->free(gpu, dz); gpu->ops->free(gpu, dpos);
+    gpu->ops->free(gpu, dz); gpu->ops->free(gpu, dw); gpu->ops->free(gpu, dv); gpu->ops->free(gpu, dpos);
 }
 
 static void test_graph_replay(void)
