@@ -349,7 +349,7 @@ static void attention_block(dsv4_model *m, int l, const fwd_lane *lanes, int n_l
      * follow their projections, hidden behind the query chain; with
      * several lanes each lane's run in its lane's group below, beside the
      * other lanes'. */
-    int par = op->concurrent && n_lanes > 1, grp = op->concurrent != NULL;
+    int grp = op->concurrent != NULL, par = grp && n_lanes > 1;
     int comp = !block && config_comp_width(c, l, 0) > 0, csa = !block && config_kind(c, l) == ATTN_CSA;
     if (grp) op->concurrent(b, 1);
     fp8_matmul(m, sc->xn, D, rows, &w->wkv, sc->kv, hd);
@@ -372,9 +372,8 @@ static void attention_block(dsv4_model *m, int l, const fwd_lane *lanes, int n_l
     fp8_matmul(m, sc->qr, c->q_lora, rows, &w->wq_b, sc->q, (int64_t)H * hd);
     op->norm_rope(b, sc->q, rows, H, hd, rd, NULL, eps, sc->pos, freq, -1);
     if (grp) op->concurrent(b, 0);
-    /* each lane's chain (compressors, selection, attention, ring) beside
-     * the others': it reads the step's rows and writes its own rows and
-     * state */
+    /* each lane's chain (compressors, selection, attention) beside the
+     * others': it reads the step's rows and writes its own rows and state */
     for (int i = 0; i < n_lanes; i++) {
         if (par) op->concurrent(b, i + 1 < n_lanes ? 1 : 2);
         if (block) {
@@ -387,7 +386,7 @@ static void attention_block(dsv4_model *m, int l, const fwd_lane *lanes, int n_l
     if (par) op->concurrent(b, 0);
     /* each lane's ring store (reads its kv rows, writes its ring and log)
      * beside the output projection, off the layer's critical path */
-    int stores = !block && op->concurrent;
+    int stores = grp && !block;
     for (int i = 0; i < n_lanes && !block; i++) {
         if (stores) op->concurrent(b, 1);
         store_lane(m, l, &lanes[i], sc);
