@@ -564,7 +564,7 @@ static cudaError_t cu_groups_create(cu_impl *c)
     cudaError_t e = cudaEventCreateWithFlags(&c->fork_ev, cudaEventDisableTiming);
     for (int i = 0; i < CU_GROUPS && e == cudaSuccess; i++) {
         e = cudaStreamCreateWithFlags(&c->streams[i], cudaStreamNonBlocking);
-        if (e == cudaSuccess) e = cudaEventCreateWithFlags(&c->join_ev[i], cudaEventDisableTiming);
+        if (e == cudaSuccess && i > 0) e = cudaEventCreateWithFlags(&c->join_ev[i], cudaEventDisableTiming);
     }
     return e;
 }

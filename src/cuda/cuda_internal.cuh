@@ -81,7 +81,7 @@ struct cu_impl {
     cudaStream_t stream;           /* where kernels go now: streams[0], or a side group's stream */
     cudaStream_t streams[CU_GROUPS]; /* the main stream and the side ones (concurrent groups, cu_exec_fork) */
     cudaEvent_t fork_ev;           /* the groups' start on the main stream */
-    cudaEvent_t join_ev[CU_GROUPS]; /* each side group's end */
+    cudaEvent_t join_ev[CU_GROUPS]; /* each side stream's end (1 ..) */
     int side;                      /* recording: the group its ops belong to (0 main), whose workspaces they take */
     int n_side_rec;                /* recording: side groups opened since the last join */
     int side_open;                 /* executing: side streams 1..side_open have work the main one has not joined */
