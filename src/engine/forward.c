@@ -144,52 +144,46 @@ static void fp8_matmul(dsv4_model *m, const float *x, int64_t ldx, int T, const 
     else m->be->ops->matmul(m->be, x, ldx, T, W, y, ldy);
 }
 
-/* Layer l's compressor projections (CSA/HCA layers) for the step's rows:
- * the main compressor's into u, g and the indexer's into ui, gi, each once
- * over all rows (a row's sums do not depend on the rows beside it); a CSA
- * layer also forms the indexer's head weights here (sc->wi). They read xn
- * only, so they run beside the query chain. */
-static void compress_project(dsv4_model *m, int l, int rows, scratch *sc)
+/* The projections of layer l's compressor `pass` (0: the main one, into u
+ * and g; 1: the indexer's, into ui and gi, with the indexer's head weights
+ * wi) for the step's rows, each once over all rows (a row's sums do not
+ * depend on the rows beside it). They read xn only, so they run beside the
+ * query chain. */
+static void compress_project(dsv4_model *m, int l, int pass, int rows, scratch *sc)
 {
     const dsv4_config *c = &m->cfg;
     const dsv4_layer_w *w = &m->layers[l];
     dsv4_backend *b = m->be;
-    int D = c->dim;
-    for (int pass = 0; pass < 2; pass++) { /* main, then the indexer's */
-        const dsv4_comp_w *cmp = pass ? &w->idx_comp : &w->comp;
-        int cw = config_comp_width(c, l, pass);
-        if (!cw) continue;
-        /* wkv and wgate read the same rows: one pass where the backend can */
-        b->ops->matmul_pair(b, sc->xn, D, rows, &cmp->wkv, pass ? sc->ui : sc->u, cw, &cmp->wgate,
-                            pass ? sc->gi : sc->g, cw);
-    }
-    if (config_kind(c, l) == ATTN_CSA) b->ops->matmul(b, sc->xn, D, rows, &w->idx_wproj, sc->wi, c->idx_heads);
+    int D = c->dim, cw = config_comp_width(c, l, pass);
+    const dsv4_comp_w *cmp = pass ? &w->idx_comp : &w->comp;
+    /* wkv and wgate read the same rows: one pass where the backend can */
+    b->ops->matmul_pair(b, sc->xn, D, rows, &cmp->wkv, pass ? sc->ui : sc->u, cw, &cmp->wgate, pass ? sc->gi : sc->g,
+                        cw);
+    if (pass) b->ops->matmul(b, sc->xn, D, rows, &w->idx_wproj, sc->wi, c->idx_heads);
 }
 
-/* One lane's rows into its compressors of layer l (after
- * compress_project): they read those rows and write the lane's compressor
- * state only. A logged lane keeps copies of the rows those state writes
- * consume. */
-static void compress_lane(dsv4_model *m, int l, const fwd_lane *ln, scratch *sc)
+/* One lane's rows into its compressor `pass` of layer l (none: nothing),
+ * after compress_project: they read those rows and write the lane's
+ * compressor state only. A logged lane keeps copies of the rows those
+ * state writes consume. */
+static void compress_lane(dsv4_model *m, int l, int pass, const fwd_lane *ln, scratch *sc)
 {
     const dsv4_config *c = &m->cfg;
     dsv4_backend *b = m->be;
     const dsv4_ops *op = b->ops;
     dsv4_layer_state *ls = &ln->s->L[l];
     size_t f = sizeof(float);
-    for (int pass = 0; pass < 2; pass++) {
-        int cw = config_comp_width(c, l, pass);
-        if (!cw) continue;
-        dsv4_comp_params cp = comp_params(m, l, pass);
-        const float *u = (pass ? sc->ui : sc->u) + ln->row0 * cw, *g = (pass ? sc->gi : sc->g) + ln->row0 * cw;
-        if (ln->log) {
-            log_layer lg = log_at(c, ln->log, l);
-            op->copy(b, (pass ? lg.iu : lg.cu) + (size_t)ln->t0 * cw, u, (size_t)ln->T * cw * f);
-            op->copy(b, (pass ? lg.ig : lg.cg) + (size_t)ln->t0 * cw, g, (size_t)ln->T * cw * f);
-        }
-        /* official: main entries stored FP8, indexer keys rotated FP4 */
-        op->compress(b, u, g, ln->T, ln->pos0, &cp, pass ? &ls->idx : &ls->comp);
+    int cw = config_comp_width(c, l, pass);
+    if (!cw) return;
+    dsv4_comp_params cp = comp_params(m, l, pass);
+    const float *u = (pass ? sc->ui : sc->u) + ln->row0 * cw, *g = (pass ? sc->gi : sc->g) + ln->row0 * cw;
+    if (ln->log) {
+        log_layer lg = log_at(c, ln->log, l);
+        op->copy(b, (pass ? lg.iu : lg.cu) + (size_t)ln->t0 * cw, u, (size_t)ln->T * cw * f);
+        op->copy(b, (pass ? lg.ig : lg.cg) + (size_t)ln->t0 * cw, g, (size_t)ln->T * cw * f);
     }
+    /* official: main entries stored FP8, indexer keys rotated FP4 */
+    op->compress(b, u, g, ln->T, ln->pos0, &cp, pass ? &ls->idx : &ls->comp);
 }
 
 /* The indexer's queries of a CSA layer, every lane: from qr (the query
@@ -342,24 +336,24 @@ static void attention_block(dsv4_model *m, int l, const fwd_lane *lanes, int n_l
      * (fp32/bf16) see xn as is */
     /* independent chains of small, latency-bound launches, each in a
      * concurrent group: the single shared K=V head (reads xn, writes kv);
-     * the compressor projections (read xn, write u, g, ui, gi and wi); the
-     * queries (low-rank, then after its norm the query heads beside the
-     * indexer's queries: read xn, write qr, then q and qi). Per-head
-     * norms, then rope at each row's position. A lone lane's compressors
-     * follow their projections, hidden behind the query chain; with
-     * several lanes each lane's run in its lane's group below, beside the
-     * other lanes'. */
-    int grp = op->concurrent != NULL, par = grp && n_lanes > 1;
-    int comp = !block && config_comp_width(c, l, 0) > 0, csa = !block && config_kind(c, l) == ATTN_CSA;
+     * each compressor's projections (read xn, write u and g, or ui, gi and
+     * wi); the queries (low-rank, then after its norm the query heads
+     * beside the indexer's queries: read xn, write qr, then q and qi).
+     * Per-head norms, then rope at each row's position. A lone lane's
+     * compressors follow their projections, hidden behind the query chain;
+     * with several lanes each lane's run in its lane's group below, beside
+     * the other lanes'. */
+    int grp = op->concurrent != NULL, par = grp && n_lanes > 1, csa = !block && config_kind(c, l) == ATTN_CSA;
     if (grp) op->concurrent(b, 1);
     fp8_matmul(m, sc->xn, D, rows, &w->wkv, sc->kv, hd);
     /* official numerics: the window KV as the FP8 cache holds it, for this
      * step's attention (the ring stores these values packed: exactly) */
     op->norm_rope(b, sc->kv, rows, 1, hd, rd, &w->kv_norm, eps, sc->pos, freq, m->cache_official ? hd - rd : -1);
-    if (comp) {
+    for (int pass = 0; pass < 2 && !block; pass++) {
+        if (!config_comp_width(c, l, pass)) continue;
         if (grp) op->concurrent(b, 1);
-        compress_project(m, l, rows, sc);
-        for (int i = 0; i < n_lanes && !par; i++) compress_lane(m, l, &lanes[i], sc);
+        compress_project(m, l, pass, rows, sc);
+        for (int i = 0; i < n_lanes && !par; i++) compress_lane(m, l, pass, &lanes[i], sc);
     }
     if (grp) op->concurrent(b, 2);
     fp8_matmul(m, sc->xn, D, rows, &w->wq_a, sc->qr, c->q_lora);
@@ -380,7 +374,7 @@ static void attention_block(dsv4_model *m, int l, const fwd_lane *lanes, int n_l
             block_attend_lane(m, l, i, &lanes[i], sc);
             continue;
         }
-        if (par) compress_lane(m, l, &lanes[i], sc);
+        for (int pass = 0; pass < 2 && par; pass++) compress_lane(m, l, pass, &lanes[i], sc);
         attend_lane(m, l, &lanes[i], sc);
     }
     if (par) op->concurrent(b, 0);
