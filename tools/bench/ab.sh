@@ -14,7 +14,7 @@
 #       ops:FILTER build/tests/bench_ops FILTER with both binaries (e.g. ops:matmul:fp8)
 #       spec       DSpark k = 5 at P = 0.82 and MTP k = 1 at P = 0.8, context 4096, rows 1/2/6
 #       prefill    a 4096-token prompt in one step, with its split by op family (prefill.txt)
-#       lanes      batched decode of 1, 4 and 8 lanes at context 0, base then new (lanes.txt)
+#       lanes      batched decode of 1, 4, 8 and 16 lanes at context 0, base then new (lanes.txt)
 #       gguf       the GGUF mix (Q8_0 dense, IQ3_XXS experts, Q6_K head): decode at context 0, base and
 #                  new twice each, then a 4096-token prompt each (gguf.txt)
 # The 43-layer FP8/FP4 synthetic Flash decode at contexts 0 and 4096 always
@@ -95,7 +95,7 @@ if [ $prefill = 1 ]; then
 fi
 if [ $lanes = 1 ]; then
     for v in base new; do
-        echo "== $v"; timeout 120 "$(bin $v)/dsv4" bench $F --decode 16 --contexts 0 --lanes 1,4,8 2>&1 | grep -A4 '^lanes'
+        echo "== $v"; timeout 120 "$(bin $v)/dsv4" bench $F --decode 16 --contexts 0 --lanes 1,4,8,16 2>&1 | grep -A5 '^lanes'
     done | tee "$OUT/lanes.txt"
     el
 fi
