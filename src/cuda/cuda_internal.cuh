@@ -26,7 +26,10 @@ extern "C" {
 #include "ops/ops.h"
 }
 
-#define CU_GRAPH_MAX_ROWS 8  /* steps of up to this many rows run as CUDA graphs */
+/* Steps of up to this many rows run as CUDA graphs: decode cohorts of up to
+ * 64 lanes and short chunks (a longer prompt's launches are a small part of
+ * its time; each new shape pays a capture of milliseconds). */
+#define CU_GRAPH_MAX_ROWS 64
 #define CU_GRAPH_CACHE 8
 #define CU_GROUPS 8          /* concurrent groups: the main one and up to 7 side ones (a lane each) */
 #define CU_REC_ARGS 864  /* the largest op argument struct (the MoE's, 7 weight views) fits */
