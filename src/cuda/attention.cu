@@ -27,7 +27,8 @@
 #include "cuda/wload.cuh" /* cu_e4m3x2 */
 
 #define ATT_HT 16        /* heads per block: one 16-row tile of the products */
-#define ATT_WARPS 8      /* a block's warps */
+#define ATT_WARPS 16     /* a block's warps: a decode step has few blocks, each a chain of dependent
+                          * instructions, so more warps a block shorten each warp's share */
 #define ATT_MAX_HD 512
 #define ATT_LPR (ATT_MAX_HD / 128)          /* a lane's float4 loads of one row */
 #define ATT_DT (ATT_MAX_HD / 8 / ATT_WARPS) /* a warp's dim tiles of p·key */
@@ -167,28 +168,31 @@ __device__ __forceinline__ void att_frag_a(const float *p, int ld, uint32_t *ah,
 
 /* Floats of the block's shared memory: the slice's keys and the heads'
  * queries (rows of hd + 4: the fragment reads of a quad's rows fall on
- * distinct banks), the probabilities, the second dim half's scores, the
+ * distinct banks), the probabilities, the later dim parts' scores, the
  * per-key-tile maxima and denominators. */
-#define ATT_KT (ATT_KPS / 8) /* key tiles (the N dimension of the scores) */
+#define ATT_KT (ATT_KPS / 8)          /* key tiles (the N dimension of the scores) */
+#define ATT_DP (ATT_WARPS / ATT_KT)   /* dim parts of the scores: a warp a (key tile, part) */
 #define ATT_PL (ATT_KPS + 4)
 __host__ __device__ static inline int att_ld(int hd) { return hd + 4; }
 __host__ __device__ static inline size_t att_smem_floats(int hd)
 {
-    return (size_t)(ATT_KPS + ATT_HT) * att_ld(hd) + ATT_HT * ATT_PL + ATT_KT * 32 * 4 + 2 * ATT_KT * ATT_HT;
+    return (size_t)(ATT_KPS + ATT_HT) * att_ld(hd) + ATT_HT * ATT_PL + (ATT_DP - 1) * ATT_KT * 32 * 4 +
+           2 * ATT_KT * ATT_HT;
 }
 
 /* One slice of one row for ATT_HT heads on the tensor cores (3xTF32; MQA:
  * the heads are the M dimension of one product with the shared keys).
- * Loads: warp w fetches keys w, w + 8, ... (zeros past the row's keys) and
- * heads w, w + 8 (lane: values 4·lane + 128j), every load issued before the
- * first shared-memory store so that their latencies overlap (a decode step
- * has few blocks: this latency is its cost). Scores: warp w takes key tile
- * w mod 4 over dim half w / 4 (its k-steps dealt to 2 accumulators by
- * parity); the second half's scores pass through shared memory and are
- * added to the first's; the maximum and the denominators of
- * p = exp(l − max) come from fixed shuffles and the tiles' values in tile
- * order. p·key: warp w sums over the slice's keys for the dim tiles w,
- * w + 8, ... . Nothing in a row's arithmetic depends on the grid. */
+ * Loads: warp w fetches keys w, w + 16 (zeros past the row's keys) and
+ * head w (lane: values 4·lane + 128j), every load issued before the first
+ * shared-memory store so that their latencies overlap (a decode step has
+ * few blocks: this latency is its cost). Scores: warp w takes key tile
+ * w mod 4 over dim part w / 4 (a quarter of the dims: 8-column k-steps
+ * dealt to 2 accumulators by parity); the later parts' scores pass through
+ * shared memory and are added to the first's in part order; the maximum and
+ * the denominators of p = exp(l − max) come from fixed shuffles and the
+ * tiles' values in tile order. p·key: warp w sums over the slice's keys for
+ * the dim tiles w, w + 16, ... . Nothing in a row's arithmetic depends on
+ * the grid. */
 template <int KIND>
 __global__ void __launch_bounds__(ATT_WARPS * 32) attention_part_kernel(att_args a, const int64_t *dpos)
 {
@@ -197,7 +201,7 @@ __global__ void __launch_bounds__(ATT_WARPS * 32) attention_part_kernel(att_args
     int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, q = lane & 3;
     int h0 = blockIdx.x * ATT_HT, t = a.t0 + blockIdx.y, sp = blockIdx.z, hd = a.hd, ld = att_ld(hd);
     float *ks = sm, *qs = ks + ATT_KPS * ld, *ps = qs + ATT_HT * ld, *sc = ps + ATT_HT * ATT_PL,
-          *mx = sc + ATT_KT * 32 * 4, *dn = mx + ATT_KT * ATT_HT;
+          *mx = sc + (ATT_DP - 1) * ATT_KT * 32 * 4, *dn = mx + ATT_KT * ATT_HT;
     int64_t pos0 = dpos ? *dpos : a.pos0;
     key_set kset = keys_of(a, pos0, t);
     int64_t nk = kset.n_win + kset.n_comp, k0 = (int64_t)sp * ATT_KPS;
@@ -239,19 +243,21 @@ __global__ void __launch_bounds__(ATT_WARPS * 32) attention_part_kernel(att_args
     }
     __syncthreads();
 
-    /* scores of key tile kt over dim half dh: c[0] (head g, key 8kt+2q),
-     * c[1] (g, 8kt+2q+1), c[2], c[3] (head g+8) */
-    int kt = warp % ATT_KT, dh = warp / ATT_KT, half = hd / 2;
+    /* scores of key tile kt over dim part dh (hd a multiple of 32: parts of
+     * whole 8-column k-steps): c[0] (head g, key 8kt+2q), c[1] (g,
+     * 8kt+2q+1), c[2], c[3] (head g+8) */
+    int kt = warp % ATT_KT, dh = warp / ATT_KT, pd = hd / ATT_DP; /* the part's dims */
     float sacc[2][4];
 #pragma unroll
     for (int u = 0; u < 2; u++)
 #pragma unroll
         for (int i = 0; i < 4; i++) sacc[u][i] = 0.0f;
-    const float *qa = qs + g * ld + q + dh * half, *kb = ks + (8 * kt + g) * ld + q + dh * half;
-    for (int d0 = 0; d0 < half; d0 += 16) {
+    const float *qa = qs + g * ld + q + dh * pd, *kb = ks + (8 * kt + g) * ld + q + dh * pd;
+    for (int d0 = 0; d0 < pd; d0 += 16) {
 #pragma unroll
         for (int u = 0; u < 2; u++) {
             int d = d0 + 8 * u;
+            if (d >= pd) break; /* a part of an odd number of k-steps */
             uint32_t ah[4], al[4], bh0, bl0, bh1, bl1;
             att_frag_a(qa + d, ld, ah, al);
             att_split(kb[d], bh0, bl0);
@@ -262,16 +268,21 @@ __global__ void __launch_bounds__(ATT_WARPS * 32) attention_part_kernel(att_args
     float l[4], m[2];
 #pragma unroll
     for (int i = 0; i < 4; i++) l[i] = sacc[0][i] + sacc[1][i];
-    float4 *sc4 = (float4 *)sc + kt * 32 + lane;
-    if (dh == 1) *sc4 = make_float4(l[0], l[1], l[2], l[3]);
+    float4 *sc4 = (float4 *)sc + kt * 32 + lane; /* part p > 0 at sc4[(p - 1) · ATT_KT · 32] */
+    if (dh > 0) sc4[(dh - 1) * ATT_KT * 32] = make_float4(l[0], l[1], l[2], l[3]);
     __syncthreads();
     int kk = 8 * kt + 2 * q;
     if (dh == 0) {
-        float4 o = *sc4;
-        l[0] = (l[0] + o.x) * a.scale;
-        l[1] = (l[1] + o.y) * a.scale;
-        l[2] = (l[2] + o.z) * a.scale;
-        l[3] = (l[3] + o.w) * a.scale;
+#pragma unroll
+        for (int p = 1; p < ATT_DP; p++) {
+            float4 o = sc4[(p - 1) * ATT_KT * 32];
+            l[0] += o.x;
+            l[1] += o.y;
+            l[2] += o.z;
+            l[3] += o.w;
+        }
+#pragma unroll
+        for (int i = 0; i < 4; i++) l[i] *= a.scale;
 #pragma unroll
         for (int r = 0; r < 2; r++) { /* r: head g, g + 8 */
             float v = -INFINITY;
