@@ -1222,11 +1222,13 @@ static void test_attention(void)
  * w1 (gate), w3 (up), w2 (down); GGUF files may mix them (blocks of 256
  * values: I = D = 256). ew->name, sw->name: for messages. */
 /* act: the official numerics (dsv4_moe_params.act_fp8). Its FP8 rounding of
- * the SwiGLU outputs would turn the backends' fp32 difference (~1e-7) into
- * one e4m3 step wherever a value sat within that noise of a rounding
- * boundary (odds ~1e-5 per value, a few hundred values per case): should a
- * case fail by about one rounding step in one token's row, its inputs hit
- * such a value (change them); that is not a bug. */
+ * the SwiGLU outputs turns the backends' fp32 difference (~1e-7) into one
+ * e4m3 step wherever a value sits within that noise of a rounding boundary
+ * (odds of about 1e-6 per value: a case of 70 tokens holds 70 000 of them,
+ * and adding a test before this one changes its random inputs), which
+ * moves that token's output row by up to a rounding step times the w2
+ * column: the check allows that in few rows (the bitwise checks of each
+ * row alone stay exact). */
 static void moe_case_d(int score_func, int hash, const wcase *const *ew, const wcase *const *sw, int T, int act, int I,
                        int D)
 {
@@ -1259,8 +1261,28 @@ static void moe_case_d(int score_func, int hash, const wcase *const *ew, const w
     float *g = back(dout, (size_t)T * D);
     double rm, md = maxdiff(g, out, (size_t)T * D, &rm);
     double tol = 1e-5 * sqrt((D + I) / 96.0); /* rounding grows with the dot products' length */
-    CHECKF(md <= tol * (1.0 + rm), "moe %s/%s T=%d%s: max |diff| %g (ref max %g)", ew[0]->name, sw[0]->name, T,
-           act ? " official" : "", md, rm);
+    if (act) {
+        /* the official numerics: every row within tol but for at most one
+         * in 32 (at least one), those by no more than a rounding step of
+         * one H value would move them (1% of the largest output here); a
+         * wrong expert, weight or slot moves many rows by far more */
+        int far = 0;
+        double worst = 0;
+        for (int t = 0; t < T; t++) {
+            double rmt, mdt = maxdiff(g + (size_t)t * D, out + (size_t)t * D, (size_t)D, &rmt);
+            if (mdt > tol * (1.0 + rm)) far++;
+            if (mdt > worst) worst = mdt;
+        }
+        if (far)
+            printf("  moe %s/%s T=%d official: %d of %d rows beyond tol (a rounding step), max |diff| %g of %g\n",
+                   ew[0]->name, sw[0]->name, T, far, T, worst, rm);
+        CHECKF(far <= (T + 31) / 32 && worst <= 0.01 * (1.0 + rm),
+               "moe %s/%s T=%d official: %d rows off, max |diff| %g (ref max %g)", ew[0]->name, sw[0]->name, T, far,
+               worst, rm);
+    } else {
+        CHECKF(md <= tol * (1.0 + rm), "moe %s/%s T=%d: max |diff| %g (ref max %g)", ew[0]->name, sw[0]->name, T,
+               md, rm);
+    }
     /* batch invariance: each row alone gives the same bits as in the batch,
      * whether or not other rows chose the same experts */
     for (int t = 0; t < T; t++) {
