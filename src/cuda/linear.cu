@@ -447,10 +447,9 @@ void cu_matmul_prep_ws(cu_impl *c, cu_matmul_args *a)
     a->pf = (float *)(ws + tc_prep_pf_offset(rows, a->W.cols, terms));
 }
 
-/* grp_rows = 0: a plain matmul; otherwise rows per block of the grouped one.
- * act: the rows through FP8 1x128 in their preparation (tensor-core kinds). */
-static void submit_matmul(dsv4_backend *b, const float *x, int64_t ldx, int T, const dsv4_mat *W, int64_t grp_rows,
-                          float *y, int64_t ldy, int act = 0, const dsv4_hc_post *post = NULL)
+/* The arguments of y = W·x (the rest zero: no groups, rounding, epilogue
+ * or second product). */
+static cu_matmul_args matmul_args(const float *x, int64_t ldx, int T, const dsv4_mat *W, float *y, int64_t ldy)
 {
     cu_matmul_args a;
     memset(&a, 0, sizeof a);
@@ -460,6 +459,15 @@ static void submit_matmul(dsv4_backend *b, const float *x, int64_t ldx, int T, c
     a.W = *W;
     a.y = y;
     a.ldy = ldy;
+    return a;
+}
+
+/* grp_rows = 0: a plain matmul; otherwise rows per block of the grouped one.
+ * act: the rows through FP8 1x128 in their preparation (tensor-core kinds). */
+static void submit_matmul(dsv4_backend *b, const float *x, int64_t ldx, int T, const dsv4_mat *W, int64_t grp_rows,
+                          float *y, int64_t ldy, int act = 0, const dsv4_hc_post *post = NULL)
+{
+    cu_matmul_args a = matmul_args(x, ldx, T, W, y, ldy);
     a.grp_rows = grp_rows;
     a.act = act;
     if (post) a.post = *post;
@@ -495,14 +503,7 @@ void cu_matmul_pair(dsv4_backend *b, const float *x, int64_t ldx, int T, const d
         cu_matmul(b, x, ldx, T, W2, y2, ldy2);
         return;
     }
-    cu_matmul_args a;
-    memset(&a, 0, sizeof a);
-    a.x = x;
-    a.ldx = ldx;
-    a.T = T;
-    a.W = *W1;
-    a.y = y1;
-    a.ldy = ldy1;
+    cu_matmul_args a = matmul_args(x, ldx, T, W1, y1, ldy1);
     a.W2 = *W2;
     a.y2 = y2;
     a.ldy2 = ldy2;
