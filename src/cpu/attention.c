@@ -111,5 +111,5 @@ void cpu_attention(dsv4_backend *b, const float *q, int T, int64_t pos0, int H, 
                   out};
     pool_for(cpu_pool(b), (int64_t)T * H, 1, attn_rows, &j);
     free(scratch);
-    if (out_freq) cpu_rope(b, out, T, H, hd, rope_dim, pos0, 1, out_freq, 1); /* the rope op's values */
+    if (out_freq) cpu_rope(b, out, T, H, hd, rope_dim, pos0, 1, NULL, out_freq, 1); /* the rope op's values */
 }

@@ -7,9 +7,11 @@
 
 void cpu_matmul_grouped(dsv4_backend *b, const float *x, int64_t ldx, int T, const dsv4_mat *W, int groups, float *y,
                         int64_t ldy);
+void cpu_matmul_pair(dsv4_backend *b, const float *x, int64_t ldx, int T, const dsv4_mat *W1, float *y1, int64_t ldy1,
+                     const dsv4_mat *W2, float *y2, int64_t ldy2);
 void cpu_rmsnorm(dsv4_backend *b, const float *x, int T, int n, const dsv4_mat *w, float eps, float *y);
 void cpu_norm_rope(dsv4_backend *b, float *x, int T, int n_heads, int head_dim, int rope_dim, const dsv4_mat *w,
-                   float eps, int64_t pos0, const float *inv_freq, int n_fp8);
+                   float eps, const int64_t *pos, const float *inv_freq, int n_fp8);
 void cpu_embed(dsv4_backend *b, const dsv4_mat *E, const int32_t *tok, int T, int hc, float *X);
 void cpu_hc_pre(dsv4_backend *b, const float *X, int T, int hc, int D, const dsv4_mat *fn, const dsv4_mat *base,
                 const dsv4_mat *scale, int iters, float hc_eps, float norm_eps, const dsv4_mat *norm, float *x,
@@ -69,6 +71,7 @@ static const dsv4_ops k_cpu_ops = {
     .attention = cpu_attention,
     .moe = cpu_moe,
     .matmul_grouped = cpu_matmul_grouped,
+    .matmul_pair = cpu_matmul_pair,
     .idx_fp4_round = cpu_idx_fp4_round,
     .act_fp8_round = cpu_act_fp8_round,
     .matmul_fp8in = cpu_matmul_fp8in,

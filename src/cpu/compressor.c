@@ -56,7 +56,7 @@ void cpu_compress(dsv4_backend *b, const float *u, const float *g, int T, int64_
         int64_t w = pos / m;
         pool_window(p, st, w, E);
         cpu_rmsnorm(b, E, 1, d, p->norm, p->eps, E);
-        cpu_rope(b, E, 1, 1, d, p->rope_dim, w * m, 0, p->inv_freq, 0);
+        cpu_rope(b, E, 1, 1, d, p->rope_dim, w * m, 0, NULL, p->inv_freq, 0);
         cpu_row_store(&p->fmt, E, st->entries + w * p->fmt.bytes, E + d);
         if (p->overlap) /* this window's series A pairs with the next window */
             for (int j = 0; j < m; j++) {

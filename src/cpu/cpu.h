@@ -31,7 +31,7 @@ void cpu_hc_post(dsv4_backend *b, float *X, int T, int hc, int D, const float *a
 void cpu_rms_row(const float *xr, int n, const dsv4_mat *w, float eps, float *yr);
 /* the rope op (ops.h); attention and the compressor rotate with it too */
 void cpu_rope(dsv4_backend *b, float *x, int T, int n_heads, int head_dim, int rope_dim, int64_t pos0,
-              int64_t pos_step, const float *inv_freq, int inverse);
+              int64_t pos_step, const int64_t *pos, const float *inv_freq, int inverse);
 
 /* Packed session rows (cache_quant.c). store: the row x of f->width values
  * in format f (the official rounding: kv_fp8_round, or the Hadamard

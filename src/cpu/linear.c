@@ -118,6 +118,14 @@ void cpu_matmul(dsv4_backend *b, const float *x, int64_t ldx, int T, const dsv4_
     pool_for(cpu_pool(b), W->rows, grain, matmul_rows, &j);
 }
 
+/* Two products in turn: each output is matmul's by construction. */
+void cpu_matmul_pair(dsv4_backend *b, const float *x, int64_t ldx, int T, const dsv4_mat *W1, float *y1, int64_t ldy1,
+                     const dsv4_mat *W2, float *y2, int64_t ldy2)
+{
+    cpu_matmul(b, x, ldx, T, W1, y1, ldy1);
+    cpu_matmul(b, x, ldx, T, W2, y2, ldy2);
+}
+
 /* The rows rounded into a buffer of their own (act_fp8_round), then the
  * product: the same values as rounding in place and multiplying. */
 void cpu_matmul_fp8in(dsv4_backend *b, const float *x, int64_t ldx, int T, const dsv4_mat *W, float *y, int64_t ldy)

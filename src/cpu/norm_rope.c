@@ -23,13 +23,13 @@ void cpu_rmsnorm(dsv4_backend *b, const float *x, int T, int n, const dsv4_mat *
 }
 
 void cpu_rope(dsv4_backend *b, float *x, int T, int n_heads, int head_dim, int rope_dim, int64_t pos0,
-              int64_t pos_step, const float *inv_freq, int inverse)
+              int64_t pos_step, const int64_t *rows_pos, const float *inv_freq, int inverse)
 {
     (void)b;
     int half = rope_dim / 2;
     for (int t = 0; t < T; t++) {
         /* Angles in fp32 as position·inv_freq, like the reference. */
-        float pos = (float)(pos0 + (int64_t)t * pos_step);
+        float pos = (float)(rows_pos ? rows_pos[t] : pos0 + (int64_t)t * pos_step);
         for (int i = 0; i < half; i++) {
             float ang = pos * inv_freq[i];
             float c = cosf(ang), s = sinf(ang);
@@ -45,10 +45,10 @@ void cpu_rope(dsv4_backend *b, float *x, int T, int n_heads, int head_dim, int r
 }
 
 void cpu_norm_rope(dsv4_backend *b, float *x, int T, int n_heads, int head_dim, int rope_dim, const dsv4_mat *w,
-                   float eps, int64_t pos0, const float *inv_freq, int n_fp8)
+                   float eps, const int64_t *pos, const float *inv_freq, int n_fp8)
 {
     cpu_rmsnorm(b, x, T * n_heads, head_dim, w, eps, x);
-    cpu_rope(b, x, T, n_heads, head_dim, rope_dim, pos0, 1, inv_freq, 0);
+    cpu_rope(b, x, T, n_heads, head_dim, rope_dim, 0, 0, pos, inv_freq, 0);
     if (n_fp8 >= 0) cpu_kv_fp8_round(b, x, T * n_heads, head_dim, n_fp8);
 }
 

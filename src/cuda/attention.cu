@@ -24,9 +24,11 @@
 
 #include "cuda/rope_pair.cuh"
 #include "cuda/state_rows.cuh"
+#include "cuda/wload.cuh" /* cu_e4m3x2 */
 
 #define ATT_HT 16        /* heads per block: one 16-row tile of the products */
-#define ATT_WARPS 8      /* a block's warps */
+#define ATT_WARPS 16     /* a block's warps: a decode step has few blocks, each a chain of dependent
+                          * instructions, so more warps a block shorten each warp's share */
 #define ATT_MAX_HD 512
 #define ATT_LPR (ATT_MAX_HD / 128)          /* a lane's float4 loads of one row */
 #define ATT_DT (ATT_MAX_HD / 8 / ATT_WARPS) /* a warp's dim tiles of p·key */
@@ -101,14 +103,29 @@ __device__ __forceinline__ const uint8_t *key_row(const att_args &a, int64_t pos
 }
 
 /* Values c .. c+3 of a key row (KIND: a.kf's kind, fixed per
- * instantiation so that the fp32 kernel stays lean). */
+ * instantiation so that the fp32 kernel stays lean). FP8 rows: sr_load4's
+ * values for layouts whose FP8 part is whole words (n_fp8 % 4 == 0, every
+ * real one; cu_attention refuses others): four e4m3 codes through the
+ * hardware conversion (exact, two an instruction) times their block's
+ * power of two, or four bf16 rope values. Sixteen of these are unrolled in
+ * a block's loads, and a decode step's few blocks are bound by fetching and
+ * issuing their code (Nsight Compute: 39 % of the stalls waiting for
+ * instructions with sr_load4's per-value fallback and bit-moving decoder
+ * inlined 16 times), so the loader stays short. */
 template <int KIND>
 __device__ __forceinline__ float4 key_values4(const att_args &a, const uint8_t *row, bool step, int c)
 {
     if (KIND == ROW_F32 || step) return ((const float4 *)row)[c / 4];
-    dsv4_row_fmt kf = a.kf;
-    kf.kind = KIND;
-    return sr_load4(kf, row, c);
+    const dsv4_row_fmt &kf = a.kf;
+    if (c < kf.n_fp8) {
+        uint32_t u = sr_word(row + c);
+        float s = sr_e8m0(row[kf.scale_off + c / 64]);
+        float2 v0 = cu_e4m3x2(u), v1 = cu_e4m3x2(u >> 16);
+        return make_float4(v0.x * s, v0.y * s, v1.x * s, v1.y * s);
+    }
+    const uint8_t *h = row + kf.rope_off + 2 * (c - kf.n_fp8);
+    uint32_t h0 = sr_word(h), h1 = sr_word(h + 4); /* the first bf16 in the low half */
+    return make_float4(sr_bits(h0 << 16), sr_bits(h0 & 0xffff0000u), sr_bits(h1 << 16), sr_bits(h1 & 0xffff0000u));
 }
 
 /* x as tf32 hi + lo (hi: x rounded to tf32, lo: the exact rest rounded):
@@ -151,28 +168,31 @@ __device__ __forceinline__ void att_frag_a(const float *p, int ld, uint32_t *ah,
 
 /* Floats of the block's shared memory: the slice's keys and the heads'
  * queries (rows of hd + 4: the fragment reads of a quad's rows fall on
- * distinct banks), the probabilities, the second dim half's scores, the
+ * distinct banks), the probabilities, the later dim parts' scores, the
  * per-key-tile maxima and denominators. */
-#define ATT_KT (ATT_KPS / 8) /* key tiles (the N dimension of the scores) */
+#define ATT_KT (ATT_KPS / 8)          /* key tiles (the N dimension of the scores) */
+#define ATT_DP (ATT_WARPS / ATT_KT)   /* dim parts of the scores: a warp a (key tile, part) */
 #define ATT_PL (ATT_KPS + 4)
 __host__ __device__ static inline int att_ld(int hd) { return hd + 4; }
 __host__ __device__ static inline size_t att_smem_floats(int hd)
 {
-    return (size_t)(ATT_KPS + ATT_HT) * att_ld(hd) + ATT_HT * ATT_PL + ATT_KT * 32 * 4 + 2 * ATT_KT * ATT_HT;
+    return (size_t)(ATT_KPS + ATT_HT) * att_ld(hd) + ATT_HT * ATT_PL + (ATT_DP - 1) * ATT_KT * 32 * 4 +
+           2 * ATT_KT * ATT_HT;
 }
 
 /* One slice of one row for ATT_HT heads on the tensor cores (3xTF32; MQA:
  * the heads are the M dimension of one product with the shared keys).
- * Loads: warp w fetches keys w, w + 8, ... (zeros past the row's keys) and
- * heads w, w + 8 (lane: values 4·lane + 128j), every load issued before the
- * first shared-memory store so that their latencies overlap (a decode step
- * has few blocks: this latency is its cost). Scores: warp w takes key tile
- * w mod 4 over dim half w / 4 (its k-steps dealt to 2 accumulators by
- * parity); the second half's scores pass through shared memory and are
- * added to the first's; the maximum and the denominators of
- * p = exp(l − max) come from fixed shuffles and the tiles' values in tile
- * order. p·key: warp w sums over the slice's keys for the dim tiles w,
- * w + 8, ... . Nothing in a row's arithmetic depends on the grid. */
+ * Loads: warp w fetches keys w, w + 16 (zeros past the row's keys) and
+ * head w (lane: values 4·lane + 128j), every load issued before the first
+ * shared-memory store so that their latencies overlap (a decode step has
+ * few blocks: this latency is its cost). Scores: warp w takes key tile
+ * w mod 4 over dim part w / 4 (a quarter of the dims: 8-column k-steps
+ * dealt to 2 accumulators by parity); the later parts' scores pass through
+ * shared memory and are added to the first's in part order; the maximum and
+ * the denominators of p = exp(l − max) come from fixed shuffles and the
+ * tiles' values in tile order. p·key: warp w sums over the slice's keys for
+ * the dim tiles w, w + 16, ... . Nothing in a row's arithmetic depends on
+ * the grid. */
 template <int KIND>
 __global__ void __launch_bounds__(ATT_WARPS * 32) attention_part_kernel(att_args a, const int64_t *dpos)
 {
@@ -181,7 +201,7 @@ __global__ void __launch_bounds__(ATT_WARPS * 32) attention_part_kernel(att_args
     int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, q = lane & 3;
     int h0 = blockIdx.x * ATT_HT, t = a.t0 + blockIdx.y, sp = blockIdx.z, hd = a.hd, ld = att_ld(hd);
     float *ks = sm, *qs = ks + ATT_KPS * ld, *ps = qs + ATT_HT * ld, *sc = ps + ATT_HT * ATT_PL,
-          *mx = sc + ATT_KT * 32 * 4, *dn = mx + ATT_KT * ATT_HT;
+          *mx = sc + (ATT_DP - 1) * ATT_KT * 32 * 4, *dn = mx + ATT_KT * ATT_HT;
     int64_t pos0 = dpos ? *dpos : a.pos0;
     key_set kset = keys_of(a, pos0, t);
     int64_t nk = kset.n_win + kset.n_comp, k0 = (int64_t)sp * ATT_KPS;
@@ -223,19 +243,21 @@ __global__ void __launch_bounds__(ATT_WARPS * 32) attention_part_kernel(att_args
     }
     __syncthreads();
 
-    /* scores of key tile kt over dim half dh: c[0] (head g, key 8kt+2q),
-     * c[1] (g, 8kt+2q+1), c[2], c[3] (head g+8) */
-    int kt = warp % ATT_KT, dh = warp / ATT_KT, half = hd / 2;
+    /* scores of key tile kt over dim part dh (hd a multiple of 32: parts of
+     * whole 8-column k-steps): c[0] (head g, key 8kt+2q), c[1] (g,
+     * 8kt+2q+1), c[2], c[3] (head g+8) */
+    int kt = warp % ATT_KT, dh = warp / ATT_KT, pd = hd / ATT_DP; /* the part's dims */
     float sacc[2][4];
 #pragma unroll
     for (int u = 0; u < 2; u++)
 #pragma unroll
         for (int i = 0; i < 4; i++) sacc[u][i] = 0.0f;
-    const float *qa = qs + g * ld + q + dh * half, *kb = ks + (8 * kt + g) * ld + q + dh * half;
-    for (int d0 = 0; d0 < half; d0 += 16) {
+    const float *qa = qs + g * ld + q + dh * pd, *kb = ks + (8 * kt + g) * ld + q + dh * pd;
+    for (int d0 = 0; d0 < pd; d0 += 16) {
 #pragma unroll
         for (int u = 0; u < 2; u++) {
             int d = d0 + 8 * u;
+            if (d >= pd) break; /* a part of an odd number of k-steps */
             uint32_t ah[4], al[4], bh0, bl0, bh1, bl1;
             att_frag_a(qa + d, ld, ah, al);
             att_split(kb[d], bh0, bl0);
@@ -246,16 +268,21 @@ __global__ void __launch_bounds__(ATT_WARPS * 32) attention_part_kernel(att_args
     float l[4], m[2];
 #pragma unroll
     for (int i = 0; i < 4; i++) l[i] = sacc[0][i] + sacc[1][i];
-    float4 *sc4 = (float4 *)sc + kt * 32 + lane;
-    if (dh == 1) *sc4 = make_float4(l[0], l[1], l[2], l[3]);
+    float4 *sc4 = (float4 *)sc + kt * 32 + lane; /* part p > 0 at sc4[(p - 1) · ATT_KT · 32] */
+    if (dh > 0) sc4[(dh - 1) * ATT_KT * 32] = make_float4(l[0], l[1], l[2], l[3]);
     __syncthreads();
     int kk = 8 * kt + 2 * q;
     if (dh == 0) {
-        float4 o = *sc4;
-        l[0] = (l[0] + o.x) * a.scale;
-        l[1] = (l[1] + o.y) * a.scale;
-        l[2] = (l[2] + o.z) * a.scale;
-        l[3] = (l[3] + o.w) * a.scale;
+#pragma unroll
+        for (int p = 1; p < ATT_DP; p++) {
+            float4 o = sc4[(p - 1) * ATT_KT * 32];
+            l[0] += o.x;
+            l[1] += o.y;
+            l[2] += o.z;
+            l[3] += o.w;
+        }
+#pragma unroll
+        for (int i = 0; i < 4; i++) l[i] *= a.scale;
 #pragma unroll
         for (int r = 0; r < 2; r++) { /* r: head g, g + 8 */
             float v = -INFINITY;
@@ -325,6 +352,19 @@ __global__ void __launch_bounds__(ATT_WARPS * 32) attention_part_kernel(att_args
     }
 }
 
+/* Dims d .. d+N-1 of a row's output before the denominator, into v: their
+ * slices' weighted sums (p: the row's S slices, hd + 2 floats each; f:
+ * their weights), each added in slice order. */
+template <int N>
+__device__ __forceinline__ void att_slices_dims(float *v, const float *p, const float *f, int S, int hd, int d)
+{
+#pragma unroll
+    for (int k = 0; k < N; k++) v[k] = 0.0f;
+    for (int s = 0; s < S; s++)
+#pragma unroll
+        for (int k = 0; k < N; k++) v[k] = fmaf(p[s * (hd + 2) + d + k], f[s], v[k]);
+}
+
 __global__ void attention_combine_kernel(att_args a, const int64_t *dpos)
 {
     cu_pdl();
@@ -363,8 +403,8 @@ __global__ void attention_combine_kernel(att_args a, const int64_t *dpos)
     float *o = a.out + ((int64_t)t * a.H + h) * hd;
     int nope = a.out_freq ? hd - a.rope_dim : hd; /* dims stored as they are */
     for (int d = threadIdx.x; d < nope; d += blockDim.x) {
-        float v = 0.0f;
-        for (int s = 0; s < S; s++) v = fmaf(p[s * (hd + 2) + d], f[s], v);
+        float v;
+        att_slices_dims<1>(&v, p, f, S, hd, d);
         o[d] = v * s_inv;
     }
     /* the rope dims, a pair a thread: each value as above, then the rope
@@ -373,11 +413,8 @@ __global__ void attention_combine_kernel(att_args a, const int64_t *dpos)
     float pos = (float)((dpos ? *dpos : a.pos0) + t);
     for (int i = threadIdx.x; i < a.rope_dim / 2; i += blockDim.x) {
         int d = nope + 2 * i;
-        float v[2] = {0.0f, 0.0f};
-        for (int s = 0; s < S; s++) {
-            v[0] = fmaf(p[s * (hd + 2) + d], f[s], v[0]);
-            v[1] = fmaf(p[s * (hd + 2) + d + 1], f[s], v[1]);
-        }
+        float v[2];
+        att_slices_dims<2>(v, p, f, S, hd, d);
         v[0] *= s_inv;
         v[1] *= s_inv;
         rope_pair(v, pos, a.out_freq[i], 1);
@@ -414,8 +451,9 @@ void cu_attention(dsv4_backend *b, const float *q, int T, int64_t pos0, int H, i
                   const float *out_freq, float *out)
 {
     cu_impl *c = cu_of(b);
-    if (hd > ATT_MAX_HD || hd % 32 || kf->kind == ROW_FP4) {
-        backend_fail(b, DSV4_ERR_UNSUPPORTED, "CUDA attention: head_dim must be a multiple of 32 up to 512, keys fp32 or FP8");
+    if (hd > ATT_MAX_HD || hd % 32 || kf->kind == ROW_FP4 || (kf->kind == ROW_FP8 && kf->n_fp8 % 4)) {
+        backend_fail(b, DSV4_ERR_UNSUPPORTED, "CUDA attention: head_dim must be a multiple of 32 up to 512, keys fp32 "
+                     "or FP8 with whole words of e4m3 codes (head_dim - rope_dim a multiple of 4)");
         return;
     }
     att_args a;

@@ -19,11 +19,13 @@ dsv4_status cu_adopt_weight(dsv4_backend *b, dsv4_mat *m);
 void cu_memory_release(cu_impl *c);
 void cu_matmul_grouped(dsv4_backend *b, const float *x, int64_t ldx, int T, const dsv4_mat *W, int groups, float *y,
                        int64_t ldy);
+void cu_matmul_pair(dsv4_backend *b, const float *x, int64_t ldx, int T, const dsv4_mat *W1, float *y1, int64_t ldy1,
+                    const dsv4_mat *W2, float *y2, int64_t ldy2);
 void cu_rmsnorm(dsv4_backend *b, const float *x, int T, int n, const dsv4_mat *w, float eps, float *y);
 void cu_rope(dsv4_backend *b, float *x, int T, int n_heads, int head_dim, int rope_dim, int64_t pos0,
-             int64_t pos_step, const float *inv_freq, int inverse);
+             int64_t pos_step, const int64_t *pos, const float *inv_freq, int inverse);
 void cu_norm_rope(dsv4_backend *b, float *x, int T, int n_heads, int head_dim, int rope_dim, const dsv4_mat *w,
-                  float eps, int64_t pos0, const float *inv_freq, int n_fp8);
+                  float eps, const int64_t *pos, const float *inv_freq, int n_fp8);
 void cu_embed(dsv4_backend *b, const dsv4_mat *E, const int32_t *tok, int T, int hc, float *X);
 void cu_ring_store(dsv4_backend *b, uint8_t *ring, int window, const dsv4_row_fmt *f, const float *kv, int T,
                    int64_t pos0);
@@ -83,6 +85,7 @@ static const dsv4_ops k_cuda_ops = {
     .attention = cu_attention,
     .moe = cu_moe,
     .matmul_grouped = cu_matmul_grouped,
+    .matmul_pair = cu_matmul_pair,
     .idx_fp4_round = cu_idx_fp4_round,
     .act_fp8_round = cu_act_fp8_round,
     .matmul_fp8in = cu_matmul_fp8in,
@@ -235,20 +238,23 @@ void cu_submit(cu_impl *c, int kind, const void *args, int size)
 }
 
 /* ---- concurrent groups (dsv4_ops.concurrent) ----
- * Phase 1 starts the side group on streams[1], after everything before it
- * on the main stream; phase 2 returns to the main stream for the main
- * group (which runs beside the side one); phase 0 makes the main stream
- * wait for the side group. Under stream capture the events become the
- * graph's fork and join edges. Only recorded steps are grouped (cu_concurrent):
- * eager steps, long prompts, run the groups one after the other. */
+ * Phase 1 opens a side group on the next side stream, after everything on
+ * the main stream so far (past the last side stream the groups share it,
+ * one after the other); phase 2 returns to the main stream for the main
+ * group (which runs beside the side ones); phase 0 makes the main stream
+ * wait for every side group. Under stream capture the events become the
+ * graph's fork and join edges. Only recorded steps are grouped
+ * (cu_concurrent): eager steps, long prompts, run the groups one after the
+ * other. */
 typedef struct { int64_t pos0; int phase; } fork_args;
 
-/* The main stream waits for the side group, if one is open. */
+/* The main stream waits for the side groups, if any is open. */
 static void fork_join(cu_impl *c)
 {
-    if (!c->side_open) return;
-    cu_check(c, cudaEventRecord(c->fork_ev[1], c->streams[1]), "fork join");
-    cu_check(c, cudaStreamWaitEvent(c->streams[0], c->fork_ev[1], 0), "fork join");
+    for (int k = 1; k <= c->side_open; k++) {
+        cu_check(c, cudaEventRecord(c->join_ev[k], c->streams[k]), "fork join");
+        cu_check(c, cudaStreamWaitEvent(c->streams[0], c->join_ev[k], 0), "fork join");
+    }
     c->stream = c->streams[0];
     c->side_open = 0;
 }
@@ -258,11 +264,10 @@ void cu_exec_fork(cu_impl *c, const void *args, const int64_t *dpos)
     const fork_args *a = (const fork_args *)args;
     (void)dpos;
     if (a->phase == 1) {
-        fork_join(c);
-        cu_check(c, cudaEventRecord(c->fork_ev[0], c->streams[0]), "fork");
-        cu_check(c, cudaStreamWaitEvent(c->streams[1], c->fork_ev[0], 0), "fork");
-        c->stream = c->streams[1];
-        c->side_open = 1;
+        cu_check(c, cudaEventRecord(c->fork_ev, c->streams[0]), "fork");
+        if (c->side_open < CU_GROUPS - 1) c->side_open++;
+        cu_check(c, cudaStreamWaitEvent(c->streams[c->side_open], c->fork_ev, 0), "fork");
+        c->stream = c->streams[c->side_open];
     } else if (a->phase == 2) {
         c->stream = c->streams[0];
     } else {
@@ -270,13 +275,17 @@ void cu_exec_fork(cu_impl *c, const void *args, const int64_t *dpos)
     }
 }
 
+/* While recording, c->side names the group (the stream cu_exec_fork will
+ * give it) so that each group's ops take workspaces of their own. */
 static void cu_concurrent(dsv4_backend *b, int phase)
 {
     cu_impl *c = cu_of(b);
     if (!c->recording) return;
     fork_args a = {0, phase};
     cu_submit(c, K_FORK, &a, sizeof a);
-    c->side = phase == 1;
+    if (phase == 1 && c->n_side_rec < CU_GROUPS - 1) c->n_side_rec++;
+    if (phase == 0) c->n_side_rec = 0;
+    c->side = phase == 1 ? c->n_side_rec : 0;
 }
 
 typedef struct { int64_t pos0; void *dst; size_t bytes, off; } up_args;
@@ -310,7 +319,7 @@ void cu_flush(cu_impl *c)
     exec_records_eager(c);
     c->arg_used = 0;
     c->recording = 0;
-    c->side = 0;
+    c->side = c->n_side_rec = 0;
 }
 
 static void cu_step_begin(dsv4_backend *b, int rows)
@@ -320,7 +329,7 @@ static void cu_step_begin(dsv4_backend *b, int rows)
     c->n_rec = 0;
     c->arg_used = 0;
     c->recording = c->graphs_on && !c->profiling && rows <= CU_GRAPH_MAX_ROWS && !b->sticky;
-    c->side = 0;
+    c->side = c->n_side_rec = 0;
     c->t_begin = clock_s();
 }
 
@@ -350,7 +359,7 @@ static cu_graph *graph_capture(cu_impl *c)
     cudaMemcpyAsync(c->arg_dev, c->arg_host, c->arg_used, cudaMemcpyHostToDevice, c->stream);
     for (int i = 0; i < c->n_rec; i++)
         k_exec[c->rec[i].kind](c, c->rec[i].args, (const int64_t *)(c->arg_dev + c->rec[i].dyn_off));
-    fork_join(c); /* the side stream joins the capture's end */
+    fork_join(c); /* the side streams join the capture's end */
     cudaError_t e = cudaStreamEndCapture(c->stream, &graph);
     if (cu_check(c, e, "graph capture") ||
         cu_check(c, cudaGraphInstantiate(&g->exec, graph, 0), "graph instantiate")) {
@@ -379,7 +388,7 @@ static void cu_step_end(dsv4_backend *b)
     cu_impl *c = cu_of(b);
     if (!c->recording) return;
     c->recording = 0;
-    c->side = 0;
+    c->side = c->n_side_rec = 0;
     if (b->sticky) { c->n_rec = 0; return; }
     cu_graph *g = NULL;
     for (int i = 0; i < CU_GRAPH_CACHE && !g; i++) {
@@ -500,8 +509,8 @@ static dsv4_status cu_sync(dsv4_backend *b)
     return b->sticky;
 }
 
-/* The side group of a concurrent pair has workspaces of its own: its ops
- * run beside the main group's. */
+/* Each group of a concurrent set has workspaces of its own: its ops run
+ * beside the other groups'. */
 void *cu_ws(cu_impl *c, int slot, size_t bytes)
 {
     void **ws = &c->ws[c->side][slot];
@@ -528,7 +537,7 @@ static void cu_destroy(dsv4_backend *b)
         cudaStreamSynchronize(c->stream);
         prof_collect(c);
         for (int i = 0; i < CU_GRAPH_CACHE; i++) graph_drop(&c->graphs[i]);
-        for (int g = 0; g < 2; g++)
+        for (int g = 0; g < CU_GROUPS; g++)
             for (int i = 0; i < 8; i++) cudaFree(c->ws[g][i]);
         for (int i = 0; i < c->n_deferred; i++) cudaFree(c->deferred[i]);
         cu_memory_release(c);
@@ -538,14 +547,26 @@ static void cu_destroy(dsv4_backend *b)
         if (c->err_host) cudaFreeHost(c->err_host);
         for (int i = 0; i < 2; i++)
             if (c->gev[i]) cudaEventDestroy(c->gev[i]);
-        for (int i = 0; i < 2; i++) {
-            if (c->fork_ev[i]) cudaEventDestroy(c->fork_ev[i]);
+        if (c->fork_ev) cudaEventDestroy(c->fork_ev);
+        for (int i = 0; i < CU_GROUPS; i++) {
+            if (c->join_ev[i]) cudaEventDestroy(c->join_ev[i]);
             if (c->streams[i]) cudaStreamDestroy(c->streams[i]);
         }
         free(c->rec); free(c->dl); free(c->deferred); free(c->ev);
         free(c);
     }
     free(b);
+}
+
+/* The streams and events of the concurrent groups. */
+static cudaError_t cu_groups_create(cu_impl *c)
+{
+    cudaError_t e = cudaEventCreateWithFlags(&c->fork_ev, cudaEventDisableTiming);
+    for (int i = 0; i < CU_GROUPS && e == cudaSuccess; i++) {
+        e = cudaStreamCreateWithFlags(&c->streams[i], cudaStreamNonBlocking);
+        if (e == cudaSuccess && i > 0) e = cudaEventCreateWithFlags(&c->join_ev[i], cudaEventDisableTiming);
+    }
+    return e;
 }
 
 extern "C" dsv4_backend *cuda_backend_new(int device, int64_t max_row)
@@ -578,10 +599,7 @@ extern "C" dsv4_backend *cuda_backend_new(int device, int64_t max_row)
     const char *what = "device setup";
     if ((e = cudaSetDevice(device)) != cudaSuccess ||
         (e = cudaDeviceGetAttribute(&c->n_sm, cudaDevAttrMultiProcessorCount, device)) != cudaSuccess ||
-        (e = cudaStreamCreateWithFlags(&c->streams[0], cudaStreamNonBlocking)) != cudaSuccess ||
-        (e = cudaStreamCreateWithFlags(&c->streams[1], cudaStreamNonBlocking)) != cudaSuccess ||
-        (e = cudaEventCreateWithFlags(&c->fork_ev[0], cudaEventDisableTiming)) != cudaSuccess ||
-        (e = cudaEventCreateWithFlags(&c->fork_ev[1], cudaEventDisableTiming)) != cudaSuccess ||
+        (e = cu_groups_create(c)) != cudaSuccess ||
         (e = cudaHostAlloc((void **)&c->err_host, 3 * sizeof(int), cudaHostAllocMapped)) != cudaSuccess ||
         (e = cudaHostGetDevicePointer((void **)&c->err_dev, c->err_host, 0)) != cudaSuccess ||
         (e = cudaHostAlloc((void **)&c->arg_host, c->arg_cap, cudaHostAllocDefault)) != cudaSuccess ||

@@ -26,8 +26,12 @@ extern "C" {
 #include "ops/ops.h"
 }
 
-#define CU_GRAPH_MAX_ROWS 8  /* steps of up to this many rows run as CUDA graphs */
+/* Steps of up to this many rows run as CUDA graphs: decode cohorts of up to
+ * 64 lanes and short chunks (a longer prompt's launches are a small part of
+ * its time; each new shape pays a capture of milliseconds). */
+#define CU_GRAPH_MAX_ROWS 64
 #define CU_GRAPH_CACHE 8
+#define CU_GROUPS 8          /* concurrent groups: the main one and up to 7 side ones (a lane each) */
 #define CU_REC_ARGS 864  /* the largest op argument struct (the MoE's, 7 weight views) fits */
 
 /* Device-side fault codes written to the mapped error word. */
@@ -77,11 +81,13 @@ typedef struct { void *host_dst; size_t off, bytes; } cu_pending_dl;
 struct cu_impl {
     dsv4_backend *b;
     int device, n_sm;
-    cudaStream_t stream;           /* where kernels go now: streams[0], or streams[1] inside a side group */
-    cudaStream_t streams[2];       /* the main stream and the side one (concurrent groups, cu_exec_fork) */
-    cudaEvent_t fork_ev[2];        /* a group's start on the main stream, the side group's end */
-    int side;                      /* recording the side group: its ops take the side workspaces */
-    int side_open;                 /* executing: the side stream has work the main one has not joined */
+    cudaStream_t stream;           /* where kernels go now: streams[0], or a side group's stream */
+    cudaStream_t streams[CU_GROUPS]; /* the main stream and the side ones (concurrent groups, cu_exec_fork) */
+    cudaEvent_t fork_ev;           /* the groups' start on the main stream */
+    cudaEvent_t join_ev[CU_GROUPS]; /* each side stream's end (1 ..) */
+    int side;                      /* recording: the group its ops belong to (0 main), whose workspaces they take */
+    int n_side_rec;                /* recording: side groups opened since the last join */
+    int side_open;                 /* executing: side streams 1..side_open have work the main one has not joined */
     int *err_host, *err_dev;       /* mapped pinned [code, row, layer] of a kernel-detected fault */
 
     /* memory: live activation blocks and the cache of freed ones (exact sizes) */
@@ -96,10 +102,10 @@ struct cu_impl {
     size_t wmap_cap, wmap_n;
     cu_expert_tab *etab;
     int n_etab;
-    /* workspaces by group (main, side) and slot, grown on demand; old
+    /* workspaces by group (main, side ones) and slot, grown on demand; old
      * buffers freed at the next sync */
-    void *ws[2][8];
-    size_t ws_bytes[2][8];
+    void *ws[CU_GROUPS][8];
+    size_t ws_bytes[CU_GROUPS][8];
     void **deferred;
     int n_deferred, cap_deferred;
 
@@ -240,6 +246,9 @@ typedef struct {
     float *pf;        /* and their factors; from cu_matmul_prep_ws */
     int act;          /* matmul_fp8in on the tensor cores: the rows go through FP8 1x128 where they are prepared */
     dsv4_hc_post post; /* fp8_mma.cu (matmul_post): hc_post of y into these streams instead of storing y (X NULL: store) */
+    dsv4_mat W2;      /* matmul_pair in one GEMV launch: also y2 = W2 · x (y2 NULL: W alone); */
+    float *y2;        /* W2 of W's shape and format (cu_matmul_pair checks) */
+    int64_t ldy2;
 } cu_matmul_args;
 /* Points a's xq/pf at the matmul workspace when its weight takes the
  * tensor-core path (at submit time: exec functions do not allocate). */

@@ -37,7 +37,7 @@
  * first weight loads); larger steps take a preparation launch. The codes
  * and scales are act_fp8_round's values (cq_act_block) encoded. */
 #include "cuda/hc_post.cuh"
-#include "cuda/tc_f16.cuh" /* tc_slices_sum, tc_part_floats, tc_splits */
+#include "cuda/tc_tile.cuh" /* tc_slices_sum, tc_part_floats, tc_splits (tc_f16.cuh); tt_cp16z */
 
 #define F8_BLK 128 /* columns of an activation scale block */
 
@@ -246,6 +246,72 @@ __device__ __forceinline__ void f8_slice(float (*acc)[4], const dsv4_mat &W, con
     }
 }
 
+/* uint4s of one warp's copy ring (f8_slice_ring): U + 1 stages of [2 rows][2
+ * halves][32 lanes] of 16 bytes, a block's pieces of the warp's rows. */
+__host__ __device__ constexpr int f8_ring_u4(int u) { return (u + 1) * 2 * 2 * 32; }
+
+/* f8_slice for one token tile (the decode instance), the weight pieces
+ * streamed through the warp's copy ring (ring: this lane's first uint4):
+ * U blocks' copies in flight while one is computed, holding no registers
+ * while in flight (loads into registers kept the kernel at 128 registers,
+ * two blocks an SM and 4 KB in flight a warp at U = 2); a lane reads back
+ * only the pieces it copied (zeros past n). The
+ * rows' scales ride in U + 1 register sets turning round with the
+ * unrolled loop. The same blocks in the same order, the same sums. (With
+ * several token tiles the ring's loop took 145-178 registers: those
+ * instances keep f8_slice.) */
+template <int NT, int U, class F>
+__device__ __forceinline__ void f8_slice_ring(float (*acc)[4], const dsv4_mat &W, const f8_tile<NT> &tl, int sp, int ks,
+                                              int q, int &first, F pre, uint4 *ring)
+{
+    int64_t n = W.cols, nb = f8_nblk(n), b0 = sp * nb / ks, b1 = (sp + 1) * nb / ks;
+#pragma unroll
+    for (int j = 0; j < NT; j++)
+#pragma unroll
+        for (int i = 0; i < 4; i++) acc[j][i] = 0.0f;
+    float sc[U + 1][2];
+    auto issue = [&](int64_t b, int st, float *so) {
+#pragma unroll
+        for (int h = 0; h < 2; h++) {
+#pragma unroll
+            for (int p = 0; p < 2; p++) {
+                int64_t c = b * F8_BLK + 64 * p + 16 * q;
+                tt_cp16z(ring + ((st * 2 + h) * 2 + p) * 32, tl.wr[h] + (c < n ? c : 0), c < n);
+            }
+            so[h] = cu_scale_at(W, tl.sr[h], b * F8_BLK);
+        }
+    };
+    /* every step commits a group (empty past the slice), so waiting for
+     * all but the newest U finds the block's own copies complete */
+#pragma unroll
+    for (int i = 0; i < U; i++) {
+        if (b0 + i < b1) issue(b0 + i, i, sc[i]);
+        tc_cp_commit();
+    }
+    if (first) {
+        pre();
+        first = 0;
+    }
+    for (int64_t b = b0; b < b1; b += U + 1) {
+#pragma unroll
+        for (int i = 0; i <= U; i++) {
+            int64_t bi = b + i;
+            if (bi >= b1) break;
+            if (bi + U < b1) issue(bi + U, (i + U) % (U + 1), sc[(i + U) % (U + 1)]);
+            tc_cp_commit();
+            tc_cp_wait<U>();
+            f8_wblk wb;
+#pragma unroll
+            for (int h = 0; h < 2; h++) {
+#pragma unroll
+                for (int p = 0; p < 2; p++) wb.w[h][p] = ring[((i * 2 + h) * 2 + p) * 32];
+                wb.s[h] = sc[i][h];
+            }
+            f8_block<NT>(acc, wb, tl, bi, q);
+        }
+    }
+}
+
 /* Block: 8 warps; a row tile of 16 rows has ks warps (SEQ = 0, decode:
  * one slice each, summed through shared memory) or one (SEQ = 1: the
  * slices in turn); tokens blockIdx.y·8·NT... . stage: the block prepares
@@ -263,7 +329,9 @@ __global__ void __launch_bounds__(256) f8_kernel(const float *x, int64_t ldx, co
     int wpt = SEQ ? 1 : ks, sp0 = warp % wpt;
     int64_t n = W.cols, np = f8_npad(n), nb = f8_nblk(n), tb = (int64_t)blockIdx.y * 8 * NT;
     int nr = T - tb < 8 * NT ? (int)(T - tb) : 8 * NT;
-    float *part = smem; /* SEQ = 0, ks > 1: tc_slices_sum's [8 warps][1][NT][4][32] */
+    constexpr int RU4 = NT == 1 ? f8_ring_u4(U) : 0; /* the warps' copy rings first (f8_slice_ring) */
+    uint4 *ring = (uint4 *)smem + warp * RU4 + lane;
+    float *part = (float *)((uint4 *)smem + 8 * RU4); /* SEQ = 0, ks > 1: tc_slices_sum's [8 warps][1][NT][4][32] */
     float *sscale = part + tc_part_floats(SEQ, 1, NT, ks);
     uint8_t *scode = (uint8_t *)(sscale + f8_stage_scale_floats(nr, nb)); /* 16-byte aligned */
     if (stage) {
@@ -304,7 +372,8 @@ __global__ void __launch_bounds__(256) f8_kernel(const float *x, int64_t ldx, co
     float tot[1][NT][4];
     int first = 1;
     int mine = tc_slices_sum<1, NT, SEQ>(tot, ks, sp0, part, [&](float (*acc)[NT][4], int sp) {
-        f8_slice<NT, U>(acc[0], W, tl, sp, ks, q, first, pre);
+        if constexpr (NT == 1) f8_slice_ring<NT, U>(acc[0], W, tl, sp, ks, q, first, pre, ring);
+        else f8_slice<NT, U>(acc[0], W, tl, sp, ks, q, first, pre);
     });
     if (!mine || !active) return;
 #pragma unroll
@@ -336,7 +405,8 @@ static void f8_launch(cu_impl *c, const cu_matmul_args *a, int ks, int stage)
 {
     const dsv4_mat *W = &a->W;
     int wpt = SEQ ? 1 : ks;
-    size_t shm = (size_t)tc_part_floats(SEQ, 1, NT, ks) * sizeof(float) + (stage ? f8_stage_bytes(a->T, W->cols) : 0);
+    size_t shm = (NT == 1 ? (size_t)8 * f8_ring_u4(U) * 16 : 0) + (size_t)tc_part_floats(SEQ, 1, NT, ks) * sizeof(float) +
+                 (stage ? f8_stage_bytes(a->T, W->cols) : 0);
     static size_t allowed[CU_SMEM_GPUS];
     if (cu_allow_smem(c, f8_kernel<NT, SEQ, U>, shm, allowed)) return;
     const uint8_t *codes = (const uint8_t *)a->xq;
@@ -461,7 +531,7 @@ void cu_f8mma(cu_impl *c, const cu_matmul_args *a)
         cu_launch(c, "f8_prep_kernel", f8_prep_kernel, grid, dim3(256), 0, a->x, a->ldx, n, codes, scales);
     }
     if (a->T <= 8) {
-        f8_launch<1, 0, 2>(c, a, ks, stage);
+        f8_launch<1, 0, 4>(c, a, ks, stage);
     } else if (a->T <= 32) {
         f8_launch<4, 0, 1>(c, a, ks, 0);
     } else if (a->T <= F8T_MIN_ROWS) {

@@ -9,21 +9,35 @@
 
 #define HC_MAX 16
 
-/* Column d of token t of the streams in p (D columns a stream), v the
- * op's output there. The thread that calls it must be the only one that
- * touches that column of that token's streams. */
-__device__ __forceinline__ void hc_post_elem(const dsv4_hc_post &p, int64_t D, int64_t t, int64_t d, float v)
+/* hc_post_elem for hc = HC streams (HC > 0: known at compile time, so old[]
+ * stays in registers and its loads are issued together; 0: any hc, old[]
+ * in local memory). The same operations either way. */
+template <int HC>
+__device__ __forceinline__ void hc_post_elem_n(const dsv4_hc_post &p, int64_t D, int64_t t, int64_t d, float v)
 {
-    int hc = p.hc;
+    const int hc = HC > 0 ? HC : p.hc;
     float *X = p.X + t * hc * D + d;
     const float *cm = p.comb + t * hc * hc, *po = p.post + t * hc;
-    float old[HC_MAX];
+    float old[HC > 0 ? HC : HC_MAX];
+#pragma unroll
     for (int j = 0; j < hc; j++) old[j] = X[(int64_t)j * D];
+#pragma unroll
     for (int k = 0; k < hc; k++) {
         float s = 0.0f;
+#pragma unroll
         for (int j = 0; j < hc; j++) s = __fmaf_rn(cm[j * hc + k], old[j], s);
         X[(int64_t)k * D] = __fmaf_rn(po[k], v, s);
     }
+}
+
+/* Column d of token t of the streams in p (D columns a stream), v the
+ * op's output there. The thread that calls it must be the only one that
+ * touches that column of that token's streams. hc = 4 (the real models)
+ * takes the register instance. */
+__device__ __forceinline__ void hc_post_elem(const dsv4_hc_post &p, int64_t D, int64_t t, int64_t d, float v)
+{
+    if (p.hc == 4) hc_post_elem_n<4>(p, D, t, d, v);
+    else hc_post_elem_n<0>(p, D, t, d, v);
 }
 
 #endif

@@ -124,7 +124,11 @@ __global__ void __launch_bounds__(HC_MIX_THREADS) hc_mix_kernel(const float *X, 
                 float4 a = ((const float4 *)vt)[c];
                 xv[0] = a.x; xv[1] = a.y; xv[2] = a.z; xv[3] = a.w;
             }
-            for (int j = 0; j < per; j++) {
+            /* unrolled to 8 (the arrays stay in registers; a loop to the
+             * run-time per put them in local memory) */
+#pragma unroll
+            for (int j = 0; j < 8; j++) {
+                if (j >= per) break;
                 if (sq) ss[i] = fmaf(xv[j], xv[j], ss[i]);
 #pragma unroll
                 for (int k = 0; k < KG; k++) dot[k][i] = fmaf(f[k][j], xv[j], dot[k][i]);

@@ -37,15 +37,18 @@
  * sp+KS, ... of a row, lane-strided; the KS partial sums are added in split
  * order. The order depends only on the row length and KS, which depends only
  * on the matrix shape, never on RW or NT. Each x chunk is loaded once and
- * used for the RW rows. */
+ * used for the RW rows. gemv_rows computes the rows of block index bx,
+ * whichever kernel and block run it. (Its shared split sums are declared
+ * here: passed in by the kernels, they changed the code of gemv_kernel<2, 2>
+ * and <3, 2>.) */
 template <int NT, int RW>
-__global__ void __launch_bounds__(256) gemv_kernel(const float *x, int64_t ldx, int T, dsv4_mat W, float *y,
-                                                   int64_t ldy, int vec, int ks, int64_t grp_rows)
+__device__ __forceinline__ void gemv_rows(const float *x, int64_t ldx, int T, const dsv4_mat &W, float *y,
+                                          int64_t ldy, int vec, int ks, int64_t grp_rows, unsigned bx)
 {
     cu_pdl();
     __shared__ float part[8][RW][NT];
     int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, sp = warp % ks, lanes = 32 * ks;
-    int64_t row0 = ((int64_t)blockIdx.x * (8 / ks) + warp / ks) * RW;
+    int64_t row0 = ((int64_t)bx * (8 / ks) + warp / ks) * RW;
     int active = row0 < W.rows;
     if (ks == 1 && !active) return;
     if (!active) row0 = W.rows - 1; /* computes a dummy row, so every warp reaches the barrier */
@@ -144,6 +147,34 @@ __global__ void __launch_bounds__(256) gemv_kernel(const float *x, int64_t ldx, 
             }
 }
 
+template <int NT, int RW>
+__global__ void __launch_bounds__(256) gemv_kernel(const float *x, int64_t ldx, int T, dsv4_mat W, float *y,
+                                                   int64_t ldy, int vec, int ks, int64_t grp_rows)
+{
+    gemv_rows<NT, RW>(x, ldx, T, W, y, ldy, vec, ks, grp_rows, blockIdx.x);
+}
+
+/* matmul_pair in one launch: the first half of the blocks computes y = W·x
+ * as gemv_kernel does, the second half y2 = W2·x. W2 has W's shape and
+ * format and the launch's vec suits both (cu_matmul_pair), so a block's
+ * rows are summed as in a launch of their own, whichever half it is in.
+ * Only W2's bytes and scales come in (data2, scale2): a whole second view
+ * chosen at run time went through local memory (41 loads and stores in the
+ * first build, which ran the decode step 0.6 ms slower). */
+template <int NT, int RW>
+__global__ void __launch_bounds__(256) gemv_pair_kernel(const float *x, int64_t ldx, int T, dsv4_mat W, float *y,
+                                                        int64_t ldy, const void *data2, const void *scale2, float *y2,
+                                                        int64_t ldy2, int vec, int ks)
+{
+    unsigned half = gridDim.x / 2, second = blockIdx.x >= half;
+    dsv4_mat Wh = W;
+    if (second) {
+        Wh.data = data2;
+        Wh.scale = scale2;
+    }
+    gemv_rows<NT, RW>(x, ldx, T, Wh, second ? y2 : y, second ? ldy2 : ldy, vec, ks, 0, blockIdx.x - (second ? half : 0));
+}
+
 /* Warps per row: enough warps in flight (about one full load of the GPU,
  * 8192) for short matrices, from the shape alone (see gemv_kernel). */
 static int gemv_splits(int64_t rows, int64_t cols)
@@ -153,19 +184,35 @@ static int gemv_splits(int64_t rows, int64_t cols)
     return ks;
 }
 
+/* Whether the GEMV reads W's rows against x in 16-byte loads. */
+static int gemv_vec(const dsv4_mat *W, const float *x, int64_t ldx)
+{
+    int fam = cu_wfam(*W); /* FP8/FP4 here only for shapes the loads do not fit: element by element */
+    return fam != CU_W_FP8 && fam != CU_W_FP4 && cu_vec_ok(W->dtype, W->data, W->cols, x, ldx);
+}
+
+/* a->y2 set: matmul_pair's two products in one launch of twice the blocks
+ * (gemv_pair_kernel), with W's instance, vec and ks. */
 static void run_gemv(cu_impl *c, const cu_matmul_args *a)
 {
     const dsv4_mat *W = &a->W;
-    int T = a->T;
-    int fam = cu_wfam(*W); /* FP8/FP4 here only for shapes the loads do not fit: element by element */
-    int vec = fam != CU_W_FP8 && fam != CU_W_FP4 && cu_vec_ok(W->dtype, W->data, W->cols, a->x, a->ldx);
+    int T = a->T, pair = a->y2 != NULL;
+    int vec = gemv_vec(W, a->x, a->ldx);
     /* more token rows: more weight rows per warp, so each x load serves
      * several (measured better than more warps with fewer rows) */
     int ks = gemv_splits(W->rows, W->cols), nt = T < 8 ? T : 8, rw = nt == 1 ? 1 : nt < 4 ? 2 : 4;
     if (a->grp_rows % rw) rw = 1; /* a warp's rows must share a row block */
-    dim3 grid(cu_blocks(W->rows, 8 / ks * rw), cu_blocks(T, 8));
+    dim3 grid(cu_blocks(W->rows, 8 / ks * rw) * (pair ? 2 : 1), cu_blocks(T, 8));
     switch (nt * 8 + rw) {
-#define CASE(n, r) case n * 8 + r: cu_launch(c, "gemv_kernel", gemv_kernel<n, r>, grid, dim3(256), 0, a->x, a->ldx, T, *W, a->y, a->ldy, vec, ks, a->grp_rows); break;
+#define CASE(n, r)                                                                                                   \
+    case n * 8 + r:                                                                                                  \
+        if (pair)                                                                                                    \
+            cu_launch(c, "gemv_pair_kernel", gemv_pair_kernel<n, r>, grid, dim3(256), 0, a->x, a->ldx, T, *W, a->y,  \
+                      a->ldy, a->W2.data, a->W2.scale, a->y2, a->ldy2, vec, ks);                                     \
+        else                                                                                                         \
+            cu_launch(c, "gemv_kernel", gemv_kernel<n, r>, grid, dim3(256), 0, a->x, a->ldx, T, *W, a->y, a->ldy, vec, \
+                      ks, a->grp_rows);                                                                              \
+        break;
         CASE(1, 1) CASE(2, 1) CASE(2, 2) CASE(3, 1) CASE(3, 2) CASE(4, 1) CASE(4, 4) CASE(5, 1) CASE(5, 4)
         CASE(6, 1) CASE(6, 4) CASE(7, 1) CASE(7, 4) CASE(8, 1) CASE(8, 4)
 #undef CASE
@@ -365,6 +412,10 @@ void cu_exec_matmul(cu_impl *c, const void *args, const int64_t *dpos)
     const cu_matmul_args *a = (const cu_matmul_args *)args;
     (void)dpos;
     if (a->T <= 0 || a->W.rows <= 0) return;
+    if (a->y2) { /* a pair that cu_matmul_pair admitted to one GEMV launch */
+        run_gemv(c, a);
+        return;
+    }
     int kind = tc_matmul_kind(&a->W, a->grp_rows);
     if (a->act && cu_f8mma_ok(&a->W, a->grp_rows)) cu_f8mma(c, a);
     else if (cu_int_matmul_ok(&a->W, a->grp_rows)) cu_int_matmul(c, a);
@@ -396,10 +447,9 @@ void cu_matmul_prep_ws(cu_impl *c, cu_matmul_args *a)
     a->pf = (float *)(ws + tc_prep_pf_offset(rows, a->W.cols, terms));
 }
 
-/* grp_rows = 0: a plain matmul; otherwise rows per block of the grouped one.
- * act: the rows through FP8 1x128 in their preparation (tensor-core kinds). */
-static void submit_matmul(dsv4_backend *b, const float *x, int64_t ldx, int T, const dsv4_mat *W, int64_t grp_rows,
-                          float *y, int64_t ldy, int act = 0, const dsv4_hc_post *post = NULL)
+/* The arguments of y = W·x (the rest zero: no groups, rounding, epilogue
+ * or second product). */
+static cu_matmul_args matmul_args(const float *x, int64_t ldx, int T, const dsv4_mat *W, float *y, int64_t ldy)
 {
     cu_matmul_args a;
     memset(&a, 0, sizeof a);
@@ -409,6 +459,15 @@ static void submit_matmul(dsv4_backend *b, const float *x, int64_t ldx, int T, c
     a.W = *W;
     a.y = y;
     a.ldy = ldy;
+    return a;
+}
+
+/* grp_rows = 0: a plain matmul; otherwise rows per block of the grouped one.
+ * act: the rows through FP8 1x128 in their preparation (tensor-core kinds). */
+static void submit_matmul(dsv4_backend *b, const float *x, int64_t ldx, int T, const dsv4_mat *W, int64_t grp_rows,
+                          float *y, int64_t ldy, int act = 0, const dsv4_hc_post *post = NULL)
+{
+    cu_matmul_args a = matmul_args(x, ldx, T, W, y, ldy);
     a.grp_rows = grp_rows;
     a.act = act;
     if (post) a.post = *post;
@@ -419,6 +478,36 @@ static void submit_matmul(dsv4_backend *b, const float *x, int64_t ldx, int T, c
 void cu_matmul(dsv4_backend *b, const float *x, int64_t ldx, int T, const dsv4_mat *W, float *y, int64_t ldy)
 {
     submit_matmul(b, x, ldx, T, W, 0, y, ldy);
+}
+
+/* Whether a plain product of W takes the GEMV (cu_exec_matmul's last case). */
+static int takes_gemv(const dsv4_mat *W)
+{
+    return !cu_int_matmul_ok(W, 0) && tc_matmul_kind(W, 0) < 0 && cu_wfam(*W) != CU_W_GGUF;
+}
+
+/* One GEMV launch for both products when both weights take the GEMV with
+ * the same instance and arguments: the same shape (so the same ks, and rw
+ * from T), the same format, dtype and scale grid, and 16-byte loads for
+ * both or for neither. Each output then has the bits of a launch of its own
+ * (gemv_pair_kernel). Any other pair, and every other kernel path, runs two
+ * products. */
+void cu_matmul_pair(dsv4_backend *b, const float *x, int64_t ldx, int T, const dsv4_mat *W1, float *y1, int64_t ldy1,
+                    const dsv4_mat *W2, float *y2, int64_t ldy2)
+{
+    int same = W1->rows == W2->rows && W1->cols == W2->cols && W1->fmt == W2->fmt && W1->dtype == W2->dtype &&
+               W1->scale_dtype == W2->scale_dtype && W1->blk_r == W2->blk_r && W1->blk_c == W2->blk_c &&
+               W1->scale_rows == W2->scale_rows && W1->scale_cols == W2->scale_cols;
+    if (!same || !takes_gemv(W1) || !takes_gemv(W2) || gemv_vec(W1, x, ldx) != gemv_vec(W2, x, ldx)) {
+        cu_matmul(b, x, ldx, T, W1, y1, ldy1);
+        cu_matmul(b, x, ldx, T, W2, y2, ldy2);
+        return;
+    }
+    cu_matmul_args a = matmul_args(x, ldx, T, W1, y1, ldy1);
+    a.W2 = *W2;
+    a.y2 = y2;
+    a.ldy2 = ldy2;
+    cu_submit(cu_of(b), K_MATMUL, &a, sizeof a);
 }
 
 /* FP8 weights take the e4m3 tensor cores (fp8_mma.cu) and the other

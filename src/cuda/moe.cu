@@ -31,15 +31,19 @@ __device__ __forceinline__ int route_better(float v, int e, float bv, int be)
 }
 
 /* One block per token: scores, selection (top-K by parallel argmax rounds,
- * or the hash table), normalised weights, and the combine order. */
+ * or the hash table), normalised weights, and the combine order. The
+ * rounds compare the biased scores, added once before them (a round's
+ * global loads of the bias were most of the kernel's time: K rounds of
+ * dependent latency). */
 __global__ void route_kernel(moe_args a)
 {
     cu_pdl();
-    extern __shared__ float s[]; /* [E] scores, then [E] taken flags */
+    extern __shared__ float s[]; /* [E] scores, [E] taken flags, [E] biased scores */
     __shared__ float rv[32];
-    __shared__ int re[32];
+    __shared__ int re[32], ss[MOE_MAX_K], so[MOE_MAX_K]; /* the selection and its order, before they go out */
     int t = blockIdx.x, E = a.E, K = a.K, lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     int *taken = (int *)(s + E);
+    float *sb = s + 2 * E;
     const float *lg = a.logits + (int64_t)t * E;
     int32_t *st = a.sel + (int64_t)t * K;
     if (a.score_func != SCORE_SOFTMAX)
@@ -50,7 +54,11 @@ __global__ void route_kernel(moe_args a)
         for (int e = 0; e < E; e++) sum += (s[e] = expf(lg[e] - mx));
         for (int e = 0; e < E; e++) s[e] /= sum;
     }
-    for (int e = threadIdx.x; e < E; e += blockDim.x) taken[e] = 0;
+    __syncthreads();
+    for (int e = threadIdx.x; e < E; e += blockDim.x) {
+        taken[e] = 0;
+        sb[e] = s[e] + (a.bias.data ? cu_ld(a.bias.dtype, a.bias.data, e) : 0.0f);
+    }
     __syncthreads();
     if (a.tid2eid) {
         if (threadIdx.x == 0) {
@@ -61,45 +69,46 @@ __global__ void route_kernel(moe_args a)
                     cu_fault(a.err, CU_FAULT_EXPERT, t, a.layer);
                     e = -1;
                 }
-                st[k] = e;
+                ss[k] = e;
             }
         }
     } else {
-            for (int k = 0; k < K; k++) {
-                float bv = 0.0f;
-                int be = -1;
-                for (int e = threadIdx.x; e < E; e += blockDim.x) {
-                    if (taken[e]) continue;
-                    float v = s[e] + (a.bias.data ? cu_ld(a.bias.dtype, a.bias.data, e) : 0.0f);
-                    if (route_better(v, e, bv, be)) { bv = v; be = e; }
-                }
-                for (int o = 16; o > 0; o >>= 1) {
-                    float ov = __shfl_xor_sync(0xffffffffu, bv, o);
-                    int oe = __shfl_xor_sync(0xffffffffu, be, o);
-                    if (route_better(ov, oe, bv, be)) { bv = ov; be = oe; }
-                }
-                if (lane == 0) { rv[warp] = bv; re[warp] = be; }
-                __syncthreads();
-                if (threadIdx.x == 0) {
-                    for (int w = 1; w < (int)(blockDim.x >> 5); w++)
-                        if (route_better(rv[w], re[w], bv, be)) { bv = rv[w]; be = re[w]; }
-                    st[k] = be;
-                    if (be >= 0) taken[be] = 1;
-                }
-                __syncthreads();
-            }
-        }
-        if (threadIdx.x != 0) return;
-        float sum = 0.0f;
-        for (int k = 0; k < K; k++) sum += st[k] >= 0 ? s[st[k]] : 0.0f;
-        int32_t *ord = a.ord + (int64_t)t * K;
         for (int k = 0; k < K; k++) {
-            a.wt[(int64_t)t * K + k] = st[k] >= 0 ? s[st[k]] / (sum + 1e-20f) * a.route_scale : 0.0f;
-            /* insertion by (expert id, slot): the order the CPU adds experts in */
-            int j = k;
-            while (j > 0 && st[ord[j - 1]] > st[k]) { ord[j] = ord[j - 1]; j--; }
-            ord[j] = k;
+            float bv = 0.0f;
+            int be = -1;
+            for (int e = threadIdx.x; e < E; e += blockDim.x) {
+                if (taken[e]) continue;
+                if (route_better(sb[e], e, bv, be)) { bv = sb[e]; be = e; }
+            }
+            for (int o = 16; o > 0; o >>= 1) {
+                float ov = __shfl_xor_sync(0xffffffffu, bv, o);
+                int oe = __shfl_xor_sync(0xffffffffu, be, o);
+                if (route_better(ov, oe, bv, be)) { bv = ov; be = oe; }
+            }
+            if (lane == 0) { rv[warp] = bv; re[warp] = be; }
+            __syncthreads();
+            if (threadIdx.x == 0) {
+                for (int w = 1; w < (int)(blockDim.x >> 5); w++)
+                    if (route_better(rv[w], re[w], bv, be)) { bv = rv[w]; be = re[w]; }
+                ss[k] = be;
+                if (be >= 0) taken[be] = 1;
+            }
+            __syncthreads();
+        }
     }
+    if (threadIdx.x != 0) return;
+    float sum = 0.0f;
+    for (int k = 0; k < K; k++) sum += ss[k] >= 0 ? s[ss[k]] : 0.0f;
+    int32_t *ord = a.ord + (int64_t)t * K;
+    for (int k = 0; k < K; k++) {
+        st[k] = ss[k];
+        a.wt[(int64_t)t * K + k] = ss[k] >= 0 ? s[ss[k]] / (sum + 1e-20f) * a.route_scale : 0.0f;
+        /* insertion by (expert id, slot): the order the CPU adds experts in */
+        int j = k;
+        while (j > 0 && ss[so[j - 1]] > ss[k]) { so[j] = so[j - 1]; j--; }
+        so[j] = k;
+    }
+    for (int k = 0; k < K; k++) ord[k] = so[k];
 }
 
 /* The pairs of the step grouped by expert, so each selected expert's weights
@@ -185,12 +194,23 @@ __global__ void combine_kernel(moe_args a)
         }
         __syncthreads();
         if (d < a.D) {
-            float acc = 0.0f;
-            for (int j = 0; j < a.K; j++) {
-                int64_t p = sp[j];
-                if (p >= 0) acc += a.act ? a.Y[p * a.D + d] : a.Y[p * a.D + d] * sw[j]; /* act: wt is in Y */
+            /* eight slots' loads (and the shared expert's) issued before
+             * their sums, which go in slot order as before */
+            float acc = 0.0f, ysh = a.Y[((int64_t)a.T * a.K + t) * a.D + d];
+            for (int j0 = 0; j0 < a.K; j0 += 8) {
+                float y[8];
+#pragma unroll
+                for (int i = 0; i < 8; i++) {
+                    int j = j0 + i;
+                    y[i] = j < a.K && sp[j] >= 0 ? a.Y[(int64_t)sp[j] * a.D + d] : 0.0f;
+                }
+#pragma unroll
+                for (int i = 0; i < 8; i++) {
+                    int j = j0 + i;
+                    if (j < a.K && sp[j] >= 0) acc += a.act ? y[i] : y[i] * sw[j]; /* act: wt is in Y */
+                }
             }
-            acc += a.Y[((int64_t)a.T * a.K + t) * a.D + d];
+            acc += ysh;
             if (a.post.X) hc_post_elem(a.post, a.D, t, d, acc);
             else a.out[t * a.D + d] = acc;
         }
@@ -251,7 +271,7 @@ void cu_exec_moe(cu_impl *c, const void *args, const int64_t *dpos)
     cu_exec_matmul(c, &g, dpos);
     /* one warp while it holds few experts per lane: no block-wide barriers
      * in the top-k rounds (the choice is the same: route_better orders) */
-    cu_launch(c, "moe route", route_kernel, dim3(a->T), dim3(a->E <= 256 ? 32 : 256), (size_t)a->E * 2 * sizeof(float), *a);
+    cu_launch(c, "moe route", route_kernel, dim3(a->T), dim3(a->E <= 256 ? 32 : 256), (size_t)a->E * 3 * sizeof(float), *a);
     if (a->T > 1)
         cu_launch(c, "moe group", group_kernel, dim3(1), dim3(256), (size_t)a->E * 2 * sizeof(int), *a);
     /* routed experts and shared expert: Q8_0 on the integer sums, others on

@@ -57,6 +57,7 @@ typedef struct {
     float *x;
     int T, n_heads, head_dim, rope_dim;
     int64_t pos_step;
+    const int64_t *pos; /* row positions (NULL: pos0 + t·pos_step) */
     const float *inv_freq;
     int inverse;
 } rope_args;
@@ -70,9 +71,8 @@ __global__ void rope_kernel(rope_args a, const int64_t *dpos)
     int p = (int)(i % half);
     int64_t th = i / half;
     int64_t t = th / a.n_heads;
-    int64_t pos0 = dpos ? *dpos : a.pos0;
-    rope_pair(a.x + th * a.head_dim + (a.head_dim - a.rope_dim) + 2 * p, (float)(pos0 + t * a.pos_step),
-              a.inv_freq[p], a.inverse);
+    int64_t pos = a.pos ? a.pos[t] : (dpos ? *dpos : a.pos0) + t * a.pos_step;
+    rope_pair(a.x + th * a.head_dim + (a.head_dim - a.rope_dim) + 2 * p, (float)pos, a.inv_freq[p], a.inverse);
 }
 
 void cu_exec_rope(cu_impl *c, const void *args, const int64_t *dpos)
@@ -84,7 +84,7 @@ void cu_exec_rope(cu_impl *c, const void *args, const int64_t *dpos)
 }
 
 void cu_rope(dsv4_backend *b, float *x, int T, int n_heads, int head_dim, int rope_dim, int64_t pos0,
-             int64_t pos_step, const float *inv_freq, int inverse)
+             int64_t pos_step, const int64_t *pos, const float *inv_freq, int inverse)
 {
     rope_args a;
     memset(&a, 0, sizeof a);
@@ -95,6 +95,7 @@ void cu_rope(dsv4_backend *b, float *x, int T, int n_heads, int head_dim, int ro
     a.head_dim = head_dim;
     a.rope_dim = rope_dim;
     a.pos_step = pos_step;
+    a.pos = pos;
     a.inv_freq = inv_freq;
     a.inverse = inverse;
     cu_submit(cu_of(b), K_ROPE, &a, sizeof a);
@@ -103,8 +104,9 @@ void cu_rope(dsv4_backend *b, float *x, int T, int n_heads, int head_dim, int ro
 /* ---- norm_rope: one block of rms_threads(head_dim) per (row, head) ---- */
 
 typedef struct {
-    int64_t pos0;
+    int64_t pos0; /* unused: the rows' positions are in pos */
     float *x;
+    const int64_t *pos; /* [T] */
     int T, n_heads, head_dim, rope_dim;
     dsv4_mat w; /* w.data NULL: unweighted */
     float eps;
@@ -117,7 +119,7 @@ typedef struct {
  * under the official numerics, the KV head rounded as the FP8 cache holds
  * it: a warp a block of 64 values below n_fp8 (cq_kv_block), the rest to
  * bf16, the CPU's bits (cpu_kv_fp8_round). */
-__global__ void __launch_bounds__(1024) norm_rope_kernel(norm_rope_args a, const int64_t *dpos)
+__global__ void __launch_bounds__(1024) norm_rope_kernel(norm_rope_args a)
 {
     rms_w wv = rms_weights(a.w, a.head_dim); /* before the wait, as rmsnorm_kernel */
     cu_pdl();
@@ -125,10 +127,10 @@ __global__ void __launch_bounds__(1024) norm_rope_kernel(norm_rope_args a, const
     float *h = a.x + (int64_t)blockIdx.x * a.head_dim;
     rms_row([&](int i) { return h[i]; }, a.head_dim, a.w, wv, a.eps, h, sh);
     __syncthreads(); /* each pair was normalized by two threads */
-    int64_t t = blockIdx.x / a.n_heads, pos0 = dpos ? *dpos : a.pos0;
+    float pos = (float)a.pos[blockIdx.x / a.n_heads];
     float *r = h + (a.head_dim - a.rope_dim);
     for (int p = threadIdx.x; p < a.rope_dim / 2; p += blockDim.x)
-        rope_pair(r + 2 * p, (float)(pos0 + t), a.inv_freq[p], 0);
+        rope_pair(r + 2 * p, pos, a.inv_freq[p], 0);
     if (a.n_fp8 < 0) return;
     __syncthreads(); /* the head's values are the rope's */
     int lane = threadIdx.x & 31, nw = blockDim.x >> 5;
@@ -141,18 +143,19 @@ __global__ void __launch_bounds__(1024) norm_rope_kernel(norm_rope_args a, const
 void cu_exec_norm_rope(cu_impl *c, const void *args, const int64_t *dpos)
 {
     const norm_rope_args *a = (const norm_rope_args *)args;
+    (void)dpos;
     int64_t n = (int64_t)a->T * a->n_heads;
     if (n <= 0) return;
-    cu_launch(c, "norm_rope", norm_rope_kernel, dim3((unsigned)n), dim3(rms_threads(a->head_dim)), 0, *a, dpos);
+    cu_launch(c, "norm_rope", norm_rope_kernel, dim3((unsigned)n), dim3(rms_threads(a->head_dim)), 0, *a);
 }
 
 void cu_norm_rope(dsv4_backend *b, float *x, int T, int n_heads, int head_dim, int rope_dim, const dsv4_mat *w,
-                  float eps, int64_t pos0, const float *inv_freq, int n_fp8)
+                  float eps, const int64_t *pos, const float *inv_freq, int n_fp8)
 {
     norm_rope_args a;
     memset(&a, 0, sizeof a);
-    a.pos0 = pos0;
     a.x = x;
+    a.pos = pos;
     a.T = T;
     a.n_heads = n_heads;
     a.head_dim = head_dim;

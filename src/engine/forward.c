@@ -19,8 +19,9 @@
 
 /* Activations of one step, carved from one backend allocation. */
 struct fwd_scratch {
-    float *X, *x, *xn, *post, *comb, *qr, *q, *kv, *o, *z, *a, *u, *g, *qi, *wi, *y, *logits;
+    float *X, *x, *xn, *post, *comb, *qr, *q, *kv, *o, *z, *a, *u, *g, *ui, *gi, *qi, *wi, *y, *logits;
     int32_t *tok, *sel_idx, *sel_n;
+    int64_t *pos; /* each row's position (its lane's pos0 + t): the ops that rotate take all lanes' rows at once */
     /* MTP scratch only: the main model's streams as read, and the constants
      * that make hc_post add e_proj·e to every stream (post = 1, comb = I) */
     float *Xin, *ones, *eye;
@@ -51,17 +52,18 @@ static dsv4_status scratch_alloc(dsv4_backend *b, scratch *sc, const dsv4_model 
     size_t W = (size_t)c->window, F = (size_t)c->dspark_n_targets * D, MR = (size_t)c->dspark_rank;
     size_t sel = blk && W + (size_t)c->dspark_block > k ? W + (size_t)c->dspark_block : k; /* block: W + B - 1 keys */
     size_t sizes[] = {hc * D * R, D * R, D * R, hc * R, hc * hc * R, (size_t)c->q_lora * R, H * hd * R, hd * R,
-                      H * hd * R, z * R, D * R, cw * R, cw * R, ih * ihd * R, ih * R, D * R,
-                      (size_t)c->vocab * (size_t)out_rows, R, sel * R, R,
+                      H * hd * R, z * R, D * R, cw * R, cw * R, cw * R, cw * R, ih * ihd * R, ih * R, D * R,
+                      (size_t)c->vocab * (size_t)out_rows, R, sel * R, R, 2 * R,
                       mtp ? hc * D * R : 0, mtp ? hc * R : 0, mtp ? hc * hc * R : 0,
                       ctx ? F * R : 0, blk ? (W + 1) * hd * R : 0, blk ? MR * R : 0, blk ? (D + MR) * R : 0,
                       blk ? R : 0, blk ? (size_t)c->vocab * ((R + c->dspark_block - 1) / c->dspark_block) : 0,
                       blk ? R : 0, blk ? R : 0, blk ? R : 0};
     void **slots[] = {(void **)&sc->X, (void **)&sc->x, (void **)&sc->xn, (void **)&sc->post, (void **)&sc->comb,
                       (void **)&sc->qr, (void **)&sc->q, (void **)&sc->kv, (void **)&sc->o, (void **)&sc->z,
-                      (void **)&sc->a, (void **)&sc->u, (void **)&sc->g, (void **)&sc->qi, (void **)&sc->wi,
+                      (void **)&sc->a, (void **)&sc->u, (void **)&sc->g, (void **)&sc->ui, (void **)&sc->gi,
+                      (void **)&sc->qi, (void **)&sc->wi,
                       (void **)&sc->y, (void **)&sc->logits, (void **)&sc->tok, (void **)&sc->sel_idx,
-                      (void **)&sc->sel_n, (void **)&sc->Xin, (void **)&sc->ones, (void **)&sc->eye,
+                      (void **)&sc->sel_n, (void **)&sc->pos, (void **)&sc->Xin, (void **)&sc->ones, (void **)&sc->eye,
                       (void **)&sc->feat, (void **)&sc->keys, (void **)&sc->me,
                       (void **)&sc->mcat, (void **)&sc->mconf, (void **)&sc->mlog, (void **)&sc->mtop,
                       (void **)&sc->mpick, (void **)&sc->mbad};
@@ -142,62 +144,64 @@ static void fp8_matmul(dsv4_model *m, const float *x, int64_t ldx, int T, const 
     else m->be->ops->matmul(m->be, x, ldx, T, W, y, ldy);
 }
 
-/* Layer l's compressors for every lane (CSA/HCA layers): they read xn and
- * their lane's compressor state only, so they run beside the query chain.
- * Each projection runs once over the step's rows (a row's sums do not depend
- * on the rows beside it); each lane's rows then enter its own compressor. A
- * CSA layer also forms the indexer's head weights here (sc->wi). A logged
- * lane keeps copies of the rows those state writes consume. */
-static void compress_lanes(dsv4_model *m, int l, const fwd_lane *lanes, int n_lanes, int rows, scratch *sc)
+/* The projections of layer l's compressor `pass` (0: the main one, into u
+ * and g; 1: the indexer's, into ui and gi, with the indexer's head weights
+ * wi) for the step's rows, each once over all rows (a row's sums do not
+ * depend on the rows beside it). They read xn only, so they run beside the
+ * query chain. */
+static void compress_project(dsv4_model *m, int l, int pass, int rows, scratch *sc)
 {
     const dsv4_config *c = &m->cfg;
     const dsv4_layer_w *w = &m->layers[l];
     dsv4_backend *b = m->be;
+    int D = c->dim, cw = config_comp_width(c, l, pass);
+    const dsv4_comp_w *cmp = pass ? &w->idx_comp : &w->comp;
+    /* wkv and wgate read the same rows: one pass where the backend can */
+    b->ops->matmul_pair(b, sc->xn, D, rows, &cmp->wkv, pass ? sc->ui : sc->u, cw, &cmp->wgate, pass ? sc->gi : sc->g,
+                        cw);
+    if (pass) b->ops->matmul(b, sc->xn, D, rows, &w->idx_wproj, sc->wi, c->idx_heads);
+}
+
+/* One lane's rows into its compressor `pass` of layer l (none: nothing),
+ * after compress_project: they read those rows and write the lane's
+ * compressor state only. A logged lane keeps copies of the rows those
+ * state writes consume. */
+static void compress_lane(dsv4_model *m, int l, int pass, const fwd_lane *ln, scratch *sc)
+{
+    const dsv4_config *c = &m->cfg;
+    dsv4_backend *b = m->be;
     const dsv4_ops *op = b->ops;
-    int D = c->dim;
+    dsv4_layer_state *ls = &ln->s->L[l];
     size_t f = sizeof(float);
-    for (int pass = 0; pass < 2; pass++) { /* main, then the indexer's */
-        const dsv4_comp_w *cmp = pass ? &w->idx_comp : &w->comp;
-        int cw = config_comp_width(c, l, pass);
-        if (!cw) continue;
-        dsv4_comp_params cp = comp_params(m, l, pass);
-        op->matmul(b, sc->xn, D, rows, &cmp->wkv, sc->u, cw);
-        op->matmul(b, sc->xn, D, rows, &cmp->wgate, sc->g, cw);
-        for (int i = 0; i < n_lanes; i++) {
-            const fwd_lane *ln = &lanes[i];
-            dsv4_layer_state *ls = &ln->s->L[l];
-            const float *u = sc->u + ln->row0 * cw, *g = sc->g + ln->row0 * cw;
-            if (ln->log) {
-                log_layer lg = log_at(c, ln->log, l);
-                op->copy(b, (pass ? lg.iu : lg.cu) + (size_t)ln->t0 * cw, u, (size_t)ln->T * cw * f);
-                op->copy(b, (pass ? lg.ig : lg.cg) + (size_t)ln->t0 * cw, g, (size_t)ln->T * cw * f);
-            }
-            /* official: main entries stored FP8, indexer keys rotated FP4 */
-            op->compress(b, u, g, ln->T, ln->pos0, &cp, pass ? &ls->idx : &ls->comp);
-        }
+    int cw = config_comp_width(c, l, pass);
+    if (!cw) return;
+    dsv4_comp_params cp = comp_params(m, l, pass);
+    const float *u = (pass ? sc->ui : sc->u) + ln->row0 * cw, *g = (pass ? sc->gi : sc->g) + ln->row0 * cw;
+    if (ln->log) {
+        log_layer lg = log_at(c, ln->log, l);
+        op->copy(b, (pass ? lg.iu : lg.cu) + (size_t)ln->t0 * cw, u, (size_t)ln->T * cw * f);
+        op->copy(b, (pass ? lg.ig : lg.cg) + (size_t)ln->t0 * cw, g, (size_t)ln->T * cw * f);
     }
-    if (config_kind(c, l) == ATTN_CSA) op->matmul(b, sc->xn, D, rows, &w->idx_wproj, sc->wi, c->idx_heads);
+    /* official: main entries stored FP8, indexer keys rotated FP4 */
+    op->compress(b, u, g, ln->T, ln->pos0, &cp, pass ? &ls->idx : &ls->comp);
 }
 
 /* The indexer's queries of a CSA layer, every lane: from qr (the query
- * chain's), rotated at each lane's positions. */
-static void index_queries(dsv4_model *m, int l, const fwd_lane *lanes, int n_lanes, int rows, scratch *sc)
+ * chain's), each row rotated at its position. */
+static void index_queries(dsv4_model *m, int l, int rows, scratch *sc)
 {
     const dsv4_config *c = &m->cfg;
     dsv4_backend *b = m->be;
     int ih = c->idx_heads, ihd = c->idx_head_dim;
-    if (config_kind(c, l) != ATTN_CSA) return;
     fp8_matmul(m, sc->qr, c->q_lora, rows, &m->layers[l].idx_wq_b, sc->qi, (int64_t)ih * ihd);
-    for (int i = 0; i < n_lanes; i++)
-        b->ops->rope(b, sc->qi + lanes[i].row0 * ih * ihd, lanes[i].T, ih, ihd, c->rope_dim, lanes[i].pos0, 1,
-                     m->inv_freq_compress, 0);
+    b->ops->rope(b, sc->qi, rows, ih, ihd, c->rope_dim, 0, 0, sc->pos, m->inv_freq_compress, 0);
     if (m->cache_official) b->ops->idx_fp4_round(b, sc->qi, rows * ih, ihd); /* the queries as the keys */
 }
 
 /* The state-dependent part of attention for one lane, after its
  * compressors: the indexer's selection (CSA), attention over window +
  * compressed keys (its output's rope dims rotated back to the query's
- * frame by the op), the ring update. */
+ * frame by the op). The ring update follows (store_lane). */
 static void attend_lane(dsv4_model *m, int l, const fwd_lane *ln, scratch *sc)
 {
     const dsv4_config *c = &m->cfg;
@@ -210,20 +214,30 @@ static void attend_lane(dsv4_model *m, int l, const fwd_lane *ln, scratch *sc)
     int ratio = config_ratio(c, l);
     const float *kv = sc->kv + r0 * hd;
 
-    const int32_t *sel_idx = NULL, *sel_n = NULL;
+    int32_t *sel_idx = NULL, *sel_n = NULL;
     if (kind == ATTN_CSA) {
         int ih = c->idx_heads, ihd = c->idx_head_dim;
         /* head weights carry 1/sqrt(heads); scores carry 1/sqrt(head_dim) */
+        sel_idx = sc->sel_idx + r0 * c->idx_topk; /* the lane's own rows: lanes may run side by side */
+        sel_n = sc->sel_n + r0;
         op->indexer(b, sc->qi + r0 * ih * ihd, sc->wi + r0 * ih, T, pos0, ih, ls->idx.entries, &m->layout.idx,
-                    ratio, c->idx_topk, 1.0f / sqrtf((float)ihd), 1.0f / sqrtf((float)ih), sc->sel_idx, sc->sel_n);
-        sel_idx = sc->sel_idx;
-        sel_n = sc->sel_n;
+                    ratio, c->idx_topk, 1.0f / sqrtf((float)ihd), 1.0f / sqrtf((float)ih), sel_idx, sel_n);
     }
     op->attention(b, sc->q + r0 * H * hd, T, pos0, H, hd, c->window, ls->ring, kv, ls->comp.entries,
                   &m->layout.kv, kind == ATTN_HCA ? ratio : 0, sel_idx, sel_n, c->idx_topk, &w->sinks,
                   1.0f / sqrtf((float)hd), c->rope_dim, layer_freq(m, l), sc->o + r0 * H * hd);
-    if (ln->log) op->copy(b, log_at(c, ln->log, l).kv + (size_t)ln->t0 * hd, kv, (size_t)T * hd * sizeof(float));
-    op->ring_store(b, ls->ring, c->window, &m->layout.kv, kv, T, pos0);
+}
+
+/* One lane's KV rows of layer l into its window ring (after its
+ * attention, which reads the slots they replace), and into its log. */
+static void store_lane(dsv4_model *m, int l, const fwd_lane *ln, scratch *sc)
+{
+    const dsv4_config *c = &m->cfg;
+    dsv4_backend *b = m->be;
+    int hd = c->head_dim;
+    const float *kv = sc->kv + ln->row0 * hd;
+    if (ln->log) b->ops->copy(b, log_at(c, ln->log, l).kv + (size_t)ln->t0 * hd, kv, (size_t)ln->T * hd * sizeof(float));
+    b->ops->ring_store(b, ln->s->L[l].ring, c->window, &m->layout.kv, kv, ln->T, ln->pos0);
 }
 
 void forward_replay(dsv4_model *m, dsv4_session *s, int64_t pos0, const fwd_log *log, int n)
@@ -320,32 +334,58 @@ static void attention_block(dsv4_model *m, int l, const fwd_lane *lanes, int n_l
      * indexer's wq_b on qr; wo_b) see their input through FP8 1x128
      * (fp8_matmul), the compressors and the indexer's head weights
      * (fp32/bf16) see xn as is */
-    /* two independent chains of small, latency-bound launches: beside the
-     * queries (low-rank, per-head unweighted norm, then the indexer's
-     * queries; read xn, write qr, q and qi), the single shared K=V head
-     * (reads xn, writes kv) and the compressors (read xn, write their state
-     * and wi). Per-head norms, then rope at each lane's positions. */
-    if (op->concurrent) op->concurrent(b, 1);
+    /* independent chains of small, latency-bound launches, each in a
+     * concurrent group: the single shared K=V head (reads xn, writes kv);
+     * each compressor's projections (read xn, write u and g, or ui, gi and
+     * wi); the queries (low-rank, then after its norm the query heads
+     * beside the indexer's queries: read xn, write qr, then q and qi).
+     * Per-head norms, then rope at each row's position. A lone lane's
+     * compressors follow their projections, hidden behind the query chain;
+     * with several lanes each lane's run in its lane's group below, beside
+     * the other lanes'. */
+    int grp = op->concurrent != NULL, par = grp && n_lanes > 1, csa = !block && config_kind(c, l) == ATTN_CSA;
+    if (grp) op->concurrent(b, 1);
     fp8_matmul(m, sc->xn, D, rows, &w->wkv, sc->kv, hd);
     /* official numerics: the window KV as the FP8 cache holds it, for this
      * step's attention (the ring stores these values packed: exactly) */
-    for (int i = 0; i < n_lanes; i++)
-        op->norm_rope(b, sc->kv + (int64_t)lanes[i].row0 * hd, lanes[i].T, 1, hd, rd, &w->kv_norm, eps,
-                      lanes[i].pos0, freq, m->cache_official ? hd - rd : -1);
-    if (!block) compress_lanes(m, l, lanes, n_lanes, rows, sc);
-    if (op->concurrent) op->concurrent(b, 2);
+    op->norm_rope(b, sc->kv, rows, 1, hd, rd, &w->kv_norm, eps, sc->pos, freq, m->cache_official ? hd - rd : -1);
+    for (int pass = 0; pass < 2 && !block; pass++) {
+        if (!config_comp_width(c, l, pass)) continue;
+        if (grp) op->concurrent(b, 1);
+        compress_project(m, l, pass, rows, sc);
+        for (int i = 0; i < n_lanes && !par; i++) compress_lane(m, l, pass, &lanes[i], sc);
+    }
+    if (grp) op->concurrent(b, 2);
     fp8_matmul(m, sc->xn, D, rows, &w->wq_a, sc->qr, c->q_lora);
     op->rmsnorm(b, sc->qr, rows, c->q_lora, &w->q_norm, eps, sc->qr);
-    fp8_matmul(m, sc->qr, c->q_lora, rows, &w->wq_b, sc->q, (int64_t)H * hd);
-    for (int i = 0; i < n_lanes; i++)
-        op->norm_rope(b, sc->q + (int64_t)lanes[i].row0 * H * hd, lanes[i].T, H, hd, rd, NULL, eps, lanes[i].pos0,
-                      freq, -1);
-    if (!block) index_queries(m, l, lanes, n_lanes, rows, sc);
-    if (op->concurrent) op->concurrent(b, 0);
-    for (int i = 0; i < n_lanes; i++) {
-        if (block) block_attend_lane(m, l, i, &lanes[i], sc);
-        else attend_lane(m, l, &lanes[i], sc);
+    if (csa) {
+        if (grp) op->concurrent(b, 1);
+        index_queries(m, l, rows, sc);
+        if (grp) op->concurrent(b, 2);
     }
+    fp8_matmul(m, sc->qr, c->q_lora, rows, &w->wq_b, sc->q, (int64_t)H * hd);
+    op->norm_rope(b, sc->q, rows, H, hd, rd, NULL, eps, sc->pos, freq, -1);
+    if (grp) op->concurrent(b, 0);
+    /* each lane's chain (compressors, selection, attention) beside the
+     * others': it reads the step's rows and writes its own rows and state */
+    for (int i = 0; i < n_lanes; i++) {
+        if (par) op->concurrent(b, i + 1 < n_lanes ? 1 : 2);
+        if (block) {
+            block_attend_lane(m, l, i, &lanes[i], sc);
+            continue;
+        }
+        for (int pass = 0; pass < 2 && par; pass++) compress_lane(m, l, pass, &lanes[i], sc);
+        attend_lane(m, l, &lanes[i], sc);
+    }
+    if (par) op->concurrent(b, 0);
+    /* each lane's ring store (reads its kv rows, writes its ring and log)
+     * beside the output projection, off the layer's critical path */
+    int stores = grp && !block;
+    for (int i = 0; i < n_lanes && !block; i++) {
+        if (stores) op->concurrent(b, 1);
+        store_lane(m, l, &lanes[i], sc);
+    }
+    if (stores) op->concurrent(b, 2);
     /* the grouped low-rank output projection (block-diagonal wo_a, then
      * wo_b) of the heads, already rotated back by the attention op */
     int64_t zw = (int64_t)c->o_groups * c->o_lora;
@@ -356,6 +396,7 @@ static void attention_block(dsv4_model *m, int l, const fwd_lane *lanes, int n_l
      * product stores its rows) */
     dsv4_hc_post hp = {sc->X, c->hc_mult, sc->post, sc->comb};
     op->matmul_post(b, sc->z, zw, rows, &w->wo_b, m->cache_official, sc->a, &hp);
+    if (stores) op->concurrent(b, 0);
 }
 
 static void ffn_block(dsv4_model *m, int l, int rows, scratch *sc)
@@ -493,9 +534,7 @@ static void dspark_context(dsv4_model *m, const fwd_lane *lanes, int n_lanes, in
         const dsv4_layer_w *lw = &m->layers[l];
         b->cur_layer = l;
         fp8_matmul(m, sc->xn, D, rows, &lw->wkv, sc->kv, hd);
-        for (int i = 0; i < n_lanes; i++)
-            op->norm_rope(b, sc->kv + (int64_t)lanes[i].row0 * hd, lanes[i].T, 1, hd, rd, &lw->kv_norm, eps,
-                          lanes[i].pos0, m->inv_freq_main, -1);
+        op->norm_rope(b, sc->kv, rows, 1, hd, rd, &lw->kv_norm, eps, sc->pos, m->inv_freq_main, -1);
         for (int i = 0; i < n_lanes; i++) { /* storing a row rounds it as the official FP8 cache does */
             const fwd_lane *ln = &lanes[i];
             const float *kv = sc->kv + (int64_t)ln->row0 * hd;
@@ -579,8 +618,17 @@ static dsv4_status forward_run(dsv4_model *m, fwd_scratch *scp, const fwd_lane *
             return dsv4_fail(DSV4_ERR_NOMEM, "out of memory for the DSpark features of %d rows", rows);
     }
     if (kind == FWD_BLOCK && (st = block_selection(m, lanes, n_lanes, rows, &sc))) return st;
+    int64_t *pos = calloc(rows > 0 ? (size_t)rows : 1, sizeof *pos);
+    if (!pos) {
+        free(fs.buf);
+        return dsv4_fail(DSV4_ERR_NOMEM, "out of memory for the positions of %d rows", rows);
+    }
+    for (int i = 0; i < n_lanes; i++)
+        for (int t = 0; t < lanes[i].T; t++) pos[lanes[i].row0 + t] = lanes[i].pos0 + t;
     if (op->step_begin) op->step_begin(b, rows);
     op->upload(b, sc.tok, tok, (size_t)rows * sizeof *tok);
+    op->upload(b, sc.pos, pos, (size_t)rows * sizeof *pos);
+    free(pos);
     head_w hw = {&m->hc_head_fn, &m->hc_head_base, &m->hc_head_scale, &m->norm};
     const head_w draft_hw = {&m->mtp.hc_head_fn, &m->mtp.hc_head_base, &m->mtp.hc_head_scale, &m->mtp.norm};
     if (kind == FWD_DRAFTER && m->has_dspark) {

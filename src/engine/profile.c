@@ -44,11 +44,12 @@ static void p_matmul(dsv4_backend *b, const float *x, int64_t ldx, int T, const 
 { TIMED(b, P_MATMUL, INNER(b)->ops->matmul(INNER(b), x, ldx, T, W, y, ldy)); }
 static void p_rmsnorm(dsv4_backend *b, const float *x, int T, int n, const dsv4_mat *w, float eps, float *y)
 { TIMED(b, P_RMSNORM, INNER(b)->ops->rmsnorm(INNER(b), x, T, n, w, eps, y)); }
-static void p_rope(dsv4_backend *b, float *x, int T, int nh, int hd, int rd, int64_t p0, int64_t ps, const float *f, int inv)
-{ TIMED(b, P_ROPE, INNER(b)->ops->rope(INNER(b), x, T, nh, hd, rd, p0, ps, f, inv)); }
+static void p_rope(dsv4_backend *b, float *x, int T, int nh, int hd, int rd, int64_t p0, int64_t ps, const int64_t *pos,
+                   const float *f, int inv)
+{ TIMED(b, P_ROPE, INNER(b)->ops->rope(INNER(b), x, T, nh, hd, rd, p0, ps, pos, f, inv)); }
 static void p_norm_rope(dsv4_backend *b, float *x, int T, int nh, int hd, int rd, const dsv4_mat *w, float eps,
-                        int64_t p0, const float *f, int n_fp8)
-{ TIMED(b, P_NORM_ROPE, INNER(b)->ops->norm_rope(INNER(b), x, T, nh, hd, rd, w, eps, p0, f, n_fp8)); }
+                        const int64_t *pos, const float *f, int n_fp8)
+{ TIMED(b, P_NORM_ROPE, INNER(b)->ops->norm_rope(INNER(b), x, T, nh, hd, rd, w, eps, pos, f, n_fp8)); }
 static void p_embed(dsv4_backend *b, const dsv4_mat *E, const int32_t *tok, int T, int hc, float *X)
 { TIMED(b, P_EMBED, INNER(b)->ops->embed(INNER(b), E, tok, T, hc, X)); }
 static void p_hc_pre(dsv4_backend *b, const float *X, int T, int hc, int D, const dsv4_mat *fn, const dsv4_mat *base,
@@ -84,6 +85,10 @@ static void p_moe(dsv4_backend *b, const float *x, const int32_t *tok, int T, in
 static void p_matmul_grouped(dsv4_backend *b, const float *x, int64_t ldx, int T, const dsv4_mat *W, int groups,
                              float *y, int64_t ldy)
 { TIMED(b, P_MATMUL, INNER(b)->ops->matmul_grouped(INNER(b), x, ldx, T, W, groups, y, ldy)); }
+
+static void p_matmul_pair(dsv4_backend *b, const float *x, int64_t ldx, int T, const dsv4_mat *W1, float *y1,
+                          int64_t ldy1, const dsv4_mat *W2, float *y2, int64_t ldy2)
+{ TIMED(b, P_MATMUL, INNER(b)->ops->matmul_pair(INNER(b), x, ldx, T, W1, y1, ldy1, W2, y2, ldy2)); }
 
 static void p_idx_fp4_round(dsv4_backend *b, float *x, int rows, int width)
 { TIMED(b, P_CACHE_QUANT, INNER(b)->ops->idx_fp4_round(INNER(b), x, rows, width)); }
@@ -121,7 +126,7 @@ dsv4_backend *profile_wrap(dsv4_backend *inner)
         .matmul = p_matmul, .rmsnorm = p_rmsnorm, .rope = p_rope, .norm_rope = p_norm_rope, .embed = p_embed, .hc_pre = p_hc_pre,
         .hc_post = p_hc_post, .hc_head = p_hc_head, .ring_store = p_ring, .compress = p_compress,
         .indexer = p_indexer, .attention = p_attention, .moe = p_moe,
-        .matmul_grouped = p_matmul_grouped, .matmul_post = p_matmul_post,
+        .matmul_grouped = p_matmul_grouped, .matmul_pair = p_matmul_pair, .matmul_post = p_matmul_post,
         /* optional ops stay absent where the wrapped backend lacks them */
         .idx_fp4_round = inner->ops->idx_fp4_round ? p_idx_fp4_round : NULL,
         .act_fp8_round = inner->ops->act_fp8_round ? p_act_fp8_round : NULL,

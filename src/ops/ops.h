@@ -127,20 +127,22 @@ typedef struct {
     void (*rmsnorm)(dsv4_backend *b, const float *x, int T, int n,
                     const dsv4_mat *w, float eps, float *y);
     /* Interleaved RoPE on the last rope_dim values of each of n_heads heads of
-     * head_dim values per row; row t is at position pos0 + t·pos_step;
-     * inverse rotates by −position. */
+     * head_dim values per row; row t is at position pos[t] (pos: T
+     * positions in the backend's memory, so that one call covers rows of
+     * several lanes), or pos0 + t·pos_step when pos is NULL; inverse
+     * rotates by −position. */
     void (*rope)(dsv4_backend *b, float *x, int T, int n_heads, int head_dim,
-                 int rope_dim, int64_t pos0, int64_t pos_step,
+                 int rope_dim, int64_t pos0, int64_t pos_step, const int64_t *pos,
                  const float *inv_freq, int inverse);
     /* Per head of head_dim values: the rmsnorm op's values (weight w, NULL:
-     * unweighted), then rope as above (forward, pos_step 1), in place: the
-     * query and KV heads' norm and rotation in one op, so that a backend
-     * need not launch two. n_fp8 >= 0: then the official KV rounding of
+     * unweighted), then rope as above (forward, row t at pos[t]), in place:
+     * the query and KV heads' norm and rotation in one op, so that a
+     * backend need not launch two. n_fp8 >= 0: then the official KV rounding of
      * each head (values [0, n_fp8) through FP8 e4m3 in blocks of 64 with
      * scale 2^ceil(log2(max(amax,1e-4)/448)), the rest rounded to bf16: the
      * values the FP8 window cache holds); -1: none. */
     void (*norm_rope)(dsv4_backend *b, float *x, int T, int n_heads, int head_dim,
-                      int rope_dim, const dsv4_mat *w, float eps, int64_t pos0,
+                      int rope_dim, const dsv4_mat *w, float eps, const int64_t *pos,
                       const float *inv_freq, int n_fp8);
     /* X[t][i][:] = E[tok[t]] for every stream i < hc. */
     void (*embed)(dsv4_backend *b, const dsv4_mat *E, const int32_t *tok,
@@ -209,6 +211,14 @@ typedef struct {
      * shapes, not on T). */
     void (*matmul_grouped)(dsv4_backend *b, const float *x, int64_t ldx, int T, const dsv4_mat *W, int groups,
                            float *y, int64_t ldy);
+    /* Two products of the same rows: y1 = W1 · x and y2 = W2 · x (x rows at
+     * x + t·ldx; y1, y2 disjoint, rows strided by ldy1 / ldy2), each bit
+     * for bit what matmul gives for its weight alone, so that a backend can
+     * run both in one pass where they share a kernel (the compressors' wkv
+     * and wgate: same shape, same format, same input) and run two products
+     * where they do not. */
+    void (*matmul_pair)(dsv4_backend *b, const float *x, int64_t ldx, int T, const dsv4_mat *W1, float *y1,
+                        int64_t ldy1, const dsv4_mat *W2, float *y2, int64_t ldy2);
 
     /* --- the official numerics (spec §8.3; NULL: the backend has none,
      * and models with --cache official are refused on it). In place:
@@ -253,12 +263,18 @@ typedef struct {
      * the device until its end. */
     void (*pick_sum)(dsv4_backend *b, const float *a, int64_t lda, const float *c, int64_t ldc, int n, int V,
                      int32_t *idx, float *top, int32_t *bad);
-    /* Optional. Two groups of ops that may run at the same time:
-     * concurrent(1), group A, concurrent(2), group B, concurrent(0). Both
-     * start after everything before them; what follows waits for both. The
-     * caller promises that neither group reads what the other writes and
-     * that they write disjoint memory, so the results are those of A then
-     * B, bit for bit. A backend may run them in turn. */
+    /* Optional. Groups of ops that may run at the same time:
+     * concurrent(1) opens a side group, concurrent(2) returns to the main
+     * group, concurrent(0) ends them all, e.g. concurrent(1), A1,
+     * concurrent(1), A2, concurrent(2), B1, concurrent(1), A3,
+     * concurrent(2), B2, concurrent(0). A side group starts after every
+     * op called before its concurrent(1) outside the side groups (A1 and
+     * A2 after what came before them, A3 after B1 too); what follows
+     * concurrent(0) waits for all of them. The caller promises that no
+     * group reads what another that may run beside it writes (A1, A2, A3
+     * and B2 beside each other, B1 beside A1 and A2) and that such groups
+     * write disjoint memory, so the results are those of the calls in
+     * order, bit for bit. A backend may run them in turn. */
     void (*concurrent)(dsv4_backend *b, int phase);
 
     /* --- optional hooks (NULL: the backend has none).

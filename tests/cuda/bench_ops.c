@@ -405,10 +405,14 @@ int main(int argc, char **argv)
     if (!gpu) { fprintf(stderr, "%s\n", dsv4_last_error()); return 1; }
     if (!*f || strstr(f, "small")) bench_small();
     /* "matmul:NAME": the matmul shapes whose name contains NAME (e.g. fp8);
-     * "warm:NAME" the same with L2-resident weights */
-    const char *mo = strstr(f, "matmul:"), *mw = strstr(f, "warm:");
-    if (!*f || strstr(f, "matmul")) bench_matmul(mo ? mo + 7 : NULL, 0);
-    if (mw) bench_matmul(mw + 5, 1);
+     * "warm:NAME" the same with L2-resident weights; parts separated by
+     * commas (e.g. "attention,matmul:fp8") */
+    char mo[64] = "", mw[64] = "";
+    const char *p = strstr(f, "matmul:"), *q = strstr(f, "warm:");
+    if (p) snprintf(mo, sizeof mo, "%.*s", (int)strcspn(p + 7, ","), p + 7);
+    if (q) snprintf(mw, sizeof mw, "%.*s", (int)strcspn(q + 5, ","), q + 5);
+    if (!*f || strstr(f, "matmul")) bench_matmul(p ? mo : NULL, 0);
+    if (q) bench_matmul(mw, 1);
     if (!*f || strstr(f, "moe")) bench_moe();
     if (!*f || strstr(f, "prefill")) bench_prefill();
     if (!*f || strstr(f, "attention")) bench_attention();

@@ -2,8 +2,8 @@
  * built and run by `make cuda-test`, not by `make test`), for every weight
  * format: plain, the official FP8/MXFP4 and every GGUF block type (random
  * valid blocks, ggml_random_blocks). Also checks batch invariance of the
- * GEMV, run-to-run determinism, graph record/replay with a changing
- * position, and the device-side fault word. */
+ * GEMV, matmul_pair against two matmuls, run-to-run determinism, graph
+ * record/replay with a changing position, and the device-side fault word. */
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -531,6 +531,74 @@ static void test_matmul_post(void)
                 }
 }
 
+/* matmul_pair's outputs against two matmuls on the GPU, bit for bit (and
+ * the rows' padding left as it was): T token rows of x (C columns), A's
+ * output with its own row stride and B's with another; eager, then (decode
+ * sizes) recorded as a graph step. */
+static void pair_check(const char *what, const dsv4_mat *A, const dsv4_mat *B, int64_t C, int T)
+{
+    int64_t ldx = C + 4, la = A->rows + 3, lb = B->rows + 5;
+    size_t na = (size_t)T * la, nb = (size_t)T * lb;
+    float *x = rnd((size_t)T * ldx, 1.0f), *za = calloc(na, 4), *zb = calloc(nb, 4);
+    float *dx = dev(x, (size_t)T * ldx), *ra = dev(za, na), *rb = dev(zb, nb), *pa = dalloc(na), *pb = dalloc(nb);
+    gpu->ops->matmul(gpu, dx, ldx, T, A, ra, la);
+    gpu->ops->matmul(gpu, dx, ldx, T, B, rb, lb);
+    float *wa = back(ra, na), *wb = back(rb, nb);
+    for (int rec = 0; rec <= (T <= 8); rec++) {
+        gpu->ops->zero(gpu, pa, na * 4);
+        gpu->ops->zero(gpu, pb, nb * 4);
+        if (rec) gpu->ops->step_begin(gpu, T);
+        gpu->ops->matmul_pair(gpu, dx, ldx, T, A, pa, la, B, pb, lb);
+        if (rec) gpu->ops->step_end(gpu);
+        float *ga = back(pa, na), *gb = back(pb, nb);
+        CHECKF(!memcmp(ga, wa, na * 4) && !memcmp(gb, wb, nb * 4),
+               "%s T=%d%s: matmul_pair's outputs (first %s) differ from two matmuls", what, T,
+               rec ? " (recorded step)" : "", memcmp(ga, wa, na * 4) ? "W1's" : "W2's");
+        free(ga); free(gb);
+    }
+    free(x); free(za); free(zb); free(wa); free(wb);
+    gpu->ops->free(gpu, dx); gpu->ops->free(gpu, ra); gpu->ops->free(gpu, rb);
+    gpu->ops->free(gpu, pa); gpu->ops->free(gpu, pb);
+}
+
+/* matmul_pair (the compressors' wkv and wgate) for every format and shape
+ * kind: two weights of one shape and format that take the GEMV run in one
+ * launch, the second half of its blocks on the second weight (16-byte loads
+ * with one to eight warps a row: 256x1024, 40x16384, 33x200; element by
+ * element: 37x130, and FP8 rows the loads do not fit); the tensor-core,
+ * integer and GGUF paths (BF16 2048x4096 among them) run two products.
+ * Then pairs that must not share a launch: other shapes, other formats,
+ * another FP8 scale grid, a weight whose rows are not 16-byte aligned
+ * beside one whose rows are. Every output must keep matmul's bits. */
+static void test_matmul_pair(void)
+{
+    int64_t shapes[][2] = {{256, 1024}, {40, 16384}, {33, 200}, {37, 130}, {2048, 4096}};
+    int Ts[] = {1, 2, 7, 9, 33};
+    char what[96];
+    for (int wi = 0; wi < N_WCASES; wi++)
+        for (int si = 0; si < (int)(sizeof shapes / sizeof shapes[0]); si++) {
+            int64_t R = shapes[si][0], C = shapes[si][1];
+            if (!fits(&k_wcases[wi], C) || !big_ok(&k_wcases[wi], R, C)) continue;
+            tmat A = mkw(&k_wcases[wi], R, C, 0.5f), B = mkw(&k_wcases[wi], R, C, 0.5f);
+            snprintf(what, sizeof what, "%s %lldx%lld", k_wcases[wi].name, (long long)R, (long long)C);
+            for (int ti = 0; ti < (int)(sizeof Ts / sizeof Ts[0]); ti++) pair_check(what, &A.d, &B.d, C, Ts[ti]);
+        }
+    tmat big = mk(DT_BF16, 256, 1024, 0.5f), small = mk(DT_BF16, 128, 1024, 0.5f), f32 = mk(DT_F32, 256, 1024, 0.5f);
+    tmat e8 = mkq(WF_FP8_E4M3, DT_F8_E8M0, 33, 200), s32 = mkq(WF_FP8_E4M3, DT_F32, 33, 200);
+    tmat wide = mk(DT_F32, 257, 1024, 0.5f);
+    dsv4_mat off = wide.d; /* rows from the matrix's second value: not 16-byte aligned */
+    off.rows = 256;
+    off.data = (const float *)wide.d.data + 1;
+    for (int ti = 0; ti < (int)(sizeof Ts / sizeof Ts[0]); ti++) {
+        int T = Ts[ti];
+        pair_check("BF16 256x1024 beside 128x1024", &big.d, &small.d, 1024, T);
+        pair_check("BF16 beside F32 256x1024", &big.d, &f32.d, 1024, T);
+        pair_check("FP8 33x200, E8M0 scales beside F32 scales", &e8.d, &s32.d, 200, T);
+        pair_check("F32 256x1024, aligned rows beside unaligned", &f32.d, &off, 1024, T);
+        pair_check("F32 256x1024, unaligned rows beside aligned", &off, &f32.d, 1024, T);
+    }
+}
+
 static void test_matmul_range(void)
 {
     const float mags[] = {1e-30f, 1e30f, 1.0f, 0.0f};
@@ -657,20 +725,38 @@ static void test_rope(void)
             for (int step = 0; step < 2; step++) {
                 float *x = rnd((size_t)T * H * hd, 1.0f);
                 float *dx = dev(x, (size_t)T * H * hd);
-                cpu->ops->rope(cpu, x, T, H, hd, rd, p0s[pi], step, f, inv);
-                gpu->ops->rope(gpu, dx, T, H, hd, rd, p0s[pi], step, df, inv);
+                cpu->ops->rope(cpu, x, T, H, hd, rd, p0s[pi], step, NULL, f, inv);
+                gpu->ops->rope(gpu, dx, T, H, hd, rd, p0s[pi], step, NULL, df, inv);
                 float *g = back(dx, (size_t)T * H * hd);
                 CLOSE(g, x, (size_t)T * H * hd, p0s[pi] > 1000 ? 2e-3 : 1e-5); /* large angles: sin/cos ulps */
                 free(x); free(g);
                 gpu->ops->free(gpu, dx);
             }
+    /* rows at positions of their own (several lanes' rows in one call):
+     * close to the CPU's, and each row the bits of a call for it alone */
+    int64_t pos[4] = {100000, 3, 4, 0};
+    int64_t *dpos = devb(pos, sizeof pos);
+    for (int inv = 0; inv < 2; inv++) {
+        size_t n = (size_t)T * H * hd, nr = (size_t)H * hd;
+        float *x = rnd(n, 1.0f), *dx = dev(x, n), *dy = dev(x, n);
+        cpu->ops->rope(cpu, x, T, H, hd, rd, 0, 0, pos, f, inv);
+        gpu->ops->rope(gpu, dx, T, H, hd, rd, 0, 0, dpos, df, inv);
+        for (int t = 0; t < T; t++) gpu->ops->rope(gpu, dy + t * nr, 1, H, hd, rd, pos[t], 1, NULL, df, inv);
+        float *g = back(dx, n), *g1 = back(dy, n);
+        CLOSE(g, x, n, 2e-3);
+        CHECKF(!memcmp(g, g1, n * 4), "rope (inverse %d): rows at their own positions differ from calls for each", inv);
+        free(x); free(g); free(g1);
+        gpu->ops->free(gpu, dx); gpu->ops->free(gpu, dy);
+    }
     free(f);
-    gpu->ops->free(gpu, df);
+    gpu->ops->free(gpu, df); gpu->ops->free(gpu, dpos);
 }
 
 /* norm_rope: close to the CPU's, and the same bits as the GPU's rmsnorm
  * then rope (the fused kernel shares their arithmetic). Head sizes of the
- * real models (512, rope 64) and small ones, weighted and not. With the
+ * real models (512, rope 64) and small ones, weighted and not; rows at
+ * consecutive positions and the last one at a position of its own (as the
+ * first row of another lane). With the
  * official KV rounding (n_fp8 >= 0, also a partial last block and none):
  * the CPU's rounding (cpu_kv_fp8_round) of the GPU's unrounded heads, bit
  * for bit, on rows whose blocks mix large and tiny values. */
@@ -689,13 +775,15 @@ static void test_norm_rope(void)
                 float *x = rnd(n, 3.0f);
                 for (size_t k = 0; k < n; k += 7) x[k] *= 1000.0f;
                 for (size_t k = 3; k < n; k += 11) x[k] *= 1e-6f;
+                int64_t pos[3] = {p0s[pi], p0s[pi] + 1, 5}, *dpos = devb(pos, sizeof pos);
                 float *df = dev(f, rd / 2), *dx = dev(x, n), *dy = dev(x, n), *dz = dev(x, n);
-                cpu->ops->norm_rope(cpu, x, T, H, hd, rd, wt ? &w.h : NULL, 1e-6f, p0s[pi], f, -1);
-                gpu->ops->norm_rope(gpu, dx, T, H, hd, rd, wt ? &w.d : NULL, 1e-6f, p0s[pi], df, -1);
+                cpu->ops->norm_rope(cpu, x, T, H, hd, rd, wt ? &w.h : NULL, 1e-6f, pos, f, -1);
+                gpu->ops->norm_rope(gpu, dx, T, H, hd, rd, wt ? &w.d : NULL, 1e-6f, dpos, df, -1);
                 gpu->ops->rmsnorm(gpu, dy, T * H, hd, wt ? &w.d : NULL, 1e-6f, dy);
-                gpu->ops->rope(gpu, dy, T, H, hd, rd, p0s[pi], 1, df, 0);
+                gpu->ops->rope(gpu, dy, T - 1, H, hd, rd, p0s[pi], 1, NULL, df, 0);
+                gpu->ops->rope(gpu, dy + (size_t)(T - 1) * H * hd, 1, H, hd, rd, pos[T - 1], 1, NULL, df, 0);
                 int n_fp8 = c == 2 ? 40 : c == 1 && wt ? 0 : hd - rd; /* 40: a partial block of 64 */
-                gpu->ops->norm_rope(gpu, dz, T, H, hd, rd, wt ? &w.d : NULL, 1e-6f, p0s[pi], df, n_fp8);
+                gpu->ops->norm_rope(gpu, dz, T, H, hd, rd, wt ? &w.d : NULL, 1e-6f, dpos, df, n_fp8);
                 float *g = back(dx, n), *g2 = back(dy, n), *g3 = back(dz, n);
                 CLOSE(g, x, n, p0s[pi] > 1000 ? 2e-3 : 1e-5); /* large angles: sin/cos ulps */
                 CHECKF(!memcmp(g, g2, n * sizeof(float)), "norm_rope, head %d: bits differ from rmsnorm + rope", hd);
@@ -704,6 +792,7 @@ static void test_norm_rope(void)
                        hd, n_fp8);
                 free(f); free(x); free(g); free(g2); free(g3);
                 gpu->ops->free(gpu, df); gpu->ops->free(gpu, dx); gpu->ops->free(gpu, dy); gpu->ops->free(gpu, dz);
+                gpu->ops->free(gpu, dpos);
             }
 }
 
@@ -1041,7 +1130,7 @@ static void attention_case(int T, int64_t pos0, int window, int ratio, int use_s
     if (rd) {
         gpu->ops->attention(gpu, dq, T, pos0, H, hd, window, dr, dkv, de, &fm, use_sel ? 0 : ratio,
                             use_sel ? dsel : NULL, use_sel ? dsn : NULL, cap, &sinks.d, 0.125f, 0, NULL, dout);
-        gpu->ops->rope(gpu, dout, T, H, hd, rd, pos0, 1, dfreq, 1);
+        gpu->ops->rope(gpu, dout, T, H, hd, rd, pos0, 1, NULL, dfreq, 1);
         float *r = back(dout, (size_t)T * H * hd);
         CHECKF(!memcmp(r, g, (size_t)T * H * hd * 4), "T %d pos0 %lld rope dims %d: the rotation inside attention "
                "differs from the rope op's", T, (long long)pos0, rd);
@@ -1114,17 +1203,32 @@ static void test_attention(void)
         attention_chunk_case(24, 200, 8, 512, 128, 0, 1, kind); /* the model's head size, two head groups */
         attention_chunk_case(16, 0, 8, 512, 32, 4, 0, kind);
     }
+    /* FP8 rows whose e4m3 part is not whole words (no real layout): refused
+     * with a message, nothing computed */
+    dsv4_row_fmt odd = row_fmt(ROW_FP8, 64, 18);
+    CHECK(odd.n_fp8 % 4 != 0);
+    float *dq = gpu->ops->alloc(gpu, 4 * 64 * 4), *dout = gpu->ops->alloc(gpu, 4 * 64 * 4);
+    uint8_t *dr = gpu->ops->alloc(gpu, (size_t)10 * odd.bytes);
+    tmat sinks = mk(DT_F32, 1, 4, 1.0f);
+    gpu->ops->attention(gpu, dq, 1, 3, 4, 64, 10, dr, dq, dr, &odd, 0, NULL, NULL, 0, &sinks.d, 0.125f, 0, NULL, dout);
+    CHECK(gpu->ops->sync(gpu) == DSV4_ERR_UNSUPPORTED);
+    CHECK(strstr(dsv4_last_error(), "whole words") != NULL);
+    backend_clear_error(gpu);
+    CHECK(gpu->ops->sync(gpu) == DSV4_OK);
+    gpu->ops->free(gpu, dq); gpu->ops->free(gpu, dout); gpu->ops->free(gpu, dr);
 }
 
 /* ew[3], sw[3]: the formats of the routed experts' and the shared expert's
  * w1 (gate), w3 (up), w2 (down); GGUF files may mix them (blocks of 256
  * values: I = D = 256). ew->name, sw->name: for messages. */
 /* act: the official numerics (dsv4_moe_params.act_fp8). Its FP8 rounding of
- * the SwiGLU outputs would turn the backends' fp32 difference (~1e-7) into
- * one e4m3 step wherever a value sat within that noise of a rounding
- * boundary (odds ~1e-5 per value, a few hundred values per case): should a
- * case fail by about one rounding step in one token's row, its inputs hit
- * such a value (change them); that is not a bug. */
+ * the SwiGLU outputs turns the backends' fp32 difference (~1e-7) into one
+ * e4m3 step wherever a value sits within that noise of a rounding boundary
+ * (odds of about 1e-6 per value: a case of 70 tokens holds 70 000 of them,
+ * and adding a test before this one changes its random inputs), which
+ * moves that token's output row by up to a rounding step times the w2
+ * column: the check allows that in few rows (the bitwise checks of each
+ * row alone stay exact). */
 static void moe_case_d(int score_func, int hash, const wcase *const *ew, const wcase *const *sw, int T, int act, int I,
                        int D)
 {
@@ -1157,8 +1261,28 @@ static void moe_case_d(int score_func, int hash, const wcase *const *ew, const w
     float *g = back(dout, (size_t)T * D);
     double rm, md = maxdiff(g, out, (size_t)T * D, &rm);
     double tol = 1e-5 * sqrt((D + I) / 96.0); /* rounding grows with the dot products' length */
-    CHECKF(md <= tol * (1.0 + rm), "moe %s/%s T=%d%s: max |diff| %g (ref max %g)", ew[0]->name, sw[0]->name, T,
-           act ? " official" : "", md, rm);
+    if (act) {
+        /* the official numerics: every row within tol but for at most one
+         * in 32 (at least one), those by no more than a rounding step of
+         * one H value would move them (1% of the largest output here); a
+         * wrong expert, weight or slot moves many rows by far more */
+        int far = 0;
+        double worst = 0;
+        for (int t = 0; t < T; t++) {
+            double rmt, mdt = maxdiff(g + (size_t)t * D, out + (size_t)t * D, (size_t)D, &rmt);
+            if (mdt > tol * (1.0 + rm)) far++;
+            if (mdt > worst) worst = mdt;
+        }
+        if (far)
+            printf("  moe %s/%s T=%d official: %d of %d rows beyond tol (a rounding step), max |diff| %g of %g\n",
+                   ew[0]->name, sw[0]->name, T, far, T, worst, rm);
+        CHECKF(far <= (T + 31) / 32 && worst <= 0.01 * (1.0 + rm),
+               "moe %s/%s T=%d official: %d rows off, max |diff| %g (ref max %g)", ew[0]->name, sw[0]->name, T, far,
+               worst, rm);
+    } else {
+        CHECKF(md <= tol * (1.0 + rm), "moe %s/%s T=%d: max |diff| %g (ref max %g)", ew[0]->name, sw[0]->name, T,
+               md, rm);
+    }
     /* batch invariance: each row alone gives the same bits as in the batch,
      * whether or not other rows chose the same experts */
     for (int t = 0; t < T; t++) {
@@ -1379,10 +1503,13 @@ static void test_pick_sum(void)
     gpu->ops->free(gpu, da); gpu->ops->free(gpu, dc); gpu->ops->free(gpu, gi); gpu->ops->free(gpu, gt); gpu->ops->free(gpu, gb);
 }
 
-/* Two concurrent groups in a recorded step, each a chain on buffers of its
- * own, both with a product whose activation rows are prepared in a
- * workspace (4 rows of 4096: not staged; the side group's is its own),
- * give the eager step's bytes, captured and replayed. */
+/* Concurrent groups in a recorded step (two side ones and the main one),
+ * each a chain on buffers of its own, the side ones with a product whose
+ * activation rows are prepared in a workspace (4 rows of 4096: not staged;
+ * each group's is its own), the main one rotating rows at positions
+ * uploaded in the step; then a third side group opened after that main
+ * work, which reads its result, beside more main work: the eager step's
+ * bytes, captured and replayed. */
 static void test_concurrent_groups(void)
 {
     CHECK(gpu->ops->concurrent != NULL);
@@ -1394,32 +1521,46 @@ static void test_concurrent_groups(void)
     size_t ny = (size_t)T * 256, nq = (size_t)T * H * hd;
     float *ey = malloc(ny * 4), *eq = malloc(nq * 4), *gy = malloc(ny * 4), *gq = malloc(nq * 4);
     float *ez = malloc(ny * 4), *gz = malloc(ny * 4);
+    float *dw = gpu->ops->alloc(gpu, nq * 4), *dv = gpu->ops->alloc(gpu, nq * 4);
+    float *ew = malloc(nq * 4), *gw = malloc(nq * 4), *ev = malloc(nq * 4), *gv = malloc(nq * 4);
+    int64_t *dpos = gpu->ops->alloc(gpu, (size_t)T * sizeof(int64_t));
     for (int step = 0; step < 6; step++) {
         float *x = rnd((size_t)T * n, 1.0f), *q = rnd(nq, 1.0f);
+        int64_t pos[4] = {step, step + 1, 2 * step, 7};
         for (int rec = 0; rec < 2; rec++) {
             if (rec) gpu->ops->step_begin(gpu, T);
             gpu->ops->upload(gpu, dx, x, (size_t)T * n * 4);
             gpu->ops->upload(gpu, dq, q, nq * 4);
+            gpu->ops->upload(gpu, dv, q, nq * 4);
+            gpu->ops->upload(gpu, dpos, pos, sizeof pos);
             if (rec) gpu->ops->concurrent(gpu, 1);
             gpu->ops->matmul(gpu, dx, n, T, &W.d, dy, 256);
             gpu->ops->rmsnorm(gpu, dy, T, 256, NULL, 1e-6f, dy);
+            if (rec) gpu->ops->concurrent(gpu, 1);
+            gpu->ops->matmul(gpu, dx, n, T, &W.d, dz, 256); /* both side groups read dx */
             if (rec) gpu->ops->concurrent(gpu, 2);
-            gpu->ops->norm_rope(gpu, dq, T, H, hd, rd, NULL, 1e-6f, step, df, -1);
-            gpu->ops->matmul(gpu, dx, n, T, &W.d, dz, 256); /* both groups read dx */
+            gpu->ops->norm_rope(gpu, dq, T, H, hd, rd, NULL, 1e-6f, dpos, df, -1);
+            if (rec) gpu->ops->concurrent(gpu, 1); /* after the main group's norm_rope */
+            gpu->ops->rmsnorm(gpu, dq, T * H, hd, NULL, 1e-6f, dw);
+            if (rec) gpu->ops->concurrent(gpu, 2);
+            gpu->ops->rope(gpu, dv, T, H, hd, rd, 0, 0, dpos, df, 1);
             if (rec) gpu->ops->concurrent(gpu, 0);
             gpu->ops->download(gpu, rec ? gy : ey, dy, ny * 4);
             gpu->ops->download(gpu, rec ? gq : eq, dq, nq * 4);
             gpu->ops->download(gpu, rec ? gz : ez, dz, ny * 4);
+            gpu->ops->download(gpu, rec ? gw : ew, dw, nq * 4);
+            gpu->ops->download(gpu, rec ? gv : ev, dv, nq * 4);
             if (rec) gpu->ops->step_end(gpu);
             CHECK(gpu->ops->sync(gpu) == DSV4_OK);
         }
-        CHECKF(!memcmp(gy, ey, ny * 4) && !memcmp(gq, eq, nq * 4) && !memcmp(gz, ez, ny * 4),
-               "step %d: the grouped step differs from the eager one", step);
+        CHECKF(!memcmp(gy, ey, ny * 4) && !memcmp(gq, eq, nq * 4) && !memcmp(gz, ez, ny * 4) &&
+               !memcmp(gw, ew, nq * 4) && !memcmp(gv, ev, nq * 4), "step %d: the grouped step differs from the eager one",
+               step);
         free(x); free(q);
     }
-    free(f); free(ey); free(eq); free(gy); free(gq); free(ez); free(gz);
+    free(f); free(ey); free(eq); free(gy); free(gq); free(ez); free(gz); free(ew); free(gw); free(ev); free(gv);
     gpu->ops->free(gpu, df); gpu->ops->free(gpu, dx); gpu->ops->free(gpu, dy); gpu->ops->free(gpu, dq);
-    gpu->ops->free(gpu, dz);
+    gpu->ops->free(gpu, dz); gpu->ops->free(gpu, dw); gpu->ops->free(gpu, dv); gpu->ops->free(gpu, dpos);
 }
 
 static void test_graph_replay(void)
@@ -1434,14 +1575,14 @@ static void test_graph_replay(void)
         float *x = rnd((size_t)H * hd, 1.0f);
         /* eager */
         gpu->ops->upload(gpu, dx, x, (size_t)H * hd * 4);
-        gpu->ops->rope(gpu, dx, T, H, hd, rd, step, 1, df, 0);
+        gpu->ops->rope(gpu, dx, T, H, hd, rd, step, 1, NULL, df, 0);
         gpu->ops->ring_store(gpu, ring_e, W, &fm, dx, T, step);
         gpu->ops->download(gpu, eager_out, dx, (size_t)H * hd * 4);
         CHECK(gpu->ops->sync(gpu) == DSV4_OK);
         /* recorded */
         gpu->ops->step_begin(gpu, T);
         gpu->ops->upload(gpu, dx, x, (size_t)H * hd * 4);
-        gpu->ops->rope(gpu, dx, T, H, hd, rd, step, 1, df, 0);
+        gpu->ops->rope(gpu, dx, T, H, hd, rd, step, 1, NULL, df, 0);
         gpu->ops->ring_store(gpu, ring_g, W, &fm, dx, T, step);
         gpu->ops->download(gpu, host_out, dx, (size_t)H * hd * 4);
         gpu->ops->step_end(gpu);
@@ -1500,6 +1641,7 @@ int main(void)
     RUN(test_matmul_range);
     RUN(test_matmul_fp8in);
     RUN(test_matmul_post);
+    RUN(test_matmul_pair);
     RUN(test_matmul_grouped);
     RUN(test_gguf_exact);
     RUN(test_rmsnorm);

@@ -2,7 +2,8 @@
  * rows in one call give, bit for bit, what each row gives alone, for F32
  * and BF16 weights (BF16 has a path of its own for a few rows), row lengths
  * with and without a tail past the 8-lane blocks, strided rows, and plain
- * and grouped products. Prefill chunks and decode steps stand on this. */
+ * and grouped products. Prefill chunks and decode steps stand on this. The
+ * pair op (two weights, one input) gives each weight's product. */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -77,6 +78,42 @@ static void test_rows_alone(void)
     b->ops->destroy(b);
 }
 
+/* matmul_pair gives each weight's matmul, bit for bit: same shapes (the
+ * compressors' wkv and wgate), other row counts, F32 beside BF16; the
+ * outputs with row strides of their own, their padding untouched. */
+static void pair_is_two(dsv4_backend *b, dsv4_dtype d1, int r1, dsv4_dtype d2, int r2, int n, int T)
+{
+    int ldx = n + 3, l1 = r1 + 2, l2 = r2 + 7;
+    void *b1, *b2;
+    dsv4_mat W1 = make_w(d1, r1, n, &b1), W2 = make_w(d2, r2, n, &b2);
+    float *x = malloc((size_t)T * ldx * sizeof *x);
+    float *p1 = calloc((size_t)T * l1, sizeof *p1), *p2 = calloc((size_t)T * l2, sizeof *p2);
+    float *m1 = calloc((size_t)T * l1, sizeof *m1), *m2 = calloc((size_t)T * l2, sizeof *m2);
+    for (size_t i = 0; i < (size_t)T * ldx; i++) x[i] = rnd();
+    b->ops->matmul_pair(b, x, ldx, T, &W1, p1, l1, &W2, p2, l2);
+    b->ops->matmul(b, x, ldx, T, &W1, m1, l1);
+    b->ops->matmul(b, x, ldx, T, &W2, m2, l2);
+    CHECKF(!memcmp(p1, m1, (size_t)T * l1 * sizeof *p1) && !memcmp(p2, m2, (size_t)T * l2 * sizeof *p2),
+           "%dx%d %s beside %dx%d %s, %d rows: matmul_pair differs from two matmuls", r1, n,
+           d1 == DT_F32 ? "F32" : "BF16", r2, n, d2 == DT_F32 ? "F32" : "BF16", T);
+    free(b1); free(b2); free(x); free(p1); free(p2); free(m1); free(m2);
+}
+
+static void test_pair(void)
+{
+    dsv4_backend *b = cpu_backend_new(2, 4096);
+    CHECK(b != NULL);
+    if (!b) return;
+    static const int Ts[] = {1, 2, 7, 9, 33};
+    for (int i = 0; i < 5; i++) {
+        pair_is_two(b, DT_BF16, 12, DT_BF16, 12, 131, Ts[i]);
+        pair_is_two(b, DT_F32, 12, DT_F32, 12, 64, Ts[i]);
+        pair_is_two(b, DT_BF16, 12, DT_BF16, 5, 64, Ts[i]);
+        pair_is_two(b, DT_F32, 7, DT_BF16, 7, 1003, Ts[i]);
+    }
+    b->ops->destroy(b);
+}
+
 /* cpu_dot on its own: the lanes' fixed order gives the same sum for the
  * same data wherever the vectors sit. */
 static void test_dot_aligned_or_not(void)
@@ -96,6 +133,7 @@ static void test_dot_aligned_or_not(void)
 int main(void)
 {
     RUN(test_rows_alone);
+    RUN(test_pair);
     RUN(test_dot_aligned_or_not);
     TEST_MAIN_END();
 }
