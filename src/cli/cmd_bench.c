@@ -180,7 +180,7 @@ static int bench_rows(dsv4_model *m, const int64_t *nr, int cnt, int64_t ctx, in
     const dsv4_config *cf = &m->cfg;
     printf("steps of several rows of one lane at context %lld (every row's logits, a verify step's shape):\n"
            "%-6s %10s %9s %14s %9s %8s %s\n", (long long)ctx, "rows", "ms/step", "x first", "bytes/step MB", "GB/s",
-           "% limit", "graphs new/replayed, host recording + graph device time a step");
+           "% limit", "steps new/replayed as graphs, host time before the GPU starts + device time a step");
     double first = 0;
     for (int i = 0; i < cnt; i++) {
         int n = (int)nr[i];
@@ -517,7 +517,7 @@ int cmd_bench(int argc, char **argv)
     float *logits = malloc((size_t)cf->vocab * sizeof *logits);
     if (!logits) { dsv4_model_free(m); return 1; }
     printf("%-9s %10s %10s %12s %12s %9s %7s %s\n", "context", "tok/s", "ms/tok", "weights MB", "state MB", "GB/s",
-           "% limit", "graphs new/replayed, host recording + graph device time a token");
+           "% limit", "steps new/replayed as graphs, host time before the GPU starts + device time a token");
     double first_t = 0;
     for (int i = 0; i < n_ctx; i++) {
         char graphs[96];

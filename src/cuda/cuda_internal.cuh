@@ -6,12 +6,17 @@
  *   - eager mode: the op's exec function launches its kernels at once;
  *   - record mode (between step_begin and step_end of a small step): the
  *     struct is appended to a list; pos0 goes into a pinned argument block at
- *     the record's slot and is zeroed in the stored copy. At step_end the
- *     list is compared byte for byte with the lists of the captured graphs;
- *     on a match only the argument block changes and the graph is replayed,
- *     otherwise the list is executed under stream capture into a new graph.
- *     Captured kernels read pos0 from the device copy of the argument block,
- *     which the graph's first node copies from the pinned block.
+ *     the record's slot and is zeroed in the stored copy. A step is recorded
+ *     in segments (cu_seg_records: the first short, each next one longer) that
+ *     go to the GPU as soon as they are complete, so that the host records
+ *     the rest of the step while the GPU runs its start instead of the GPU
+ *     waiting for the whole recording. A segment's list is compared byte for
+ *     byte with the lists of the captured graphs; on a match only its part
+ *     of the argument block changes and the graph is replayed, otherwise the
+ *     list is executed under stream capture into a new graph. Captured
+ *     kernels read pos0 from the device copy of the argument block, which
+ *     the graph's first node copies from the pinned block (each segment its
+ *     own part; the host writes no part twice before the step's sync).
  * Exec functions must only enqueue work on the stream (no allocation, no
  * synchronous copy): everything else happens when the op is submitted. */
 #ifndef DSV4_CUDA_INTERNAL_CUH
@@ -30,7 +35,7 @@ extern "C" {
  * 64 lanes and short chunks (a longer prompt's launches are a small part of
  * its time; each new shape pays a capture of milliseconds). */
 #define CU_GRAPH_MAX_ROWS 64
-#define CU_GRAPH_CACHE 8
+#define CU_GRAPH_CACHE 32 /* segment graphs (a step has a few; decode alternates between a few step shapes) */
 #define CU_GROUPS 8          /* concurrent groups: the main one and up to 7 side ones (a lane each) */
 #define CU_REC_ARGS 864  /* the largest op argument struct (the MoE's, 7 weight views) fits */
 
@@ -57,6 +62,7 @@ typedef struct {
 typedef struct {
     int n;
     cu_record *rec;
+    size_t arg0, arg1;             /* the part of the argument block its first node copies */
     cudaGraphExec_t exec;
     unsigned long long used;       /* LRU stamp */
 } cu_graph;
@@ -122,13 +128,18 @@ struct cu_impl {
     int n_dl, cap_dl;
     cu_graph graphs[CU_GRAPH_CACHE];
     unsigned long long clock;
-    long long n_captures, n_replays;
-    /* where a graph step's time goes: the host's recording (step_begin to
-     * the launch) and the graph on the GPU (events around the launch, read
-     * at the next sync; a launch while one is unread is not timed) */
+    long long n_captures, n_replays; /* steps that captured a graph / that replayed only */
+    /* the step's segments: the open one's first argument byte, how many
+     * went to the GPU, whether one of them was captured */
+    size_t arg_seg;
+    int n_seg, seg_captured;
+    /* where a graph step's time goes: the host's recording before the GPU
+     * starts (step_begin to the first segment's launch) and the graphs on
+     * the GPU (events before the first launch and after the last, read at
+     * the next sync; a step while one is unread is not timed) */
     double t_begin, host_s, gpu_s;
     cudaEvent_t gev[2];
-    int gev_open;
+    int gev_open, gev_started;
 
     /* profiler */
     int profiling;

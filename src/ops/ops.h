@@ -290,11 +290,13 @@ typedef struct {
     /* Device memory free and in total (backends with their own memory):
      * loading checks the model fits before it uploads anything. */
     dsv4_status (*mem_info)(dsv4_backend *b, uint64_t *free_bytes, uint64_t *total_bytes);
-    /* Steps recorded so far that were captured as a new graph, and that
-     * replayed one (a step that keeps being captured pays the capture each
+    /* Steps recorded so far that captured a new graph, and that only
+     * replayed (a step that keeps being captured pays the capture each
      * time: the bench reports these); the seconds the host spent recording
-     * them and the seconds their graphs ran on the device (what is left of
-     * a step's wall time is the host between steps and the device idle). */
+     * them before their first graph went to the device (the rest of the
+     * recording overlaps the device), and the seconds their graphs ran on
+     * the device (what is left of a step's wall time is the host between
+     * steps and the device idle). */
     void (*graph_counts)(dsv4_backend *b, long long *captured, long long *replayed, double *host_s, double *gpu_s);
     /* For benchmarks: the device's ceilings measured now (see
      * dsv4_device_limits); a figure that could not be measured is 0. */
