@@ -99,17 +99,28 @@ __device__ __forceinline__ void f8_prep_store(float4 u, int64_t n, int64_t b, ui
 }
 
 /* nr rows (row i at x + i·ldx) prepared by the whole block: codes
- * [nr][npad], scales [nr][nblk], a block a warp at a time (loading several
- * at once raised the kernel's registers past two blocks an SM and made
- * the products slower: tests/cuda/NOTES.md). */
+ * [nr][npad], scales [nr][nblk]; a warp takes blocks warp, warp + nw, ...
+ * F8_PREP_LOADS at a time, their loads in flight together (one after the
+ * other, the L2 round trips of a row of 8192 values took some 3 us a
+ * block; each block's codes and scale are its own either way). */
+#define F8_PREP_LOADS 4
 __device__ __forceinline__ void f8_prep_rows(const float *x, int64_t ldx, int nr, int64_t n, uint8_t *codes,
                                              float *scales)
 {
     int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
-    int64_t nb = f8_nblk(n), np = f8_npad(n);
-    for (int64_t k = warp; k < nr * nb; k += nw) {
-        int64_t i = k / nb, b = k % nb;
-        f8_prep_store(f8_prep_load(x + i * ldx, n, b, lane), n, b, codes + i * np, scales + i * nb, lane);
+    int64_t nb = f8_nblk(n), np = f8_npad(n), nk = nr * nb;
+    for (int64_t k0 = warp; k0 < nk; k0 += F8_PREP_LOADS * nw) {
+        float4 u[F8_PREP_LOADS];
+#pragma unroll
+        for (int p = 0; p < F8_PREP_LOADS; p++) {
+            int64_t k = k0 + p * nw;
+            u[p] = k < nk ? f8_prep_load(x + k / nb * ldx, n, k % nb, lane) : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+        }
+#pragma unroll
+        for (int p = 0; p < F8_PREP_LOADS; p++) {
+            int64_t k = k0 + p * nw, i = k / nb, b = k % nb;
+            if (k < nk) f8_prep_store(u[p], n, b, codes + i * np, scales + i * nb, lane);
+        }
     }
 }
 
@@ -395,10 +406,12 @@ static size_t f8_stage_bytes(int nr, int64_t n)
 /* Decode steps of at most this many values in all (T·n) stage their rows
  * in every block; longer ones take one preparation launch, which costs
  * less than every block rounding the rows again (bench_ops matmul:fp8 on an
- * H100: wo_b 4096x8192 20 us through the launch at T = 2..8 against 22 us
- * staged at T = 1; wq_a 1024x4096 8.2 us through the launch at T = 4 and 8
- * against 16 and 28 us staged; at T = 1 staged 7.7 us). */
-#define F8_STAGE_VALUES 4096
+ * H100, with a warp's blocks prepared one after the other: wo_b 4096x8192
+ * 20 us through the launch at T = 2..8 against 22 us staged at T = 1; wq_a
+ * 1024x4096 8.2 us through the launch at T = 4 and 8 against 16 and 28 us
+ * staged; at T = 1 staged 7.7 us). Since f8_prep_rows keeps several loads
+ * in flight, one row of wo_b (8192) is staged too. */
+#define F8_STAGE_VALUES 8192
 
 template <int NT, int SEQ, int U>
 static void f8_launch(cu_impl *c, const cu_matmul_args *a, int ks, int stage)
@@ -523,7 +536,7 @@ void cu_f8mma(cu_impl *c, const cu_matmul_args *a)
     const dsv4_mat *W = &a->W;
     int64_t n = W->cols;
     int ks = tc_splits(W->rows, f8_nblk(n), 2);
-    int stage = a->T <= 8 && a->T * n <= F8_STAGE_VALUES; /* f8_stage_bytes: at most 4.2 KB */
+    int stage = a->T <= 8 && a->T * n <= F8_STAGE_VALUES; /* f8_stage_bytes: at most 8.4 KB */
     if (!stage) {
         uint8_t *codes = (uint8_t *)a->xq;
         float *scales = f8_scales(codes, a->T, n);
