@@ -101,8 +101,8 @@ __device__ __forceinline__ void f8_prep_store(float4 u, int64_t n, int64_t b, ui
 /* nr rows (row i at x + i·ldx) prepared by the whole block: codes
  * [nr][npad], scales [nr][nblk]; a warp takes blocks warp, warp + nw, ...
  * F8_PREP_LOADS at a time, their loads in flight together (one after the
- * other, the L2 round trips of a row of 8192 values took some 3 us a
- * block; each block's codes and scale are its own either way). */
+ * other, each block waited for its own L2 round trip; each block's codes
+ * and scale are its own either way). */
 #define F8_PREP_LOADS 4
 __device__ __forceinline__ void f8_prep_rows(const float *x, int64_t ldx, int nr, int64_t n, uint8_t *codes,
                                              float *scales)
@@ -409,9 +409,11 @@ static size_t f8_stage_bytes(int nr, int64_t n)
  * H100, with a warp's blocks prepared one after the other: wo_b 4096x8192
  * 20 us through the launch at T = 2..8 against 22 us staged at T = 1; wq_a
  * 1024x4096 8.2 us through the launch at T = 4 and 8 against 16 and 28 us
- * staged; at T = 1 staged 7.7 us). Since f8_prep_rows keeps several loads
- * in flight, one row of wo_b (8192) is staged too. */
-#define F8_STAGE_VALUES 8192
+ * staged; at T = 1 staged 7.7 us). With F8_PREP_LOADS blocks in flight a
+ * warp (2026-12-08): wq_a at T = 1 7.3 -> 6.5 us, the shared w1 8.6 -> 7.1;
+ * staging 8192 values instead left wo_b at T = 1 where the launch has it
+ * (17.5 us) and made wq_a at T = 2 slower (7.3 -> 9.4 us). */
+#define F8_STAGE_VALUES 4096
 
 template <int NT, int SEQ, int U>
 static void f8_launch(cu_impl *c, const cu_matmul_args *a, int ks, int stage)
@@ -536,7 +538,7 @@ void cu_f8mma(cu_impl *c, const cu_matmul_args *a)
     const dsv4_mat *W = &a->W;
     int64_t n = W->cols;
     int ks = tc_splits(W->rows, f8_nblk(n), 2);
-    int stage = a->T <= 8 && a->T * n <= F8_STAGE_VALUES; /* f8_stage_bytes: at most 8.4 KB */
+    int stage = a->T <= 8 && a->T * n <= F8_STAGE_VALUES; /* f8_stage_bytes: at most 4.2 KB */
     if (!stage) {
         uint8_t *codes = (uint8_t *)a->xq;
         float *scales = f8_scales(codes, a->T, n);
