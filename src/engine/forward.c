@@ -434,6 +434,18 @@ void forward_scratch_free(dsv4_model *m, fwd_scratch *sc)
     free(sc);
 }
 
+/* The first non-finite value of a row of n, or -1: one flag over the row
+ * first (a loop without an exit vectorizes: a vocabulary row in about 25 us
+ * instead of 100-140, every token), the index only when it is set. */
+static int first_nonfinite(const float *row, int n)
+{
+    int any = 0;
+    for (int v = 0; v < n; v++) any |= !(fabsf(row[v]) <= FLT_MAX);
+    for (int v = 0; any && v < n; v++)
+        if (!isfinite(row[v])) return v;
+    return -1;
+}
+
 /* The one finiteness policy of every path (eval, batch, speculative): a NaN
  * or infinite logit, from corrupt weights or state, fails the step and names
  * where. A lane's out_rows rows are its last ones. */
@@ -443,12 +455,12 @@ static dsv4_status check_finite(const dsv4_config *c, const fwd_lane *lanes, int
         const fwd_lane *ln = &lanes[i];
         for (int r = 0; r < ln->out_rows; r++) {
             const float *row = ln->logits + (size_t)r * (size_t)c->vocab;
-            for (int v = 0; v < c->vocab; v++)
-                if (!isfinite(row[v])) {
-                    int64_t pos = ln->pos0 + ln->T - ln->out_rows + r;
-                    return dsv4_fail(DSV4_ERR_DEVICE, "lane %d, %sposition %lld: non-finite logit (%g) for token %d",
-                                     ln->id, what, (long long)pos, (double)row[v], v);
-                }
+            int v = first_nonfinite(row, c->vocab);
+            if (v >= 0) {
+                int64_t pos = ln->pos0 + ln->T - ln->out_rows + r;
+                return dsv4_fail(DSV4_ERR_DEVICE, "lane %d, %sposition %lld: non-finite logit (%g) for token %d",
+                                 ln->id, what, (long long)pos, (double)row[v], v);
+            }
         }
     }
     return DSV4_OK;
@@ -742,16 +754,8 @@ dsv4_status forward_dspark_markov(dsv4_model *m, fwd_scratch *sc, const int32_t 
         backend_clear_error(b);
         return st;
     }
-    for (int i = 0; i < n; i++) {
-        /* one flag over the row (a loop without an exit vectorizes), the
-         * token only when it is set */
-        const float *row = bias + (size_t)i * V;
-        int any = 0, bad = -1;
-        for (int v = 0; v < V; v++) any |= !(fabsf(row[v]) <= FLT_MAX);
-        for (int v = 0; any && bad < 0 && v < V; v++)
-            if (!isfinite(row[v])) bad = v;
-        if ((st = forward_markov_row_check(&conf[i], bad))) return st;
-    }
+    for (int i = 0; i < n; i++)
+        if ((st = forward_markov_row_check(&conf[i], first_nonfinite(bias + (size_t)i * V, V)))) return st;
     return DSV4_OK;
 }
 
